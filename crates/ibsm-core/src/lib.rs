@@ -1,0 +1,1 @@
+//! ibsm-core: placeholder, see ARCHITECTURE.md.

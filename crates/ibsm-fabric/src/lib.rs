@@ -1,0 +1,1 @@
+//! ibsm-fabric: placeholder, see ARCHITECTURE.md.

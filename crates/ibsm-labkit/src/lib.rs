@@ -1,0 +1,1 @@
+//! ibsm-labkit: placeholder, see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! ibsm-mad: placeholder, see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! ibsm-sim: placeholder, see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! ibsm-transport: placeholder, see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! ibsm-umad: placeholder, see ARCHITECTURE.md.

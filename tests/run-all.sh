@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit, property and integration tests
+# (ibsim, OpenSM and infiniband-diags must be installed: .ci/run installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export IBSM_REQUIRE_LAB=1   # integration tests fail, never skip, when a lab tool is missing
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
