@@ -1,1 +1,25 @@
-//! ibsm-fabric: placeholder, see ARCHITECTURE.md.
+//! ibsm-fabric: the topology graph of an InfiniBand subnet.
+//!
+//! * [`Topology`] holds nodes (CAs, switches, routers) addressed by a dense
+//!   [`NodeIdx`]; each [`Node`] keeps its ports in a `Vec` indexed by port
+//!   number, so `ports[0]` is a switch's management port (and unused on a CA).
+//!   Cables are stored at both ends (`Port::remote`), which makes
+//!   [`Topology::neighbor`] O(1) and lets routing walk the graph without maps.
+//! * The node list is private: GUID and name lookups go through hash indexes
+//!   that must never go stale, so identity and cabling only change through
+//!   methods that validate (typed [`TopologyError`]s; nothing panics on input).
+//! * Nodes are compact (a few dozen bytes plus 24 bytes per port) because a
+//!   k=58 three-level fat tree has ~53k nodes and must build in well under a
+//!   second.
+//! * Switch ports all report the switch's port-0 GUID, as IBA switches do;
+//!   `find_by_port_guid` of a switch answers port 0.
+//!
+//! The crate deliberately does not depend on `ibsm-mad`: link width/speed and
+//! node type carry their IBA encodings (`to_iba`) so the SMA simulator and
+//! discovery can convert without a shared type.
+
+pub mod topology;
+
+pub use topology::{
+    Counts, LinkSpeed, LinkWidth, Node, NodeIdx, NodeType, Port, Topology, TopologyError,
+};
