@@ -1,0 +1,589 @@
+//! Directed-route discovery: a sans-IO breadth-first walk of the fabric.
+//!
+//! [`Discovery`] is a pure state machine: it hands out requests
+//! ([`Discovery::poll_request`]) and consumes their outcomes
+//! ([`Discovery::handle_response`], [`Discovery::handle_failure`]). It knows
+//! nothing about TIDs, windows or time; [`DiscoveryAgent`] couples it to a
+//! [`Transactions`] agent for the common case, and an SM that multiplexes
+//! several activities over one MAD agent can do the same with its own token
+//! type.
+//!
+//! The walk, starting at the port the SM is attached to (0 hops):
+//!
+//! 1. SubnGet(NodeInfo) by directed route. A NodeGUID seen before is the same
+//!    node reached over another cable: the cable is recorded (at both ends) and
+//!    the walk does not go further through it.
+//! 2. For a new node: SubnGet(NodeDescription); for a switch SubnGet(SwitchInfo)
+//!    and SubnGet(PortInfo) of every port 0..=NumPorts; for a CA or router
+//!    SubnGet(PortInfo) of the port we came in on.
+//! 3. For every switch port (and the SM's own CA port) whose PortInfo says the
+//!    link is up (PortState >= Init or PortPhysicalState = LinkUp) and whose far
+//!    end is not known yet: SubnGet(NodeInfo) along path + port. SMPs are not
+//!    forwarded through CAs, so CAs other than our own are leaves.
+//!
+//! A NodeInfo that fails after the agent's retries makes the far end
+//! *unreachable*: it is recorded in [`DiscoveryResult::unreachable`] and the walk
+//! goes on without it, so one dead node never stalls a sweep. Other failed or
+//! rejected requests are recorded as [`DiscoveryIssue`]s.
+//!
+//! Every node keeps the directed route it was first reached on (replaced by a
+//! shorter one if one shows up), which later programming of the node uses.
+//! Requests are produced lazily (a token carries a path, not an encoded SMP),
+//! so the backlog of a 50k-node fabric stays small.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use ibsm_fabric::{LinkSpeed, LinkWidth, Node, NodeIdx, NodeType, Topology};
+use ibsm_mad::attr::{NodeDescription, NodeInfo, PortInfo, SwitchInfo};
+use ibsm_mad::{AttributeId, MadError, Smp, MAD_SIZE, MAX_HOPS};
+
+use crate::transactions::{Counters, Event, Transactions, TransactionsConfig};
+
+/// PortInfo.PortState value Init (2); Armed and Active are above it.
+const PORT_STATE_INIT: u8 = 2;
+/// PortInfo.PortPhysicalState value LinkUp (5).
+const PORT_PHYS_LINK_UP: u8 = 5;
+
+/// Tunables of a [`Discovery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveryConfig {
+    /// Longest directed route to follow (IBA allows 63 hops).
+    pub max_hops: usize,
+}
+
+impl Default for DiscoveryConfig {
+    fn default() -> Self {
+        DiscoveryConfig { max_hops: MAX_HOPS }
+    }
+}
+
+/// What a request asks for. Opaque to the caller; handed back with the outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveryToken {
+    path: Vec<u8>,
+    kind: RequestKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RequestKind {
+    /// NodeInfo of whatever is at `path`, reached through `via` (None for 0 hops).
+    NodeInfo {
+        via: Option<(NodeIdx, u8)>,
+    },
+    NodeDescription {
+        node: NodeIdx,
+    },
+    SwitchInfo {
+        node: NodeIdx,
+    },
+    PortInfo {
+        node: NodeIdx,
+        port: u8,
+    },
+}
+
+impl DiscoveryToken {
+    /// The directed route of the request.
+    pub fn path(&self) -> &[u8] {
+        &self.path
+    }
+
+    fn attribute(&self) -> (AttributeId, u32) {
+        match self.kind {
+            RequestKind::NodeInfo { .. } => (AttributeId::NODE_INFO, 0),
+            RequestKind::NodeDescription { .. } => (AttributeId::NODE_DESCRIPTION, 0),
+            RequestKind::SwitchInfo { .. } => (AttributeId::SWITCH_INFO, 0),
+            RequestKind::PortInfo { port, .. } => (AttributeId::PORT_INFO, u32::from(port)),
+        }
+    }
+
+    /// The SubnGet for this request (TID 0: the MAD agent assigns it).
+    pub fn to_smp(&self) -> Result<Smp, MadError> {
+        let (attr, attr_mod) = self.attribute();
+        Smp::try_get_dr(&self.path, attr, attr_mod, 0)
+    }
+}
+
+/// A far end that never answered NodeInfo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreachable {
+    /// The directed route that was tried.
+    pub path: Vec<u8>,
+    /// The known node and port the route leaves through (None: the SM's own node).
+    pub via: Option<(NodeIdx, u8)>,
+}
+
+/// A request about a known node that failed or was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveryIssue {
+    /// The directed route of the request.
+    pub path: Vec<u8>,
+    /// The attribute asked for.
+    pub attr_id: AttributeId,
+    /// Its AttributeModifier (the port for PortInfo).
+    pub attr_mod: u32,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// Everything discovery learned.
+#[derive(Debug, Clone)]
+pub struct DiscoveryResult {
+    /// The fabric as discovered.
+    pub topology: Topology,
+    /// `paths[i]` is the directed route to `NodeIdx(i)` (empty for the SM's own node).
+    pub paths: Vec<Vec<u8>>,
+    /// `switch_info[i]` is the SwitchInfo of `NodeIdx(i)` if it is a switch that answered.
+    pub switch_info: Vec<Option<SwitchInfo>>,
+    /// The SM's own node and port, if the 0-hop NodeInfo was answered.
+    pub local: Option<(NodeIdx, u8)>,
+    /// Far ends that did not answer NodeInfo.
+    pub unreachable: Vec<Unreachable>,
+    /// Other failed or rejected requests.
+    pub issues: Vec<DiscoveryIssue>,
+}
+
+impl DiscoveryResult {
+    /// The directed route to `node`.
+    pub fn path(&self, node: NodeIdx) -> Option<&[u8]> {
+        self.paths.get(node.as_usize()).map(Vec::as_slice)
+    }
+}
+
+/// The discovery state machine (see the module doc).
+#[derive(Debug)]
+pub struct Discovery {
+    cfg: DiscoveryConfig,
+    topology: Topology,
+    paths: Vec<Vec<u8>>,
+    switch_info: Vec<Option<SwitchInfo>>,
+    local: Option<(NodeIdx, u8)>,
+    unreachable: Vec<Unreachable>,
+    issues: Vec<DiscoveryIssue>,
+    pending: VecDeque<DiscoveryToken>,
+    /// Requests handed out and not yet answered or failed.
+    outstanding: usize,
+}
+
+impl Discovery {
+    /// A discovery that starts with NodeInfo of the SM's own node.
+    pub fn new(cfg: DiscoveryConfig) -> Self {
+        let mut d = Discovery {
+            cfg,
+            topology: Topology::new(),
+            paths: Vec::new(),
+            switch_info: Vec::new(),
+            local: None,
+            unreachable: Vec::new(),
+            issues: Vec::new(),
+            pending: VecDeque::new(),
+            outstanding: 0,
+        };
+        d.request(Vec::new(), RequestKind::NodeInfo { via: None });
+        d
+    }
+
+    /// The next request to send, if any.
+    pub fn poll_request(&mut self) -> Option<DiscoveryToken> {
+        let token = self.pending.pop_front()?;
+        self.outstanding += 1;
+        Some(token)
+    }
+
+    /// Requests produced and not yet handed out.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// True once every request has been answered or has failed.
+    pub fn is_done(&self) -> bool {
+        self.pending.is_empty() && self.outstanding == 0
+    }
+
+    /// The topology discovered so far.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The result (complete once [`Discovery::is_done`]).
+    pub fn into_result(self) -> DiscoveryResult {
+        DiscoveryResult {
+            topology: self.topology,
+            paths: self.paths,
+            switch_info: self.switch_info,
+            local: self.local,
+            unreachable: self.unreachable,
+            issues: self.issues,
+        }
+    }
+
+    /// The request `token` went unanswered (or could not be sent).
+    pub fn handle_failure(&mut self, token: DiscoveryToken, reason: &str) {
+        self.outstanding = self.outstanding.saturating_sub(1);
+        match token.kind {
+            RequestKind::NodeInfo { via } => {
+                tracing::warn!(path = ?token.path, reason, "node unreachable");
+                self.unreachable.push(Unreachable {
+                    path: token.path,
+                    via,
+                });
+            }
+            _ => self.issue(&token, reason.to_string()),
+        }
+    }
+
+    /// The response `smp` answered the request `token`.
+    pub fn handle_response(&mut self, token: DiscoveryToken, smp: &Smp) {
+        self.outstanding = self.outstanding.saturating_sub(1);
+        let (attr_id, _) = token.attribute();
+        if smp.attr_id != attr_id {
+            let reason = format!("response carries attribute {:?}", smp.attr_id);
+            return self.fail_kind(token, reason);
+        }
+        if smp.status != 0 {
+            let reason = format!("MAD status {:#06x}", smp.status);
+            return self.fail_kind(token, reason);
+        }
+        let outcome = match token.kind {
+            RequestKind::NodeInfo { via } => smp
+                .attribute::<NodeInfo>()
+                .map(|ni| self.on_node_info(&token.path, via, &ni)),
+            RequestKind::NodeDescription { node } => smp
+                .attribute::<NodeDescription>()
+                .map(|nd| self.on_node_description(node, &nd)),
+            RequestKind::SwitchInfo { node } => smp.attribute::<SwitchInfo>().map(|si| {
+                if let Some(slot) = self.switch_info.get_mut(node.as_usize()) {
+                    *slot = Some(si);
+                }
+            }),
+            RequestKind::PortInfo { node, port } => smp
+                .attribute::<PortInfo>()
+                .map(|pi| self.on_port_info(&token.path, node, port, &pi)),
+        };
+        if let Err(err) = outcome {
+            self.fail_kind(token, format!("undecodable response: {err}"));
+        }
+    }
+
+    /// A response that cannot be used: unlike a timeout the node is alive, so
+    /// this is an issue, not an unreachable node.
+    fn fail_kind(&mut self, token: DiscoveryToken, reason: String) {
+        tracing::warn!(path = ?token.path, reason, "discovery request rejected");
+        self.issue(&token, reason);
+    }
+
+    fn issue(&mut self, token: &DiscoveryToken, reason: String) {
+        let (attr_id, attr_mod) = token.attribute();
+        self.issues.push(DiscoveryIssue {
+            path: token.path.clone(),
+            attr_id,
+            attr_mod,
+            reason,
+        });
+    }
+
+    fn request(&mut self, path: Vec<u8>, kind: RequestKind) {
+        self.pending.push_back(DiscoveryToken { path, kind });
+    }
+
+    fn on_node_info(&mut self, path: &[u8], via: Option<(NodeIdx, u8)>, ni: &NodeInfo) {
+        let raw_type = u8::from(ni.node_type);
+        let Some(node_type) = NodeType::from_iba(raw_type) else {
+            let reason = format!("NodeInfo.NodeType {raw_type} is reserved");
+            self.issues.push(DiscoveryIssue {
+                path: path.to_vec(),
+                attr_id: AttributeId::NODE_INFO,
+                attr_mod: 0,
+                reason,
+            });
+            return;
+        };
+        let port = ni.local_port_num;
+        let idx = match self.topology.find_by_guid(ni.node_guid) {
+            Some(idx) => {
+                self.on_known_node(idx, path, node_type, port, ni.port_guid);
+                idx
+            }
+            None => match self.add_node(path, node_type, ni) {
+                Some(idx) => idx,
+                None => return,
+            },
+        };
+        match via {
+            None => self.local = Some((idx, port)),
+            Some((from, from_port)) => self.record_link(from, from_port, idx, port),
+        }
+    }
+
+    /// A node reached again, over another cable or (for a CA) another port.
+    fn on_known_node(
+        &mut self,
+        idx: NodeIdx,
+        path: &[u8],
+        node_type: NodeType,
+        port: u8,
+        port_guid: u64,
+    ) {
+        if let Some(known) = self.paths.get_mut(idx.as_usize()) {
+            if path.len() < known.len() {
+                *known = path.to_vec();
+            }
+        }
+        if node_type == NodeType::Switch {
+            return;
+        }
+        // A CA's other port: learn its GUID and state through the path that reaches it.
+        let unknown = self
+            .topology
+            .node(idx)
+            .and_then(|n| n.port(port))
+            .is_some_and(|p| p.port_guid == 0);
+        if unknown {
+            if let Err(err) = self.topology.set_port_guid(idx, port, port_guid) {
+                tracing::warn!(%err, node = %idx, port, "cannot record port GUID");
+            }
+            self.request(path.to_vec(), RequestKind::PortInfo { node: idx, port });
+        }
+    }
+
+    fn add_node(&mut self, path: &[u8], node_type: NodeType, ni: &NodeInfo) -> Option<NodeIdx> {
+        let mut node = Node::new(node_type, ni.node_guid, ni.num_ports, "");
+        node.system_image_guid = ni.system_image_guid;
+        node.vendor_id = ni.vendor_id;
+        node.device_id = ni.device_id;
+        for (p, port) in node.ports.iter_mut().enumerate() {
+            port.port_guid = if node_type == NodeType::Switch || p == usize::from(ni.local_port_num)
+            {
+                ni.port_guid
+            } else {
+                0
+            };
+        }
+        let idx = match self.topology.add_node(node) {
+            Ok(idx) => idx,
+            Err(err) => {
+                let reason = format!("cannot add node {:#018x}: {err}", ni.node_guid);
+                tracing::warn!(path = ?path, reason, "discovery");
+                self.issues.push(DiscoveryIssue {
+                    path: path.to_vec(),
+                    attr_id: AttributeId::NODE_INFO,
+                    attr_mod: 0,
+                    reason,
+                });
+                return None;
+            }
+        };
+        self.paths.push(path.to_vec());
+        self.switch_info.push(None);
+        tracing::trace!(node = %idx, guid = ni.node_guid, ?node_type, hops = path.len(), "new node");
+        self.request(path.to_vec(), RequestKind::NodeDescription { node: idx });
+        if node_type == NodeType::Switch {
+            self.request(path.to_vec(), RequestKind::SwitchInfo { node: idx });
+            for port in 0..=ni.num_ports {
+                self.request(path.to_vec(), RequestKind::PortInfo { node: idx, port });
+            }
+        } else {
+            let port = ni.local_port_num;
+            self.request(path.to_vec(), RequestKind::PortInfo { node: idx, port });
+        }
+        Some(idx)
+    }
+
+    fn record_link(&mut self, a: NodeIdx, pa: u8, b: NodeIdx, pb: u8) {
+        if self.topology.neighbor(a, pa) == Some((b, pb)) {
+            return;
+        }
+        if let Err(err) = self.topology.connect(a, pa, b, pb) {
+            tracing::warn!(%err, "inconsistent cabling");
+            let path = self.paths.get(a.as_usize()).cloned().unwrap_or_default();
+            self.issues.push(DiscoveryIssue {
+                path,
+                attr_id: AttributeId::NODE_INFO,
+                attr_mod: 0,
+                reason: format!("cannot record link {a}/{pa} - {b}/{pb}: {err}"),
+            });
+        }
+    }
+
+    fn on_node_description(&mut self, node: NodeIdx, nd: &NodeDescription) {
+        let Some(n) = self.topology.node(node) else {
+            return;
+        };
+        let (vendor, device, sysimg) = (n.vendor_id, n.device_id, n.system_image_guid);
+        let text = String::from_utf8_lossy(nd.as_bytes());
+        if let Err(err) = self
+            .topology
+            .set_node_info(node, &text, vendor, device, sysimg)
+        {
+            tracing::warn!(%err, "cannot record NodeDescription");
+        }
+    }
+
+    fn on_port_info(&mut self, path: &[u8], node: NodeIdx, port: u8, pi: &PortInfo) {
+        let Some(n) = self.topology.node(node) else {
+            return;
+        };
+        let is_switch = n.is_switch();
+        let is_local = self.local.map(|(l, _)| l) == Some(node);
+        let known_remote = n.port(port).and_then(|p| p.remote).is_some();
+        if port == 0 || !is_switch {
+            if let Err(err) = self.topology.set_port_lid(node, port, pi.lid, pi.lmc) {
+                tracing::warn!(%err, "cannot record LID");
+            }
+        }
+        let up = u8::from(pi.port_state) >= PORT_STATE_INIT
+            || u8::from(pi.port_physical_state) == PORT_PHYS_LINK_UP;
+        if port == 0 || !up {
+            return;
+        }
+        if let (Some(w), Some(s)) = (
+            LinkWidth::from_iba(pi.link_width_active),
+            link_speed(pi.link_speed_active, pi.link_speed_ext_active),
+        ) {
+            if let Err(err) = self.topology.set_link_rate(node, port, w, s) {
+                tracing::debug!(%err, "cannot record link rate");
+            }
+        }
+        // SMPs are only forwarded by switches, and leave from the SM's own CA.
+        if known_remote || !(is_switch || (is_local && path.is_empty())) {
+            return;
+        }
+        if path.len() >= self.cfg.max_hops {
+            self.issue(
+                &DiscoveryToken {
+                    path: path.to_vec(),
+                    kind: RequestKind::PortInfo { node, port },
+                },
+                format!(
+                    "link not followed: route would exceed {} hops",
+                    self.cfg.max_hops
+                ),
+            );
+            return;
+        }
+        let mut next = Vec::with_capacity(path.len() + 1);
+        next.extend_from_slice(path);
+        next.push(port);
+        self.request(
+            next,
+            RequestKind::NodeInfo {
+                via: Some((node, port)),
+            },
+        );
+    }
+}
+
+/// LinkSpeedActive / LinkSpeedExtActive to a [`LinkSpeed`].
+fn link_speed(active: u8, ext_active: u8) -> Option<LinkSpeed> {
+    match (ext_active, active) {
+        (1, _) => Some(LinkSpeed::Fdr),
+        (2, _) => Some(LinkSpeed::Edr),
+        (4, _) => Some(LinkSpeed::Hdr),
+        (8, _) => Some(LinkSpeed::Ndr),
+        (_, 1) => Some(LinkSpeed::Sdr),
+        (_, 2) => Some(LinkSpeed::Ddr),
+        (_, 4) => Some(LinkSpeed::Qdr),
+        _ => None,
+    }
+}
+
+/// [`Discovery`] driven through its own [`Transactions`] agent: the usual way
+/// to run a discovery. Driven like the agent (sans-IO).
+#[derive(Debug)]
+pub struct DiscoveryAgent {
+    tx: Transactions<DiscoveryToken>,
+    discovery: Discovery,
+    unsolicited: VecDeque<Smp>,
+}
+
+impl DiscoveryAgent {
+    /// Start a discovery at time `now`.
+    pub fn new(now: Duration, tx: TransactionsConfig, cfg: DiscoveryConfig) -> Self {
+        let mut agent = DiscoveryAgent {
+            tx: Transactions::new(tx),
+            discovery: Discovery::new(cfg),
+            unsolicited: VecDeque::new(),
+        };
+        agent.pump(now);
+        agent
+    }
+
+    /// Feed a MAD received from the device.
+    pub fn handle_incoming(&mut self, now: Duration, bytes: &[u8]) {
+        self.tx.handle_incoming(now, bytes);
+        self.pump(now);
+    }
+
+    /// Call when [`DiscoveryAgent::poll_timeout`] has passed.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        self.tx.handle_timeout(now);
+        self.pump(now);
+    }
+
+    /// The next MAD to put on the wire.
+    pub fn poll_transmit(&mut self) -> Option<[u8; MAD_SIZE]> {
+        self.tx.poll_transmit()
+    }
+
+    /// When to call [`DiscoveryAgent::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.tx.poll_timeout()
+    }
+
+    /// Requests from other SMs or traps that arrived during discovery.
+    pub fn poll_unsolicited(&mut self) -> Option<Smp> {
+        self.unsolicited.pop_front()
+    }
+
+    /// True when the walk is complete and everything was sent.
+    pub fn is_done(&self) -> bool {
+        self.discovery.is_done() && self.tx.is_idle()
+    }
+
+    /// The MAD agent's counters.
+    pub fn counters(&self) -> Counters {
+        self.tx.counters()
+    }
+
+    /// The discovery state.
+    pub fn discovery(&self) -> &Discovery {
+        &self.discovery
+    }
+
+    /// The result (complete once [`DiscoveryAgent::is_done`]).
+    pub fn into_result(self) -> DiscoveryResult {
+        self.discovery.into_result()
+    }
+
+    /// Move requests into the agent (keeping its backlog at one window) and
+    /// outcomes into the discovery, until neither has anything to say.
+    fn pump(&mut self, now: Duration) {
+        loop {
+            let mut progressed = false;
+            while let Some(event) = self.tx.poll_event() {
+                progressed = true;
+                match event {
+                    Event::Response { token, smp } => self.discovery.handle_response(token, &smp),
+                    Event::Failed { token, .. } => self
+                        .discovery
+                        .handle_failure(token, "no response after retries"),
+                    Event::Unsolicited(smp) => self.unsolicited.push_back(smp),
+                }
+            }
+            while self.tx.queued() < self.tx.config().window {
+                let Some(token) = self.discovery.poll_request() else {
+                    break;
+                };
+                progressed = true;
+                match token.to_smp() {
+                    Ok(smp) => self.tx.submit(now, smp, token),
+                    Err(err) => self.discovery.handle_failure(token, &err.to_string()),
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+}
