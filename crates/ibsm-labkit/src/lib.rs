@@ -724,6 +724,9 @@ impl Ibsim {
     /// A `Command` for `program` attached to this simulator at the first node of the net
     /// file (umad2sim's default). `program` without a `/` is looked up like
     /// [`require_tool`] (falling back to the bare name, so spawning reports it missing).
+    /// Its working directory is [`Ibsim::dir`], because umad2sim writes a fake sysfs
+    /// (`sys-<pid>/sys/class/infiniband...`) into the client's working directory; give
+    /// relative paths accordingly or override with `current_dir`.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         self.build_command(None, program.as_ref())
     }
@@ -741,6 +744,9 @@ impl Ibsim {
             .map(PathBuf::into_os_string)
             .unwrap_or_else(|| program.to_os_string());
         let mut cmd = Command::new(resolved);
+        // umad2sim writes a fake sysfs tree `sys-<pid>/` into the client's working
+        // directory: keep it out of the source tree.
+        cmd.current_dir(&self.dir_path);
         cmd.env("LD_PRELOAD", UMAD2SIM_LIB)
             .env("IBSIM_SOCKNAME", &self.sockname);
         match host {
