@@ -49,17 +49,28 @@ macro_rules! open_enum {
     };
 }
 
+mod misc;
 mod node;
+mod notice;
 mod pkey;
 mod port_info;
 mod sm_info;
 mod switch;
+mod tables;
 
+pub use misc::{LedInfo, VendorDiag};
 pub use node::{NodeDescription, NodeInfo, NodeType};
+pub use notice::{Notice, NoticeProducer, NoticeType, ProducerType, Trap144, TrapDetails};
 pub use pkey::{PKey, PKeyTable};
-pub use port_info::{CapabilityMask, DiagCode, PhysPortState, PortInfo, PortState};
+pub use port_info::{
+    CapabilityMask, DiagCode, DiagUniversal, DiagVendor, PhysPortState, PortInfo, PortState,
+};
 pub use sm_info::{SmInfo, SmState};
 pub use switch::{LinearForwardingTable, SwitchInfo};
+pub use tables::{
+    GuidInfo, MulticastForwardingTable, RandomForwardingTable, RftEntry, SlToVlMappingTable,
+    VlArbEntry, VlArbitrationTable,
+};
 
 /// An SMP attribute: a typed view of the 64-byte SMP data field.
 pub trait SmpAttribute: Sized {
