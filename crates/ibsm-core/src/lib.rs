@@ -21,4 +21,5 @@
 //! replayable in a test.
 
 pub mod discovery;
+pub mod election;
 pub mod transactions;

@@ -1,0 +1,1128 @@
+//! The election state machine itself. See the module doc of `election` for the rules.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use super::config::{
+    ElectionConfig, ElectionError, InjectedFault, SmKeyPolicy, MAX_PRIORITY, STATUS_INVALID_VALUE,
+};
+use super::types::{
+    ControlPacket, DrRoute, ElectionEvent, RejectReason, SmInfo, SmInfoMsg, SmPort, SmRoute,
+    SmState, TransitionReason, Transmit,
+};
+
+/// What an outstanding request of ours is for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Purpose {
+    /// Discovering: SubnGet(SMInfo) of a known SM port.
+    Discover,
+    /// Master: SubnGet(SMInfo) of another SM (periodic, newcomer, or after trap 144).
+    MasterQuery,
+    /// Master: our HANDOVER.
+    Handover { target: u64 },
+    /// Master: DISABLE / STANDBY / DISCOVER on request of the daemon.
+    Control { target: u64, packet: ControlPacket },
+    /// Standby: trap 144 to the master, until TrapRepress.
+    Trap,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Pending {
+    dest: SmRoute,
+    msg: SmInfoMsg,
+    expect_guid: Option<u64>,
+    purpose: Purpose,
+    deadline: Duration,
+    timeout: Duration,
+    retries_left: u32,
+}
+
+/// One Discovering round: the answers so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Round {
+    queried: BTreeSet<u64>,
+    answered: usize,
+    best_master: Option<(SmInfo, SmRoute)>,
+    best_higher: Option<(SmInfo, SmRoute)>,
+}
+
+/// Standby: the SM we poll.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Following {
+    master: u64,
+    route: SmRoute,
+    lid: Option<u16>,
+    missed: u32,
+    poll_at: Duration,
+    poll_tid: Option<u64>,
+    last_act: Option<u32>,
+    last_act_change: Duration,
+}
+
+/// The sans-IO SMInfo election of one SM (see the `election` module doc).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Election {
+    cfg: ElectionConfig,
+    state: SmState,
+    priority: u8,
+    elevated: bool,
+    act_count: u32,
+    local_lid: u16,
+    now: Duration,
+    known: BTreeMap<u64, SmPort>,
+    swept: bool,
+    next_tid: u64,
+    pending: BTreeMap<u64, Pending>,
+    round: Option<Round>,
+    following: Option<Following>,
+    handover: Option<u64>,
+    master_poll_at: Option<Duration>,
+    suspects: BTreeMap<u64, u32>,
+    sm_key_violations: u64,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<ElectionEvent>,
+}
+
+impl Election {
+    /// A new SM in DISCOVERING. It queries nothing until the first
+    /// [`handle_sweep`](Self::handle_sweep) tells it which ports advertise IsSM.
+    pub fn new(cfg: ElectionConfig, now: Duration) -> Result<Election, ElectionError> {
+        cfg.validate()?;
+        Ok(Election {
+            priority: cfg.priority,
+            next_tid: cfg.tid_base,
+            cfg,
+            state: SmState::Discovering,
+            elevated: false,
+            act_count: 0,
+            local_lid: 0,
+            now,
+            known: BTreeMap::new(),
+            swept: false,
+            pending: BTreeMap::new(),
+            round: Some(Round::default()),
+            following: None,
+            handover: None,
+            master_poll_at: None,
+            suspects: BTreeMap::new(),
+            sm_key_violations: 0,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+        })
+    }
+
+    // ----- observers -------------------------------------------------------------
+
+    /// Our SMState.
+    pub fn state(&self) -> SmState {
+        self.state
+    }
+
+    /// ActCount (SMPs we initiated, as reported by [`handle_smps_sent`](Self::handle_smps_sent)).
+    pub fn act_count(&self) -> u32 {
+        self.act_count
+    }
+
+    /// The configured priority.
+    pub fn configured_priority(&self) -> u8 {
+        self.priority
+    }
+
+    /// The priority we advertise: the configured one, or the sticky value while we are
+    /// an elevated master.
+    pub fn priority(&self) -> u8 {
+        match (self.elevated, self.cfg.sticky_priority) {
+            (true, Some(p)) => p.max(self.priority),
+            _ => self.priority,
+        }
+    }
+
+    /// GUID of the master as we know it: ours when MASTER, the polled SM when STANDBY.
+    pub fn master_guid(&self) -> Option<u64> {
+        match self.state {
+            SmState::Master => Some(self.cfg.port_guid),
+            SmState::Standby => self.following.as_ref().map(|f| f.master),
+            _ => None,
+        }
+    }
+
+    /// Count of incoming Sets rejected for a wrong SM_Key.
+    pub fn sm_key_violations(&self) -> u64 {
+        self.sm_key_violations
+    }
+
+    /// GUID of the SM we are handing over to, while a HANDOVER is outstanding.
+    pub fn handover_target(&self) -> Option<u64> {
+        self.handover
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ElectionConfig {
+        &self.cfg
+    }
+
+    /// Our SMInfo as we would answer it to an unauthenticated requester (SM_Key 0).
+    pub fn sm_info(&self) -> SmInfo {
+        SmInfo {
+            guid: self.cfg.port_guid,
+            sm_key: 0,
+            act_count: self.act_count,
+            priority: self.priority(),
+            state: self.state,
+        }
+    }
+
+    // ----- quinn-proto style driving ---------------------------------------------
+
+    /// Next SMP to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// Next event.
+    pub fn poll_event(&mut self) -> Option<ElectionEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called next.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        let mut t = self.pending.values().map(|p| p.deadline).min();
+        let mut consider = |d: Option<Duration>| {
+            if let Some(d) = d {
+                t = Some(t.map_or(d, |t| t.min(d)));
+            }
+        };
+        consider(self.following.as_ref().map(|f| f.poll_at));
+        consider(self.master_poll_at);
+        t
+    }
+
+    /// The driver sent `n` SMPs it initiated (requests, traps; not responses):
+    /// ActCount advances. Report the election's own requests too.
+    pub fn handle_smps_sent(&mut self, n: u32) {
+        self.act_count = self.act_count.wrapping_add(n);
+    }
+
+    /// Our port's LID (IssuerLID of the trap 144 we send). 0 until the master assigns one.
+    pub fn set_local_lid(&mut self, lid: u16) {
+        self.local_lid = lid;
+    }
+
+    /// The SM ports (IsSM set) the latest sweep found, ours included or not. In
+    /// DISCOVERING the first call starts the round; later calls add the new ports to it.
+    /// A MASTER queries ports it did not know. A STANDBY refreshes the master's route.
+    pub fn handle_sweep(&mut self, now: Duration, ports: &[SmPort]) {
+        let now = self.clock(now);
+        let old: BTreeSet<u64> = self.known.keys().copied().collect();
+        self.known = ports
+            .iter()
+            .filter(|p| p.guid != self.cfg.port_guid)
+            .map(|p| (p.guid, p.clone()))
+            .collect();
+        self.swept = true;
+        match self.state {
+            SmState::Discovering => {
+                self.query_round(now);
+                self.maybe_finish_round(now);
+            }
+            SmState::Master => {
+                let new: Vec<SmPort> = self
+                    .known
+                    .values()
+                    .filter(|p| !old.contains(&p.guid))
+                    .cloned()
+                    .collect();
+                for p in new {
+                    self.query(now, p.route.clone(), Some(p.guid), Purpose::MasterQuery);
+                }
+            }
+            SmState::Standby => {
+                if let Some(f) = self.following.as_mut() {
+                    if let Some(p) = self.known.get(&f.master) {
+                        f.route = p.route.clone();
+                        f.lid = p.lid;
+                    }
+                }
+            }
+            SmState::NotActive => {}
+        }
+    }
+
+    /// Changes our configured priority at run time. Raising it in STANDBY sends trap 144
+    /// to the master, which re-reads our SMInfo and hands over if we now outrank it.
+    pub fn set_priority(&mut self, now: Duration, priority: u8) -> Result<(), ElectionError> {
+        let now = self.clock(now);
+        if priority > MAX_PRIORITY {
+            return Err(super::ElectionConfigError::Priority {
+                what: "priority",
+                value: priority,
+            }
+            .into());
+        }
+        let old_eff = self.priority();
+        let raised = priority > self.priority;
+        self.priority = priority;
+        let new_eff = self.priority();
+        if old_eff != new_eff {
+            self.events.push_back(ElectionEvent::PriorityChanged {
+                from: old_eff,
+                to: new_eff,
+            });
+        }
+        if raised && self.state == SmState::Standby {
+            self.send_trap144(now);
+        }
+        Ok(())
+    }
+
+    /// As MASTER, send DISABLE, STANDBY or DISCOVER to a known SM port. The answer comes
+    /// back as [`ElectionEvent::ControlAnswered`].
+    pub fn send_control(
+        &mut self,
+        now: Duration,
+        target: u64,
+        packet: ControlPacket,
+    ) -> Result<(), ElectionError> {
+        let now = self.clock(now);
+        if matches!(packet, ControlPacket::Handover | ControlPacket::Acknowledge) {
+            return Err(ElectionError::NotOnRequest { packet });
+        }
+        if self.state != SmState::Master {
+            return Err(ElectionError::NotMaster {
+                packet,
+                state: self.state,
+            });
+        }
+        let route = self
+            .known
+            .get(&target)
+            .map(|p| p.route.clone())
+            .ok_or(ElectionError::UnknownPeer { guid: target })?;
+        self.send_set(
+            now,
+            route,
+            target,
+            packet,
+            Purpose::Control { target, packet },
+        );
+        Ok(())
+    }
+
+    /// An SMInfo SMP (or trap 144 / TrapRepress) arrived. `from` is how it came: for a
+    /// request it is where the response goes (handed back unchanged in the Transmit).
+    pub fn handle_message(&mut self, now: Duration, from: SmRoute, msg: SmInfoMsg) {
+        let now = self.clock(now);
+        match msg {
+            SmInfoMsg::Get { tid, m_key, info } => {
+                let mut reply = self.sm_info();
+                if self.requester_passes(m_key, &info) {
+                    reply.sm_key = self.cfg.sm_key;
+                }
+                self.transmits.push_back(Transmit {
+                    dest: from,
+                    msg: SmInfoMsg::GetResp {
+                        tid,
+                        status: 0,
+                        attr_mod: 0,
+                        info: reply,
+                    },
+                });
+            }
+            SmInfoMsg::Set {
+                tid,
+                m_key,
+                attr_mod,
+                info,
+            } => self.handle_set(now, from, tid, m_key, attr_mod, info),
+            SmInfoMsg::GetResp {
+                tid, status, info, ..
+            } => self.handle_resp(now, tid, status, info),
+            SmInfoMsg::Trap144 {
+                tid,
+                issuer_lid,
+                issuer_guid,
+            } => self.handle_trap144(now, from, tid, issuer_lid, issuer_guid),
+            SmInfoMsg::TrapRepress { tid } => {
+                if matches!(self.pending.get(&tid), Some(p) if p.purpose == Purpose::Trap) {
+                    self.pending.remove(&tid);
+                }
+            }
+        }
+    }
+
+    /// Time passed: retries, polls, failover.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        let now = self.clock(now);
+        let expired: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for tid in expired {
+            let Some(mut p) = self.pending.remove(&tid) else {
+                continue;
+            };
+            if p.retries_left > 0 {
+                p.retries_left -= 1;
+                p.deadline = now + p.timeout;
+                self.transmits.push_back(Transmit {
+                    dest: p.dest.clone(),
+                    msg: p.msg.clone(),
+                });
+                self.pending.insert(tid, p);
+            } else {
+                self.request_failed(now, p);
+            }
+        }
+        self.standby_tick(now);
+        if self.state == SmState::Master {
+            if let Some(at) = self.master_poll_at {
+                if at <= now {
+                    self.master_poll_at = Some(now + self.cfg.master_poll_interval);
+                    let busy: BTreeSet<u64> = self
+                        .pending
+                        .values()
+                        .filter(|p| p.purpose == Purpose::MasterQuery)
+                        .filter_map(|p| p.expect_guid)
+                        .collect();
+                    let ports: Vec<SmPort> = self
+                        .known
+                        .values()
+                        .filter(|p| !busy.contains(&p.guid))
+                        .cloned()
+                        .collect();
+                    for p in ports {
+                        self.query(now, p.route, Some(p.guid), Purpose::MasterQuery);
+                    }
+                }
+            }
+        }
+    }
+
+    // ----- internals -------------------------------------------------------------
+
+    fn clock(&mut self, now: Duration) -> Duration {
+        self.now = self.now.max(now);
+        self.now
+    }
+
+    fn alloc_tid(&mut self) -> u64 {
+        let t = self.next_tid;
+        self.next_tid = self.next_tid.wrapping_add(1);
+        t
+    }
+
+    /// Does (priority, guid) outrank `other`? Higher priority wins, then the LOWER GUID.
+    fn ranks_above(&self, a: (u8, u64), b: (u8, u64)) -> bool {
+        if a.0 != b.0 {
+            return a.0 > b.0;
+        }
+        match self.cfg.injected_fault {
+            Some(InjectedFault::TieBreakHigherGuid) => a.1 > b.1,
+            _ => a.1 < b.1,
+        }
+    }
+
+    fn outranks_us(&self, info: &SmInfo) -> bool {
+        self.ranks_above(
+            (info.priority, info.guid),
+            (self.priority(), self.cfg.port_guid),
+        )
+    }
+
+    fn requester_passes(&self, m_key: u64, info: &SmInfo) -> bool {
+        m_key == self.cfg.sm_key || info.sm_key == self.cfg.sm_key
+    }
+
+    /// Our SMInfo as payload of a request we send (presents our SM_Key).
+    fn request_payload(&self, state: SmState) -> SmInfo {
+        SmInfo {
+            sm_key: self.cfg.sm_key,
+            state,
+            ..self.sm_info()
+        }
+    }
+
+    fn is_suspect(&self, info: &SmInfo) -> bool {
+        self.suspects.get(&info.guid) == Some(&info.act_count)
+    }
+
+    fn query(&mut self, now: Duration, dest: SmRoute, expect: Option<u64>, purpose: Purpose) {
+        let tid = self.alloc_tid();
+        let msg = SmInfoMsg::Get {
+            tid,
+            m_key: 0,
+            info: self.request_payload(self.state),
+        };
+        self.transmits.push_back(Transmit {
+            dest: dest.clone(),
+            msg: msg.clone(),
+        });
+        self.pending.insert(
+            tid,
+            Pending {
+                dest,
+                msg,
+                expect_guid: expect,
+                purpose,
+                deadline: now + self.cfg.query_timeout,
+                timeout: self.cfg.query_timeout,
+                retries_left: self.cfg.query_retries,
+            },
+        );
+    }
+
+    fn send_set(
+        &mut self,
+        now: Duration,
+        dest: SmRoute,
+        target: u64,
+        packet: ControlPacket,
+        purpose: Purpose,
+    ) {
+        let tid = self.alloc_tid();
+        let msg = SmInfoMsg::Set {
+            tid,
+            m_key: 0,
+            attr_mod: packet.attr_mod(),
+            info: self.request_payload(packet.required_sender_state()),
+        };
+        self.transmits.push_back(Transmit {
+            dest: dest.clone(),
+            msg: msg.clone(),
+        });
+        self.pending.insert(
+            tid,
+            Pending {
+                dest,
+                msg,
+                expect_guid: Some(target),
+                purpose,
+                deadline: now + self.cfg.handover_timeout,
+                timeout: self.cfg.handover_timeout,
+                retries_left: self.cfg.handover_retries,
+            },
+        );
+    }
+
+    fn set_state(&mut self, to: SmState, reason: TransitionReason) {
+        let from = self.state;
+        self.state = to;
+        tracing::info!(from = %from, to = %to, reason = %reason, guid = self.cfg.port_guid, "sm state change");
+        self.events
+            .push_back(ElectionEvent::StateChanged { from, to, reason });
+    }
+
+    fn drop_elevation(&mut self) {
+        if self.elevated {
+            let old = self.priority();
+            self.elevated = false;
+            let new = self.priority();
+            if old != new {
+                self.events
+                    .push_back(ElectionEvent::PriorityChanged { from: old, to: new });
+            }
+        }
+    }
+
+    fn clear_activity(&mut self) {
+        self.pending.clear();
+        self.round = None;
+        self.following = None;
+        self.handover = None;
+        self.master_poll_at = None;
+    }
+
+    fn enter_discovering(&mut self, now: Duration, reason: TransitionReason) {
+        self.clear_activity();
+        self.drop_elevation();
+        self.set_state(SmState::Discovering, reason);
+        self.round = Some(Round::default());
+        self.query_round(now);
+        self.maybe_finish_round(now);
+    }
+
+    fn enter_standby(
+        &mut self,
+        now: Duration,
+        master: &SmInfo,
+        route: SmRoute,
+        reason: TransitionReason,
+    ) {
+        self.clear_activity();
+        self.drop_elevation();
+        self.set_state(SmState::Standby, reason);
+        let lid = self.known.get(&master.guid).and_then(|p| p.lid);
+        self.following = Some(Following {
+            master: master.guid,
+            route,
+            lid,
+            missed: 0,
+            poll_at: now + self.cfg.poll_interval,
+            poll_tid: None,
+            last_act: (master.state == SmState::Master).then_some(master.act_count),
+            last_act_change: now,
+        });
+        // A newcomer that outranks the master tells it (IBA / OpenSM: trap 144).
+        if master.state == SmState::Master && self.outranks_master(master) {
+            self.send_trap144(now);
+        }
+    }
+
+    fn outranks_master(&self, master: &SmInfo) -> bool {
+        self.ranks_above(
+            (self.priority(), self.cfg.port_guid),
+            (master.priority, master.guid),
+        )
+    }
+
+    fn become_master(&mut self, now: Duration, reason: TransitionReason) {
+        self.clear_activity();
+        self.set_state(SmState::Master, reason);
+        if let Some(p) = self.cfg.sticky_priority {
+            let old = self.priority();
+            self.elevated = true;
+            let new = self.priority();
+            if old != new {
+                self.events
+                    .push_back(ElectionEvent::PriorityChanged { from: old, to: new });
+            }
+            let _ = p;
+        }
+        self.master_poll_at = Some(now + self.cfg.master_poll_interval);
+    }
+
+    fn enter_not_active(&mut self, reason: TransitionReason) {
+        self.clear_activity();
+        self.drop_elevation();
+        self.set_state(SmState::NotActive, reason);
+    }
+
+    fn query_round(&mut self, now: Duration) {
+        if !self.swept {
+            return;
+        }
+        let Some(round) = self.round.as_ref() else {
+            return;
+        };
+        let todo: Vec<SmPort> = self
+            .known
+            .values()
+            .filter(|p| !round.queried.contains(&p.guid))
+            .cloned()
+            .collect();
+        for p in todo {
+            if let Some(r) = self.round.as_mut() {
+                r.queried.insert(p.guid);
+            }
+            self.query(now, p.route, Some(p.guid), Purpose::Discover);
+        }
+    }
+
+    fn maybe_finish_round(&mut self, now: Duration) {
+        if self.state != SmState::Discovering || !self.swept {
+            return;
+        }
+        if self
+            .pending
+            .values()
+            .any(|p| p.purpose == Purpose::Discover)
+        {
+            return;
+        }
+        let Some(round) = self.round.take() else {
+            return;
+        };
+        if let Some((info, route)) = round.best_master {
+            self.enter_standby(
+                now,
+                &info,
+                route,
+                TransitionReason::FoundMaster { master: info.guid },
+            );
+        } else if let Some((info, route)) = round.best_higher {
+            self.enter_standby(
+                now,
+                &info,
+                route,
+                TransitionReason::FoundHigherSm {
+                    guid: info.guid,
+                    priority: info.priority,
+                },
+            );
+        } else {
+            self.become_master(
+                now,
+                TransitionReason::NoHigherSm {
+                    answered: round.answered,
+                    queried: round.queried.len(),
+                },
+            );
+        }
+    }
+
+    fn record_discovery(&mut self, info: SmInfo, route: SmRoute) {
+        if self.is_suspect(&info) {
+            return;
+        }
+        let outranks = self.outranks_us(&info);
+        let better = |cur: &Option<(SmInfo, SmRoute)>, this: &Election| match cur {
+            None => true,
+            Some((c, _)) => this.ranks_above((info.priority, info.guid), (c.priority, c.guid)),
+        };
+        let Some(round) = self.round.as_ref() else {
+            return;
+        };
+        let take_master = info.state == SmState::Master && better(&round.best_master, self);
+        let take_higher = matches!(info.state, SmState::Discovering | SmState::Standby)
+            && outranks
+            && better(&round.best_higher, self);
+        if let Some(round) = self.round.as_mut() {
+            round.answered += 1;
+            if take_master {
+                round.best_master = Some((info, route));
+            } else if take_higher {
+                round.best_higher = Some((info, route));
+            }
+        }
+    }
+
+    fn handle_resp(&mut self, now: Duration, tid: u64, status: u16, info: SmInfo) {
+        // Standby poll of the master.
+        if self.state == SmState::Standby {
+            if let Some(f) = self.following.as_ref() {
+                if f.poll_tid == Some(tid) {
+                    self.handle_poll_answer(now, status, info);
+                    return;
+                }
+            }
+        }
+        let Some(p) = self.pending.remove(&tid) else {
+            tracing::debug!(tid, "SMInfo response without a pending request; ignored");
+            return;
+        };
+        let guid_ok = !matches!(p.expect_guid, Some(g) if g != info.guid);
+        let key_ok = info.sm_key == 0 || info.sm_key == self.cfg.sm_key;
+        if !key_ok {
+            self.events
+                .push_back(ElectionEvent::RemoteSmKeyMismatch { guid: info.guid });
+        }
+        if info.act_count
+            != self
+                .suspects
+                .get(&info.guid)
+                .copied()
+                .unwrap_or(info.act_count)
+        {
+            self.suspects.remove(&info.guid);
+        }
+        match p.purpose {
+            Purpose::Discover => {
+                if status == 0 && guid_ok && key_ok && self.state == SmState::Discovering {
+                    self.record_discovery(info, p.dest);
+                }
+                self.maybe_finish_round(now);
+            }
+            Purpose::MasterQuery => {
+                if status == 0 && guid_ok && key_ok {
+                    self.master_view(now, info, p.dest);
+                }
+            }
+            Purpose::Handover { target } => {
+                if self.state != SmState::Master || self.handover != Some(target) {
+                    return;
+                }
+                if status == 0 && guid_ok {
+                    self.complete_handover(now, target, p.dest, info, false);
+                } else {
+                    self.handover = None;
+                    self.pending
+                        .retain(|_, q| !matches!(q.purpose, Purpose::Handover { .. }));
+                    self.events.push_back(ElectionEvent::HandoverFailed {
+                        to: target,
+                        status: Some(status),
+                    });
+                }
+            }
+            Purpose::Control { target, packet } => {
+                self.events.push_back(ElectionEvent::ControlAnswered {
+                    to: target,
+                    packet,
+                    status: Some(status),
+                });
+            }
+            Purpose::Trap => {}
+        }
+    }
+
+    fn request_failed(&mut self, now: Duration, p: Pending) {
+        match p.purpose {
+            Purpose::Discover => self.maybe_finish_round(now),
+            Purpose::MasterQuery | Purpose::Trap => {}
+            Purpose::Handover { target } => {
+                if self.handover == Some(target) {
+                    // Stay MASTER: if the target did take over and only the answers were
+                    // lost, the next master poll sees a higher MASTER and hands over again.
+                    self.handover = None;
+                    self.events.push_back(ElectionEvent::HandoverFailed {
+                        to: target,
+                        status: None,
+                    });
+                }
+            }
+            Purpose::Control { target, packet } => {
+                self.events.push_back(ElectionEvent::ControlAnswered {
+                    to: target,
+                    packet,
+                    status: None,
+                });
+            }
+        }
+    }
+
+    /// MASTER learnt another SM's SMInfo.
+    fn master_view(&mut self, now: Duration, info: SmInfo, route: SmRoute) {
+        if self.state != SmState::Master || self.handover.is_some() || self.is_suspect(&info) {
+            return;
+        }
+        if matches!(info.state, SmState::Master | SmState::Standby) && self.outranks_us(&info) {
+            self.handover = Some(info.guid);
+            self.events
+                .push_back(ElectionEvent::HandoverStarted { to: info.guid });
+            self.send_set(
+                now,
+                route,
+                info.guid,
+                ControlPacket::Handover,
+                Purpose::Handover { target: info.guid },
+            );
+        }
+    }
+
+    fn complete_handover(
+        &mut self,
+        now: Duration,
+        target: u64,
+        route: SmRoute,
+        info: SmInfo,
+        acknowledged: bool,
+    ) {
+        let master = SmInfo {
+            guid: target,
+            state: SmState::Master,
+            ..info
+        };
+        let route = self
+            .known
+            .get(&target)
+            .map(|p| p.route.clone())
+            .unwrap_or(route);
+        self.enter_standby(
+            now,
+            &master,
+            route,
+            TransitionReason::HandoverDone {
+                to: target,
+                acknowledged,
+            },
+        );
+    }
+
+    fn handle_poll_answer(&mut self, now: Duration, status: u16, info: SmInfo) {
+        let Some(f) = self.following.as_ref() else {
+            return;
+        };
+        let master = f.master;
+        let key_ok = info.sm_key == 0 || info.sm_key == self.cfg.sm_key;
+        if status != 0 || info.guid != master || !key_ok {
+            // Counts as a missed poll at the next tick.
+            return;
+        }
+        match info.state {
+            SmState::Master => {
+                let stall = self.cfg.stall_window;
+                let Some(f) = self.following.as_mut() else {
+                    return;
+                };
+                f.missed = 0;
+                f.poll_tid = None;
+                if f.last_act != Some(info.act_count) {
+                    f.last_act = Some(info.act_count);
+                    f.last_act_change = now;
+                } else if let Some(w) = stall {
+                    let stalled_for = now.saturating_sub(f.last_act_change);
+                    if stalled_for >= w {
+                        self.suspects.insert(master, info.act_count);
+                        self.enter_discovering(
+                            now,
+                            TransitionReason::ActCountStalled {
+                                master,
+                                act_count: info.act_count,
+                                stalled_for,
+                            },
+                        );
+                    }
+                }
+            }
+            SmState::Standby | SmState::Discovering if self.outranks_us(&info) => {
+                // OpenSM: a higher SM that is not master yet still counts as alive.
+                if let Some(f) = self.following.as_mut() {
+                    f.missed = 0;
+                    f.poll_tid = None;
+                }
+            }
+            state => {
+                self.enter_discovering(now, TransitionReason::MasterResigned { master, state })
+            }
+        }
+    }
+
+    fn standby_tick(&mut self, now: Duration) {
+        if self.state != SmState::Standby {
+            return;
+        }
+        let retries = self.cfg.poll_retries;
+        let Some(f) = self.following.as_mut() else {
+            return;
+        };
+        if f.poll_at > now {
+            return;
+        }
+        if f.poll_tid.take().is_some() {
+            f.missed += 1;
+        }
+        if f.missed >= retries {
+            let (master, missed) = (f.master, f.missed);
+            self.enter_discovering(now, TransitionReason::MissedPolls { master, missed });
+            return;
+        }
+        let dest = f.route.clone();
+        let tid = self.alloc_tid();
+        let msg = SmInfoMsg::Get {
+            tid,
+            m_key: 0,
+            info: self.request_payload(SmState::Standby),
+        };
+        if let Some(f) = self.following.as_mut() {
+            f.poll_tid = Some(tid);
+            f.poll_at = now + self.cfg.poll_interval;
+        }
+        self.transmits.push_back(Transmit { dest, msg });
+    }
+
+    fn send_trap144(&mut self, now: Duration) {
+        let Some(f) = self.following.as_ref() else {
+            return;
+        };
+        let dest = f.lid.map(SmRoute::Lid).unwrap_or_else(|| f.route.clone());
+        let tid = self.alloc_tid();
+        let msg = SmInfoMsg::Trap144 {
+            tid,
+            issuer_lid: self.local_lid,
+            issuer_guid: self.cfg.port_guid,
+        };
+        self.pending.retain(|_, p| p.purpose != Purpose::Trap);
+        self.transmits.push_back(Transmit {
+            dest: dest.clone(),
+            msg: msg.clone(),
+        });
+        self.pending.insert(
+            tid,
+            Pending {
+                dest,
+                msg,
+                expect_guid: None,
+                purpose: Purpose::Trap,
+                deadline: now + self.cfg.query_timeout,
+                timeout: self.cfg.query_timeout,
+                retries_left: self.cfg.query_retries,
+            },
+        );
+    }
+
+    fn handle_trap144(
+        &mut self,
+        now: Duration,
+        from: SmRoute,
+        tid: u64,
+        issuer_lid: u16,
+        issuer_guid: u64,
+    ) {
+        if self.state != SmState::Master {
+            tracing::debug!(issuer_lid, "trap 144 while not master; ignored");
+            return;
+        }
+        self.transmits.push_back(Transmit {
+            dest: from.clone(),
+            msg: SmInfoMsg::TrapRepress { tid },
+        });
+        let port = self
+            .known
+            .values()
+            .find(|p| {
+                (issuer_guid != 0 && p.guid == issuer_guid)
+                    || (issuer_lid != 0 && p.lid == Some(issuer_lid))
+            })
+            .cloned();
+        match port {
+            Some(p) => self.query(now, p.route, Some(p.guid), Purpose::MasterQuery),
+            None => self.query(
+                now,
+                route_for_new_request(&from),
+                None,
+                Purpose::MasterQuery,
+            ),
+        }
+    }
+
+    fn handle_set(
+        &mut self,
+        now: Duration,
+        from: SmRoute,
+        tid: u64,
+        m_key: u64,
+        attr_mod: u32,
+        info: SmInfo,
+    ) {
+        // The response payload is our SMInfo before the transition (as OpenSM does).
+        let mut reply = self.sm_info();
+        if self.requester_passes(m_key, &info) {
+            reply.sm_key = self.cfg.sm_key;
+        }
+        let verdict = self.check_set(attr_mod, &info);
+        let status = match verdict {
+            Ok(_) => 0,
+            Err(reason) => {
+                if reason == RejectReason::SmKeyMismatch {
+                    self.sm_key_violations += 1;
+                }
+                tracing::warn!(attr_mod, from = info.guid, %reason, "rejecting SubnSet(SMInfo)");
+                self.events.push_back(ElectionEvent::ControlRejected {
+                    attr_mod,
+                    from: info.guid,
+                    reason,
+                });
+                STATUS_INVALID_VALUE
+            }
+        };
+        self.transmits.push_back(Transmit {
+            dest: from.clone(),
+            msg: SmInfoMsg::GetResp {
+                tid,
+                status,
+                attr_mod,
+                info: reply,
+            },
+        });
+        let Ok(packet) = verdict else {
+            return;
+        };
+        let reason = TransitionReason::Control {
+            packet,
+            from: info.guid,
+        };
+        match (self.state, packet) {
+            (SmState::Standby, ControlPacket::Handover) => {
+                if self.cfg.injected_fault == Some(InjectedFault::IgnoreHandover) {
+                    return;
+                }
+                self.become_master(now, reason);
+                self.send_ack(now, info.guid, &from);
+            }
+            (SmState::Master, ControlPacket::Handover) => {
+                self.events.push_back(ElectionEvent::HeavySweepRequested);
+                self.send_ack(now, info.guid, &from);
+            }
+            (SmState::Master, ControlPacket::Acknowledge) if self.handover == Some(info.guid) => {
+                let route = route_for_new_request(&from);
+                self.complete_handover(now, info.guid, route, info, true);
+            }
+            (SmState::Standby, ControlPacket::Discover) => self.enter_discovering(now, reason),
+            (SmState::Standby, ControlPacket::Disable) => self.enter_not_active(reason),
+            (SmState::NotActive, ControlPacket::Standby) => {
+                let route = self
+                    .known
+                    .get(&info.guid)
+                    .map(|p| p.route.clone())
+                    .unwrap_or_else(|| route_for_new_request(&from));
+                let master = SmInfo {
+                    state: SmState::Master,
+                    ..info
+                };
+                self.enter_standby(now, &master, route, reason);
+            }
+            // DISCOVERING + HANDOVER (OpenSM: nothing, the sender is found later),
+            // STANDBY + ACKNOWLEDGE (already standby).
+            _ => {}
+        }
+    }
+
+    fn check_set(&self, attr_mod: u32, info: &SmInfo) -> Result<ControlPacket, RejectReason> {
+        let packet =
+            ControlPacket::from_attr_mod(attr_mod).ok_or(RejectReason::UnknownControlPacket)?;
+        let key_ok = match self.cfg.sm_key_policy {
+            SmKeyPolicy::Strict => info.sm_key == self.cfg.sm_key,
+            SmKeyPolicy::AllowZero => info.sm_key == self.cfg.sm_key || info.sm_key == 0,
+            SmKeyPolicy::Off => true,
+        };
+        if !key_ok {
+            return Err(RejectReason::SmKeyMismatch);
+        }
+        if info.state != packet.required_sender_state() {
+            return Err(RejectReason::BadSenderState);
+        }
+        let waiting_ack = self.state == SmState::Master
+            && packet == ControlPacket::Acknowledge
+            && self.handover.is_some();
+        if !(packet.legal_in(self.state) || waiting_ack) {
+            return Err(RejectReason::IllegalInState);
+        }
+        Ok(packet)
+    }
+
+    fn send_ack(&mut self, _now: Duration, to: u64, from: &SmRoute) {
+        let dest = self
+            .known
+            .get(&to)
+            .map(|p| p.route.clone())
+            .unwrap_or_else(|| route_for_new_request(from));
+        let tid = self.alloc_tid();
+        // ACKNOWLEDGE must carry SMState=STANDBY (the state the HANDOVER found us in).
+        self.transmits.push_back(Transmit {
+            dest,
+            msg: SmInfoMsg::Set {
+                tid,
+                m_key: 0,
+                attr_mod: ControlPacket::Acknowledge.attr_mod(),
+                info: self.request_payload(SmState::Standby),
+            },
+        });
+    }
+}
+
+/// The route for a new request to the sender of a request that arrived by `from`:
+/// a LID stays; a directed route is the arrival's return path, reversed.
+pub fn route_for_new_request(from: &SmRoute) -> SmRoute {
+    match from {
+        SmRoute::Lid(l) => SmRoute::Lid(*l),
+        SmRoute::Directed(dr) => {
+            if dr.return_path.is_empty() {
+                return SmRoute::Directed(DrRoute::new(
+                    dr.initial_path
+                        .get(1..=usize::from(dr.hop_cnt))
+                        .unwrap_or(&[]),
+                ));
+            }
+            let hops: Vec<u8> = dr
+                .return_path
+                .get(1..=usize::from(dr.hop_cnt))
+                .unwrap_or(&[])
+                .iter()
+                .rev()
+                .copied()
+                .collect();
+            SmRoute::Directed(DrRoute::new(&hops))
+        }
+    }
+}

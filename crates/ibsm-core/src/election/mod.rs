@@ -1,0 +1,111 @@
+//! SM election: the sans-IO SMInfo state machine (IBA 14.4, "Multiple SMs").
+//!
+//! [`Election`] is driven like quinn-proto: the driver calls
+//! [`Election::handle_sweep`] (the SM ports a sweep found with IsSM),
+//! [`Election::handle_message`] (an SMInfo SMP, trap 144 or TrapRepress that arrived),
+//! [`Election::handle_smps_sent`] (ActCount) and [`Election::handle_timeout`], then
+//! drains [`Election::poll_transmit`], [`Election::poll_event`] and asks
+//! [`Election::poll_timeout`]. Time is a `Duration` since the driver's epoch; nothing
+//! here reads a clock or does I/O. Messages are [`SmInfoMsg`] (what the election
+//! needs of an SMP) so the model checker in `ibsm-testkit` can explore them cheaply;
+//! the daemon converts to and from `ibsm_mad::Smp` at the edge.
+//!
+//! # The rules (precisely)
+//!
+//! Ranking: higher priority wins; on equal priority the LOWER port GUID wins.
+//!
+//! * **DISCOVERING** (initial state): SubnGet(SMInfo) to every known SM port (timeout
+//!   `query_timeout`, `query_retries` retries). When all answered or gave up: an SM in
+//!   MASTER found -> STANDBY polling the best such master; else a DISCOVERING/STANDBY SM
+//!   that outranks us -> STANDBY polling it (OpenSM does the same); else MASTER. Answers
+//!   whose SMInfo.GUID differs from the queried port, or whose SM_Key is non-zero and not
+//!   ours, are ignored (OpenSM exits on the latter; we report
+//!   [`ElectionEvent::RemoteSmKeyMismatch`]).
+//! * **STANDBY**: SubnGet(SMInfo) to the master every `poll_interval`. A poll that is not
+//!   answered before the next one is a miss; `poll_retries` misses in a row ->
+//!   DISCOVERING ([`TransitionReason::MissedPolls`]). An answer in MASTER whose ActCount
+//!   has not changed for `stall_window` -> DISCOVERING ([`TransitionReason::ActCountStalled`]);
+//!   that master (at that ActCount) is then treated as dead by discovery and by master
+//!   polls until its ActCount moves again, otherwise we would follow it straight back.
+//!   An answer in STANDBY/DISCOVERING from an SM that outranks us counts as alive
+//!   (OpenSM); any other state -> DISCOVERING ([`TransitionReason::MasterResigned`]).
+//!   On entering STANDBY behind a master we outrank, and on every priority raise, we
+//!   send trap 144 to the master's LID (retried until TrapRepress).
+//! * **MASTER**: answers SubnGet(SMInfo); every `master_poll_interval` (and on trap 144,
+//!   and for ports new in a sweep) reads the SMInfo of the other SM ports. When one in
+//!   STANDBY or MASTER outranks us it sends HANDOVER (timeout `handover_timeout`,
+//!   `handover_retries` retries) and goes STANDBY behind it when an ACKNOWLEDGE arrives
+//!   **or** the HANDOVER's response comes back with status 0 (OpenSM never sends
+//!   ACKNOWLEDGE: its acceptance is the status-0 response). A rejected or unanswered
+//!   HANDOVER leaves us MASTER (never masterless); the next master poll retries.
+//!   **Two masters that see each other**: the lower one hands over to the higher one as
+//!   above; the higher one accepts HANDOVER (legal in MASTER), stays MASTER, answers
+//!   ACKNOWLEDGE and reports [`ElectionEvent::HeavySweepRequested`]; it does nothing else
+//!   about a lower master (OpenSM's "wait for handover"). So the lower one always yields.
+//! * **NOTACTIVE**: answers SubnGet(SMInfo), accepts only STANDBY (-> STANDBY behind the
+//!   sender).
+//!
+//! Control packets (SubnSet(SMInfo), AttributeModifier 1..=5) are checked in this order;
+//! a failure is answered with MAD status [`STATUS_INVALID_VALUE`] (0x1C, "invalid
+//! attribute value or modifier"; OpenSM sends 7) and [`ElectionEvent::ControlRejected`]:
+//!
+//! 1. the modifier is a control packet;
+//! 2. SM_Key per [`SmKeyPolicy`] (failures counted in [`Election::sm_key_violations`]);
+//! 3. payload SMState: ACKNOWLEDGE needs STANDBY, the others MASTER;
+//! 4. our state accepts it ([`ControlPacket::legal_in`]): DISCOVERING HANDOVER; STANDBY
+//!    DISCOVER, DISABLE, HANDOVER, ACKNOWLEDGE; NOTACTIVE STANDBY; MASTER HANDOVER, plus
+//!    ACKNOWLEDGE while our HANDOVER is outstanding.
+//!
+//! HANDOVER received in STANDBY makes us MASTER at once and we send ACKNOWLEDGE (payload
+//! SMState STANDBY); we never wait for anything from the old master.
+//!
+//! SM_Key in answers: our real SM_Key only when the requester passes the M_Key rule,
+//! modelled as: the request's M_Key equals our SM_Key, or its SMInfo payload presents our
+//! SM_Key; else 0. Our own requests present our SM_Key in the payload. OpenSM's Gets
+//! carry neither, so OpenSM sees 0, which it accepts.
+//!
+//! Sticky mode (`sticky_priority`, like OPA FM's elevated priority): on becoming MASTER
+//! our advertised priority rises to that value, so a returning SM with a higher configured
+//! priority finds a master that outranks it and stays STANDBY (no trap, no handover). The
+//! elevation is dropped when we leave MASTER. With OpenSM: OpenSM compares the priority we
+//! advertise, so an OpenSM of configured priority below the sticky value also stays
+//! STANDBY; one at 15 with a lower GUID still outranks us, and an OpenSM *master* that
+//! sees our elevated priority hands over to us. Non-sticky (default) is what the model
+//! checker proves "highest live SM ends master" for.
+//!
+//! # Polling defaults and the trade-off
+//!
+//! `poll_interval` 100 ms x `poll_retries` 3: a dead master is noticed 300-400 ms after
+//! its last answer, then discovery takes at most `query_timeout` x (1 + `query_retries`)
+//! = 300 ms, so failover completes well under a second on an idle fabric (OpenSM's
+//! default 10 s x 4 takes ~60 s, measured in the lab). A false failover needs three
+//! polls in a row unanswered for 100 ms each: SMInfo is answered by the peer SM's own
+//! MAD thread, not by its sweep, so a master busy with a big sweep still answers in
+//! milliseconds; a loaded fabric that drops one or two SMPs in a row does not trigger
+//! it. On fabrics where SMP latency can exceed 100 ms (huge subnets behind congested
+//! VL15, or a master that can stall its MAD thread), raise `poll_interval`, not
+//! `poll_retries`: detection time is their product, tolerance to latency is the interval.
+//! The cost is one SMP per standby per 100 ms: negligible. `stall_window` (30 s default)
+//! must exceed the master's longest gap between SMPs it initiates (its idle sweep
+//! interval); it catches a master whose MAD responder lives while its sweeper is hung.
+//!
+//! ActCount: the driver reports the SMPs it initiates (requests and traps, including the
+//! ones this machine emits) with [`Election::handle_smps_sent`], never responses: a
+//! master that merely answers polls must not look alive to the stall rule.
+
+mod config;
+mod machine;
+mod types;
+
+pub use config::{
+    ElectionConfig, ElectionConfigError, ElectionError, InjectedFault, SmKeyPolicy, MAX_PRIORITY,
+    STATUS_INVALID_VALUE,
+};
+pub use machine::{route_for_new_request, Election};
+pub use types::{
+    ControlPacket, DrRoute, ElectionEvent, RejectReason, SmInfo, SmInfoMsg, SmPort, SmRoute,
+    SmState, TransitionReason, Transmit,
+};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,538 @@
+//! Plain data types of the SMInfo election: states, control packets, the SMInfo
+//! payload, routes and the messages the state machine consumes and produces.
+
+use std::fmt;
+use std::time::Duration;
+
+/// SMInfo.SMState (IBA 14.4.1, table "SMInfo"): the 4-bit state of an SM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SmState {
+    /// 0: the SM does not take part in the election until a STANDBY control packet.
+    NotActive,
+    /// 1: the SM is looking for other SMs.
+    Discovering,
+    /// 2: the SM polls the master and is ready to take over.
+    Standby,
+    /// 3: the SM manages the subnet.
+    Master,
+}
+
+impl SmState {
+    /// The 4-bit wire value.
+    pub fn to_bits(self) -> u8 {
+        match self {
+            SmState::NotActive => 0,
+            SmState::Discovering => 1,
+            SmState::Standby => 2,
+            SmState::Master => 3,
+        }
+    }
+
+    /// Decodes the 4-bit wire value; `None` for the reserved values 4..=15.
+    pub fn from_bits(bits: u8) -> Option<SmState> {
+        match bits & 0x0f {
+            0 => Some(SmState::NotActive),
+            1 => Some(SmState::Discovering),
+            2 => Some(SmState::Standby),
+            3 => Some(SmState::Master),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SmState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SmState::NotActive => "NOTACTIVE",
+            SmState::Discovering => "DISCOVERING",
+            SmState::Standby => "STANDBY",
+            SmState::Master => "MASTER",
+        })
+    }
+}
+
+/// SubnSet(SMInfo) AttributeModifier: the control packet one SM sends another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ControlPacket {
+    /// 1: hand mastership over to the receiver.
+    Handover,
+    /// 2: acknowledge a HANDOVER.
+    Acknowledge,
+    /// 3: STANDBY -> NOTACTIVE.
+    Disable,
+    /// 4: NOTACTIVE -> STANDBY.
+    Standby,
+    /// 5: STANDBY -> DISCOVERING.
+    Discover,
+}
+
+impl ControlPacket {
+    /// All five, in wire order.
+    pub const ALL: [ControlPacket; 5] = [
+        ControlPacket::Handover,
+        ControlPacket::Acknowledge,
+        ControlPacket::Disable,
+        ControlPacket::Standby,
+        ControlPacket::Discover,
+    ];
+
+    /// The AttributeModifier value.
+    pub fn attr_mod(self) -> u32 {
+        match self {
+            ControlPacket::Handover => 1,
+            ControlPacket::Acknowledge => 2,
+            ControlPacket::Disable => 3,
+            ControlPacket::Standby => 4,
+            ControlPacket::Discover => 5,
+        }
+    }
+
+    /// Decodes an AttributeModifier; `None` for anything but 1..=5.
+    pub fn from_attr_mod(attr_mod: u32) -> Option<ControlPacket> {
+        match attr_mod {
+            1 => Some(ControlPacket::Handover),
+            2 => Some(ControlPacket::Acknowledge),
+            3 => Some(ControlPacket::Disable),
+            4 => Some(ControlPacket::Standby),
+            5 => Some(ControlPacket::Discover),
+            _ => None,
+        }
+    }
+
+    /// The SMState the sender must put in the payload (IBA, and OpenSM's
+    /// `check_set_req_legality`): ACKNOWLEDGE carries STANDBY, the others MASTER.
+    pub fn required_sender_state(self) -> SmState {
+        match self {
+            ControlPacket::Acknowledge => SmState::Standby,
+            _ => SmState::Master,
+        }
+    }
+
+    /// Whether an SM in `state` accepts this packet (OpenSM's
+    /// `osm_sm_state_mgr_check_legality`). MASTER accepts ACKNOWLEDGE only while
+    /// it waits for one after sending HANDOVER; that part is decided by the
+    /// state machine, so this table says `false` for (Master, Acknowledge).
+    pub fn legal_in(self, state: SmState) -> bool {
+        use ControlPacket as C;
+        use SmState as S;
+        matches!(
+            (state, self),
+            (S::Discovering, C::Handover)
+                | (
+                    S::Standby,
+                    C::Discover | C::Disable | C::Handover | C::Acknowledge
+                )
+                | (S::NotActive, C::Standby)
+                | (S::Master, C::Handover)
+        )
+    }
+}
+
+impl fmt::Display for ControlPacket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ControlPacket::Handover => "HANDOVER",
+            ControlPacket::Acknowledge => "ACKNOWLEDGE",
+            ControlPacket::Disable => "DISABLE",
+            ControlPacket::Standby => "STANDBY",
+            ControlPacket::Discover => "DISCOVER",
+        })
+    }
+}
+
+/// The SMInfo attribute (GUID, SM_Key, ActCount, Priority, SMState).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SmInfo {
+    /// PortGUID of the port the SM resides on.
+    pub guid: u64,
+    /// SM_Key; zero unless the requester is authenticated.
+    pub sm_key: u64,
+    /// ActCount: heartbeat, counts SMPs the SM initiated.
+    pub act_count: u32,
+    /// Priority, 0..=15.
+    pub priority: u8,
+    /// SMState.
+    pub state: SmState,
+}
+
+/// A directed route as it appears in an SMP header. For a request we send, only
+/// `initial_path[1..=hop_cnt]` matters (index 0 unused, as in IBA); for a reply to
+/// a request that arrived by directed route, the driver passes the request's
+/// header back unchanged and the wire layer turns it into a response.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DrRoute {
+    /// Hop count.
+    pub hop_cnt: u8,
+    /// Initial path (port numbers, index 0 unused).
+    pub initial_path: Vec<u8>,
+    /// Return path as recorded by the switches (empty on requests we originate).
+    pub return_path: Vec<u8>,
+    /// DrSLID (0xFFFF for a pure directed route).
+    pub dr_slid: u16,
+    /// DrDLID (0xFFFF for a pure directed route).
+    pub dr_dlid: u16,
+}
+
+impl DrRoute {
+    /// A pure directed route (DrSLID = DrDLID = 0xFFFF) through the given output
+    /// ports, first hop first.
+    pub fn new(ports: &[u8]) -> DrRoute {
+        let mut initial_path = Vec::with_capacity(ports.len() + 1);
+        initial_path.push(0);
+        initial_path.extend_from_slice(ports);
+        DrRoute {
+            hop_cnt: u8::try_from(ports.len()).unwrap_or(u8::MAX),
+            initial_path,
+            return_path: Vec::new(),
+            dr_slid: 0xffff,
+            dr_dlid: 0xffff,
+        }
+    }
+}
+
+/// Where an SMInfo SMP goes: a LID (LID-routed SMP) or a directed route.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SmRoute {
+    /// LID-routed to this LID.
+    Lid(u16),
+    /// Directed route.
+    Directed(DrRoute),
+}
+
+impl fmt::Display for SmRoute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SmRoute::Lid(lid) => write!(f, "lid {lid}"),
+            SmRoute::Directed(dr) => {
+                f.write_str("dr ")?;
+                let end = usize::from(dr.hop_cnt) + 1;
+                let hops = dr.initial_path.get(1..end).unwrap_or(&[]);
+                if hops.is_empty() {
+                    return f.write_str("0");
+                }
+                for (i, p) in hops.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A port that advertises PortInfo.CapabilityMask.IsSM, as a sweep found it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SmPort {
+    /// Its port GUID (what SMInfo.GUID must equal).
+    pub guid: u64,
+    /// How to reach it.
+    pub route: SmRoute,
+    /// Its LID if it has one (trap 144 from it carries this as IssuerLID).
+    pub lid: Option<u16>,
+}
+
+/// One SMInfo-related SMP, decoded to what the election needs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SmInfoMsg {
+    /// SubnGet(SMInfo). `m_key` is the SMP's M_Key, `info` the request's payload
+    /// (a requester may present its SM_Key and state there).
+    Get {
+        /// Transaction ID.
+        tid: u64,
+        /// SMP M_Key.
+        m_key: u64,
+        /// Payload of the request.
+        info: SmInfo,
+    },
+    /// SubnSet(SMInfo) carrying a control packet in the AttributeModifier.
+    /// `attr_mod` is kept raw so an invalid modifier can be answered with a status.
+    Set {
+        /// Transaction ID.
+        tid: u64,
+        /// SMP M_Key.
+        m_key: u64,
+        /// Raw AttributeModifier (1..=5 are the control packets).
+        attr_mod: u32,
+        /// Payload: the sender's SMInfo.
+        info: SmInfo,
+    },
+    /// SubnGetResp(SMInfo), answering a Get or a Set; `status` is the MAD status.
+    GetResp {
+        /// Transaction ID of the request answered.
+        tid: u64,
+        /// MAD status (0 = success).
+        status: u16,
+        /// AttributeModifier echoed from the request.
+        attr_mod: u32,
+        /// The responder's SMInfo.
+        info: SmInfo,
+    },
+    /// SubnTrap(Notice) trap 144 (local changes: SM priority changed) sent to the master.
+    Trap144 {
+        /// Transaction ID.
+        tid: u64,
+        /// Notice.IssuerLID.
+        issuer_lid: u16,
+        /// The issuer's port GUID if the transport knows it (0 if not).
+        issuer_guid: u64,
+    },
+    /// SubnTrapRepress(Notice): the master saw the trap.
+    TrapRepress {
+        /// Transaction ID of the trap.
+        tid: u64,
+    },
+}
+
+impl SmInfoMsg {
+    /// The transaction ID.
+    pub fn tid(&self) -> u64 {
+        match self {
+            SmInfoMsg::Get { tid, .. }
+            | SmInfoMsg::Set { tid, .. }
+            | SmInfoMsg::GetResp { tid, .. }
+            | SmInfoMsg::Trap144 { tid, .. }
+            | SmInfoMsg::TrapRepress { tid } => *tid,
+        }
+    }
+
+    /// Whether this is a response (GetResp, TrapRepress) rather than a request.
+    pub fn is_response(&self) -> bool {
+        matches!(
+            self,
+            SmInfoMsg::GetResp { .. } | SmInfoMsg::TrapRepress { .. }
+        )
+    }
+}
+
+/// An SMP the driver must send. For responses (`msg.is_response()`), `dest` is
+/// the `from` route the request arrived with, handed back unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Transmit {
+    /// Destination.
+    pub dest: SmRoute,
+    /// What to send.
+    pub msg: SmInfoMsg,
+}
+
+/// Which rule fired to make the SM change state. Rendered by `Display` for logs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TransitionReason {
+    /// Discovery found an SM in MASTER.
+    FoundMaster {
+        /// Its GUID.
+        master: u64,
+    },
+    /// Discovery found a DISCOVERING/STANDBY SM that outranks us.
+    FoundHigherSm {
+        /// Its GUID.
+        guid: u64,
+        /// Its priority.
+        priority: u8,
+    },
+    /// Discovery ended without finding a master or a higher SM.
+    NoHigherSm {
+        /// How many SMs answered.
+        answered: usize,
+        /// How many known SM ports were queried.
+        queried: usize,
+    },
+    /// Standby: the master did not answer `missed` polls in a row.
+    MissedPolls {
+        /// The master's GUID.
+        master: u64,
+        /// Polls missed.
+        missed: u32,
+    },
+    /// Standby: the master answers but its ActCount has not advanced for `stalled_for`.
+    ActCountStalled {
+        /// The master's GUID.
+        master: u64,
+        /// The frozen ActCount.
+        act_count: u32,
+        /// How long it has not moved.
+        stalled_for: Duration,
+    },
+    /// Standby: the polled SM answers but no longer as master (nor as a higher SM).
+    MasterResigned {
+        /// Its GUID.
+        master: u64,
+        /// The state it reported.
+        state: SmState,
+    },
+    /// A control packet from another SM.
+    Control {
+        /// The packet.
+        packet: ControlPacket,
+        /// SMInfo.GUID in its payload.
+        from: u64,
+    },
+    /// Master: our HANDOVER was accepted (by ACKNOWLEDGE or a status-0 response).
+    HandoverDone {
+        /// The new master.
+        to: u64,
+        /// true if an ACKNOWLEDGE arrived, false if only the Set's response did.
+        acknowledged: bool,
+    },
+}
+
+impl fmt::Display for TransitionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransitionReason::FoundMaster { master } => write!(f, "found master {master:#018x}"),
+            TransitionReason::FoundHigherSm { guid, priority } => {
+                write!(f, "found higher SM {guid:#018x} priority {priority}")
+            }
+            TransitionReason::NoHigherSm { answered, queried } => write!(
+                f,
+                "no master or higher SM ({answered} of {queried} SM ports answered)"
+            ),
+            TransitionReason::MissedPolls { master, missed } => {
+                write!(f, "master {master:#018x} missed {missed} polls")
+            }
+            TransitionReason::ActCountStalled {
+                master,
+                act_count,
+                stalled_for,
+            } => write!(
+                f,
+                "master {master:#018x} ActCount stalled at {act_count} for {} ms",
+                stalled_for.as_millis()
+            ),
+            TransitionReason::MasterResigned { master, state } => {
+                write!(f, "master {master:#018x} now reports {state}")
+            }
+            TransitionReason::Control { packet, from } => {
+                write!(f, "{packet} from {from:#018x}")
+            }
+            TransitionReason::HandoverDone { to, acknowledged } => write!(
+                f,
+                "handed over to {to:#018x}{}",
+                if *acknowledged {
+                    " (acknowledged)"
+                } else {
+                    " (accepted, no ACKNOWLEDGE)"
+                }
+            ),
+        }
+    }
+}
+
+/// Why an incoming SubnSet(SMInfo) was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// AttributeModifier is not a control packet (not 1..=5).
+    UnknownControlPacket,
+    /// The payload SM_Key does not match ours (see [`SmKeyPolicy`](super::SmKeyPolicy)).
+    SmKeyMismatch,
+    /// The payload SMState is not the one the packet requires.
+    BadSenderState,
+    /// The packet is not accepted in our current state.
+    IllegalInState,
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RejectReason::UnknownControlPacket => "unknown control packet",
+            RejectReason::SmKeyMismatch => "SM_Key mismatch",
+            RejectReason::BadSenderState => "sender SMState not allowed for this packet",
+            RejectReason::IllegalInState => "packet not accepted in our state",
+        })
+    }
+}
+
+/// What happened, for logs, metrics and the daemon's reactions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ElectionEvent {
+    /// The SM changed state.
+    StateChanged {
+        /// Old state.
+        from: SmState,
+        /// New state.
+        to: SmState,
+        /// The rule that fired.
+        reason: TransitionReason,
+    },
+    /// An incoming Set was rejected with status [`STATUS_INVALID_VALUE`](super::STATUS_INVALID_VALUE).
+    ControlRejected {
+        /// Raw AttributeModifier.
+        attr_mod: u32,
+        /// SMInfo.GUID in the payload.
+        from: u64,
+        /// Why.
+        reason: RejectReason,
+    },
+    /// A peer answered SMInfo with a non-zero SM_Key different from ours; it is ignored
+    /// (OpenSM exits in this case).
+    RemoteSmKeyMismatch {
+        /// The peer.
+        guid: u64,
+    },
+    /// We started handing mastership over.
+    HandoverStarted {
+        /// Target.
+        to: u64,
+    },
+    /// HANDOVER got no answer after all retries, or was rejected; we stay MASTER.
+    HandoverFailed {
+        /// Target.
+        to: u64,
+        /// MAD status of the rejection, `None` if it timed out.
+        status: Option<u16>,
+    },
+    /// We accepted HANDOVER while already MASTER (another master yielded to us):
+    /// the daemon should run a heavy sweep.
+    HeavySweepRequested,
+    /// Our effective priority changed (set_priority, or sticky elevation).
+    PriorityChanged {
+        /// Old effective priority.
+        from: u8,
+        /// New effective priority.
+        to: u8,
+    },
+    /// The answer to a control packet we sent with [`Election::send_control`](super::Election::send_control).
+    ControlAnswered {
+        /// Target.
+        to: u64,
+        /// Packet.
+        packet: ControlPacket,
+        /// MAD status, `None` if it timed out.
+        status: Option<u16>,
+    },
+}
+
+impl fmt::Display for ElectionEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ElectionEvent::StateChanged { from, to, reason } => {
+                write!(f, "sm state: {from} -> {to} ({reason})")
+            }
+            ElectionEvent::ControlRejected {
+                attr_mod,
+                from,
+                reason,
+            } => write!(
+                f,
+                "rejected SubnSet(SMInfo) attr_mod {attr_mod} from {from:#018x}: {reason}"
+            ),
+            ElectionEvent::RemoteSmKeyMismatch { guid } => {
+                write!(f, "SM {guid:#018x} answered with a foreign SM_Key; ignored")
+            }
+            ElectionEvent::HandoverStarted { to } => write!(f, "handover to {to:#018x} started"),
+            ElectionEvent::HandoverFailed { to, status } => match status {
+                Some(s) => write!(f, "handover to {to:#018x} rejected (status {s:#06x})"),
+                None => write!(f, "handover to {to:#018x} timed out"),
+            },
+            ElectionEvent::HeavySweepRequested => f.write_str("heavy sweep requested"),
+            ElectionEvent::PriorityChanged { from, to } => {
+                write!(f, "sm priority: {from} -> {to}")
+            }
+            ElectionEvent::ControlAnswered { to, packet, status } => match status {
+                Some(s) => write!(f, "{packet} to {to:#018x} answered with status {s:#06x}"),
+                None => write!(f, "{packet} to {to:#018x} timed out"),
+            },
+        }
+    }
+}
