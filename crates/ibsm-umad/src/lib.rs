@@ -6,8 +6,12 @@
 //!
 //! - **Blocking, for a dedicated thread.** umad2sim hands out fake descriptors (1024+
 //!   for umad, 2048+ for issm) that are not kernel fds, so epoll/tokio `AsyncFd` cannot
-//!   watch them. [`UmadPort::recv`] is `poll()` + `read()` with a timeout; a read that
-//!   finds nothing returns `EWOULDBLOCK` and we poll again. Run it on its own thread.
+//!   watch them. [`UmadPort::recv`] is `poll()` + `read()` with a timeout. A read that
+//!   finds nothing is not an error: the kernel says EAGAIN, umad2sim returns `-EAGAIN`
+//!   in band (errno untouched) or a bare header with status EAGAIN; all three mean "poll
+//!   again". Run it on its own thread.
+//! - **Closing.** Descriptors are not `OwnedFd`: closing a fake descriptor may report
+//!   EBADF, which `OwnedFd` turns into an abort. We close with libc `close` ourselves.
 //! - **Only libc symbols umad2sim intercepts.** Devices are opened with
 //!   `nix::fcntl::open` (libc `open`), not `std::fs::File::open` (which calls `open64`,
 //!   not intercepted). I/O goes through `read`/`write`/`poll`/`ioctl`/`close`.
@@ -20,8 +24,9 @@
 //!   the 128-bit mask (it holds methods 0..=127); the kernel delivers them to the agent
 //!   that sent the request, matched by TID, as long as the request was sent with a
 //!   non-zero `timeout_ms`. [`UmadPort::send`] picks the agent from the MAD's class byte.
-//! - **TIDs.** On a real kernel the upper 32 bits of a request's TID are replaced by the
-//!   agent's id; only the low 32 bits are yours. Match responses on the low 32 bits.
+//! - **TIDs.** The upper 32 bits of a request's TID are replaced on the way out (by the
+//!   kernel with the agent's id, under ibsim with the client id); only the low 32 bits
+//!   are yours. Match responses on the low 32 bits.
 //! - **Timeouts.** A request sent with `timeout_ms > 0` that gets no answer comes back
 //!   from `read` with `status = ETIMEDOUT` (110) and the request's own bytes
 //!   ([`Received::is_timeout`]). Responses are sent with `timeout_ms = 0`.
@@ -37,8 +42,9 @@
 //!   `umad0` and learn the local node and port with a 0-hop DR SubnGet(NodeInfo) and
 //!   (PortInfo) ([`UmadPort::get_local`]).
 //!
-//! [`raw`] builds and reads the few SMP bytes this crate and its tests need, until
-//! callers switch to `ibsm_mad::Smp`.
+//! MADs cross this API as raw 256-byte arrays (that is what the device reads and
+//! writes, and what a transaction layer matches TIDs on); `ibsm_mad::Smp` encodes and
+//! decodes them ([`Received::smp`], [`UmadPort::get_local_attr`]).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::{Path, PathBuf};
@@ -49,7 +55,7 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::Mode;
 
-pub mod raw;
+use ibsm_mad::{AttributeId, MadError, Method, Smp, SmpAttribute};
 
 /// Size of a MAD.
 pub const MAD_SIZE: usize = 256;
@@ -108,6 +114,13 @@ pub enum UmadError {
     /// A synchronous query got no usable answer.
     #[error("{what}: {reason}")]
     Query { what: String, reason: String },
+    /// An answer did not decode as an SMP / the expected attribute.
+    #[error("{what}: {source}")]
+    Decode {
+        what: String,
+        #[source]
+        source: MadError,
+    },
 }
 
 /// Result type of this crate.
@@ -175,6 +188,12 @@ impl Address {
     }
 }
 
+fn tid_of(m: &[u8; MAD_SIZE]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&m[8..16]);
+    u64::from_be_bytes(w)
+}
+
 fn be32(b: &[u8; UMAD_HDR_SIZE], at: usize) -> u32 {
     let mut w = [0u8; 4];
     w.copy_from_slice(&b[at..at + 4]);
@@ -210,7 +229,9 @@ pub struct Received {
     pub mad: [u8; MAD_SIZE],
     /// Header status: 0, or [`STATUS_TIMEOUT`] when the kernel gave up on a request.
     pub status: u32,
-    /// Agent id it arrived on (see [`UmadPort::agent_id`]).
+    /// Agent id from the header. On a kernel, the agent it arrived on (see
+    /// [`UmadPort::agent_id`]); under umad2sim a response carries ibsim's client id
+    /// instead, so do not route on it.
     pub agent_id: u32,
     /// Header `length` field.
     pub length: u32,
@@ -234,9 +255,15 @@ impl Received {
         self.mad[3]
     }
 
-    /// The MAD's TID.
+    /// The MAD's TID (on a request we sent, the upper 32 bits are the agent's, set by
+    /// the kernel or ibsim).
     pub fn tid(&self) -> u64 {
-        raw::tid(&self.mad)
+        tid_of(&self.mad)
+    }
+
+    /// Decode the MAD as an SMP.
+    pub fn smp(&self) -> Result<Smp, MadError> {
+        Smp::decode(&self.mad)
     }
 }
 
@@ -447,7 +474,7 @@ impl UmadPort {
         tracing::trace!(
             class,
             method = mad[3],
-            tid = raw::tid(mad),
+            tid = tid_of(mad),
             ?dest,
             "umad send"
         );
@@ -459,36 +486,59 @@ impl UmadPort {
     pub fn recv(&self, timeout: Duration) -> Result<Option<Received>> {
         let deadline = Instant::now() + timeout;
         loop {
-            let mut buf = [0u8; UMAD_HDR_SIZE + MAD_SIZE];
-            match nix::unistd::read(self.fd.raw(), &mut buf) {
-                Ok(n) => return self.decode_read(&buf, n).map(Some),
-                Err(Errno::EAGAIN | Errno::EINTR) => {}
-                Err(errno) => {
-                    return Err(UmadError::Recv {
-                        path: self.path.clone(),
-                        errno,
-                    })
-                }
-            }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+            let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
             let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
-            match nix::poll::poll(&mut fds, PollTimeout::from(ms)) {
-                Ok(_) | Err(Errno::EINTR) => {}
+            let ready = match nix::poll::poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(n) => n > 0,
+                Err(Errno::EINTR) => false,
                 Err(errno) => {
                     return Err(UmadError::Recv {
                         path: self.path.clone(),
                         errno,
                     })
                 }
+            };
+            if ready {
+                let mut buf = [0u8; UMAD_HDR_SIZE + MAD_SIZE];
+                if let Some(n) = self.read_once(&mut buf)? {
+                    if let Some(r) = self.decode_read(&buf, n)? {
+                        return Ok(Some(r));
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
             }
         }
     }
 
-    fn decode_read(&self, buf: &[u8; UMAD_HDR_SIZE + MAD_SIZE], n: usize) -> Result<Received> {
+    /// One `read`. `None` when there was nothing to read. umad2sim reports "nothing" in
+    /// three ways, all handled here: -1 with errno EAGAIN (kernel), a negative errno
+    /// returned in band without touching errno, or a header-only read with status EAGAIN.
+    fn read_once(&self, buf: &mut [u8; UMAD_HDR_SIZE + MAD_SIZE]) -> Result<Option<usize>> {
+        // SAFETY: `buf` is a valid, exclusively borrowed buffer of exactly `buf.len()`
+        // bytes for the duration of the call, and the descriptor is open (owned by self).
+        let ret = unsafe { libc::read(self.fd.raw(), buf.as_mut_ptr().cast(), buf.len()) };
+        let errno = match ret {
+            -1 => Errno::last(),
+            r if r < 0 => Errno::from_raw(i32::try_from(-r).unwrap_or(libc::EIO)),
+            r => return Ok(Some(usize::try_from(r).unwrap_or(0).min(buf.len()))),
+        };
+        match errno {
+            Errno::EAGAIN | Errno::EINTR => Ok(None),
+            errno => Err(UmadError::Recv {
+                path: self.path.clone(),
+                errno,
+            }),
+        }
+    }
+
+    fn decode_read(
+        &self,
+        buf: &[u8; UMAD_HDR_SIZE + MAD_SIZE],
+        n: usize,
+    ) -> Result<Option<Received>> {
         if n < UMAD_HDR_SIZE {
             return Err(UmadError::ShortRead {
                 path: self.path.clone(),
@@ -500,9 +550,14 @@ impl UmadPort {
         let mut mad = [0u8; MAD_SIZE];
         let body = &buf[UMAD_HDR_SIZE..n.min(buf.len())];
         mad[..body.len()].copy_from_slice(body);
+        let status = ne32(&hdr, 4);
+        if n < UMAD_HDR_SIZE + 24 && status == libc::EAGAIN as u32 {
+            // umad2sim's "no packet" answer: a bare header with status EAGAIN.
+            return Ok(None);
+        }
         let r = Received {
             mad,
-            status: ne32(&hdr, 4),
+            status,
             agent_id: ne32(&hdr, 0),
             length: ne32(&hdr, 16),
             source: Address::decode(&hdr),
@@ -515,23 +570,26 @@ impl UmadPort {
             lid = r.source.lid,
             "umad recv"
         );
-        Ok(r)
+        Ok(Some(r))
     }
 
     /// Start-up helper: a 0-hop directed-route SubnGet(`attr_id`, `attr_mod`) of the
-    /// local port, waiting up to `timeout` for its answer; returns the 64-byte SMP data.
-    /// MADs that are not the answer are dropped (logged), so call it before the port is
-    /// handed to the event loop. `tid` must be unique among your outstanding requests.
+    /// local port, waiting up to `timeout` for its GetResp, which is returned decoded
+    /// (status checked: non-zero is an error). MADs that are not the answer are dropped
+    /// (logged), so call it before the port is handed to the event loop. `tid` must be
+    /// unique among your outstanding requests; only its low 32 bits come back unchanged.
     pub fn get_local(
         &self,
-        attr_id: u16,
+        attr_id: AttributeId,
         attr_mod: u32,
         tid: u64,
         timeout: Duration,
-    ) -> Result<[u8; 64]> {
-        let req = raw::dr_get(tid, attr_id, attr_mod, &[]);
+    ) -> Result<Smp> {
+        let req = Smp::get_dr(&[], attr_id, attr_mod, tid).encode();
         let what = format!(
-            "0-hop DR SubnGet(attr {attr_id:#06x}, mod {attr_mod:#x}) on {}",
+            "0-hop DR SubnGet({} {:#06x}, mod {attr_mod:#x}) on {}",
+            attr_id.name().unwrap_or("attribute"),
+            attr_id.0,
             self.path.display()
         );
         self.send(&req, Dest::Directed)?;
@@ -555,21 +613,38 @@ impl UmadPort {
             if r.is_timeout() {
                 return Err(UmadError::Query {
                     what,
-                    reason: "the kernel timed the request out".into(),
+                    reason: "the request timed out".into(),
                 });
             }
-            if r.method() != 0x81 {
+            if r.method() != Method::GET_RESP.0 {
                 continue;
             }
-            let status = raw::status(&r.mad);
-            if status != 0 {
+            let smp = r.smp().map_err(|source| UmadError::Decode {
+                what: what.clone(),
+                source,
+            })?;
+            if smp.status != 0 {
                 return Err(UmadError::Query {
                     what,
-                    reason: format!("SMP status {status:#06x}"),
+                    reason: format!("SMP status {:#06x}", smp.status),
                 });
             }
-            return Ok(raw::data(&r.mad));
+            return Ok(smp);
         }
+    }
+
+    /// [`UmadPort::get_local`] decoded as attribute `A` (e.g. `NodeInfo`, `PortInfo`).
+    pub fn get_local_attr<A: SmpAttribute>(
+        &self,
+        attr_mod: u32,
+        tid: u64,
+        timeout: Duration,
+    ) -> Result<A> {
+        let smp = self.get_local(A::ID, attr_mod, tid, timeout)?;
+        smp.attribute::<A>().map_err(|source| UmadError::Decode {
+            what: format!("attribute {:#06x} from {}", A::ID.0, self.path.display()),
+            source,
+        })
     }
 }
 

@@ -8,13 +8,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ibsm_labkit::{example_net, require_tool, run_ok, Ibsim, IbsimOptions};
-use ibsm_umad::{open_issm, raw, Dest, UmadOptions, UmadPort};
+use ibsm_mad::{AttributeId, Method, NodeInfo, NodeType, PortInfo, SmInfo, SmState, Smp, SmpRoute};
+use ibsm_umad::{open_issm, Dest, Received, UmadOptions, UmadPort};
 
 const CHILD_ENV: &str = "IBSM_UMAD_LAB_CHILD";
-const NODE_INFO: u16 = 0x0011;
-const PORT_INFO: u16 = 0x0015;
-const SM_INFO: u16 = 0x0020;
-const IS_SM: u32 = 1 << 1;
+const T: Duration = Duration::from_secs(5);
 
 fn is_child(name: &str) -> bool {
     std::env::var(CHILD_ENV).is_ok_and(|v| v == name)
@@ -75,18 +73,19 @@ fn port() -> UmadPort {
     UmadPort::open(0, UmadOptions::default()).expect("open umad0")
 }
 
-/// Send `req` and wait for the response with the same TID (low 32 bits).
-fn transact(p: &UmadPort, req: &[u8; 256]) -> ibsm_umad::Received {
-    p.send(req, Dest::Directed).expect("send");
-    let deadline = Instant::now() + Duration::from_secs(5);
+/// Send `req` and wait for the answer (or kernel/ibsim timeout) with the same TID (low 32
+/// bits: the upper half is the agent's).
+fn transact(p: &UmadPort, req: &Smp) -> Received {
+    p.send(&req.encode(), Dest::Directed).expect("send");
+    let deadline = Instant::now() + T;
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
         if let Some(r) = p.recv(left).expect("recv") {
-            if r.tid() & 0xffff_ffff == raw::tid(req) & 0xffff_ffff {
+            if r.tid() & 0xffff_ffff == req.tid & 0xffff_ffff {
                 return r;
             }
         }
     }
-    panic!("no response to TID {:#x}", raw::tid(req));
+    panic!("no response to TID {:#x}", req.tid);
 }
 
 #[test]
@@ -95,25 +94,29 @@ fn zero_hop_dr_nodeinfo_is_the_local_hca() {
         return run_in_lab("zero_hop_dr_nodeinfo_is_the_local_hca", "Hca3");
     }
     let p = port();
-    let data = p
-        .get_local(NODE_INFO, 0, 0x10, Duration::from_secs(5))
-        .expect("NodeInfo");
-    let ni = raw::node_info_ids(&data);
+    let ni: NodeInfo = p.get_local_attr(0, 0x10, T).expect("NodeInfo");
     let q = diag(None, "smpquery", &["-D", "nodeinfo", "0"]);
-    assert_eq!(ni.node_type, 1, "a CA");
+    assert_eq!(ni.node_type, NodeType::Ca);
     assert_eq!(ni.node_guid, hex(&field(&q, "Guid")), "{q}");
     assert_eq!(ni.port_guid, hex(&field(&q, "PortGuid")), "{q}");
     assert_eq!(field(&q, "LocalPort"), ni.local_port_num.to_string());
     assert_eq!(ni.num_ports, 2, "Hca3 has 2 ports in the net file");
-    // ibsim names nodes; the one we reached must be Hca3, as SIM_HOST asked.
+    // The node we reached is Hca3, as SIM_HOST asked.
     let desc = diag(None, "smpquery", &["-D", "nodedesc", "0"]);
     assert!(desc.contains("Hca3"), "{desc}");
-    // LID-routed agent works too: the port has no LID yet, so only check the send path.
-    let ids = raw::node_info_ids(
-        &p.get_local(NODE_INFO, 0, 0x11, Duration::from_secs(5))
-            .expect("again"),
+    // PortInfo of the same port agrees on the port and its state.
+    let pi: PortInfo = p.get_local_attr(0, 0x11, T).expect("PortInfo");
+    assert_eq!(pi.local_port_num, ni.local_port_num);
+    // Nothing pending: recv waits for its timeout and reports nothing (umad2sim's
+    // "no packet" reads must not surface as MADs).
+    let start = Instant::now();
+    let got = p.recv(Duration::from_millis(150)).expect("recv");
+    assert!(got.is_none(), "unexpected MAD {got:?}");
+    assert!(
+        start.elapsed() >= Duration::from_millis(140),
+        "returned early: {:?}",
+        start.elapsed()
     );
-    assert_eq!(ids, ni, "NodeInfo is stable");
 }
 
 #[test]
@@ -122,29 +125,29 @@ fn one_hop_dr_get_reaches_the_switch() {
         return run_in_lab("one_hop_dr_get_reaches_the_switch", "Hca1");
     }
     let p = port();
-    let tid = 0xdead_0000_0000_1234;
-    let r = transact(&p, &raw::dr_get(tid, NODE_INFO, 0, &[1]));
+    let req = Smp::get_dr(&[1], AttributeId::NODE_INFO, 0, 0xdead_0000_0000_1234);
+    let r = transact(&p, &req);
     assert!(!r.is_timeout(), "timed out");
-    assert_eq!(r.method(), raw::METHOD_GET_RESP);
-    assert!(raw::direction(&r.mad), "a DR response has D=1");
-    assert_eq!(raw::status(&r.mad), 0);
-    let ni = raw::node_info_ids(&raw::data(&r.mad));
+    let smp = r.smp().expect("decode");
+    assert_eq!(smp.method, Method::GET_RESP);
+    assert_eq!(smp.status, 0);
+    let SmpRoute::Directed(dr) = smp.route else {
+        panic!("not DR: {smp:?}")
+    };
+    assert!(dr.direction, "a DR response has D=1");
+    assert_eq!(dr.path(), &[1]);
+    let ni: NodeInfo = smp.attribute().expect("NodeInfo");
     let q = diag(None, "smpquery", &["-D", "nodeinfo", "0,1"]);
-    assert_eq!(ni.node_type, 2, "a switch");
+    assert_eq!(ni.node_type, NodeType::Switch);
     assert_eq!(ni.node_guid, hex(&field(&q, "Guid")), "{q}");
     assert_eq!(
         ni.local_port_num, 1,
         "entered Switch1 on port 1 (Hca1's cable)"
     );
-    // A path through a port with nothing behind it is answered with a timeout, not a hang.
-    let dead = raw::dr_get(0x77, NODE_INFO, 0, &[1, 4]);
-    let r = transact(&p, &dead);
-    assert!(
-        r.is_timeout() || raw::status(&r.mad) != 0,
-        "status {} mad status {:#x}",
-        r.status,
-        raw::status(&r.mad)
-    );
+    // A path through a port with nothing behind it (Switch1 port 4) comes back as a
+    // timeout, not a hang.
+    let r = transact(&p, &Smp::get_dr(&[1, 4], AttributeId::NODE_INFO, 0, 0x77));
+    assert!(r.is_timeout(), "status {} mad {:?}", r.status, r.smp());
 }
 
 #[test]
@@ -153,35 +156,32 @@ fn opening_issm_sets_is_sm_and_closing_clears_it() {
         return run_in_lab("opening_issm_sets_is_sm_and_closing_clears_it", "Hca1");
     }
     let p = port();
-    let cap = |tid| {
-        raw::port_info_capability_mask(
-            &p.get_local(PORT_INFO, 1, tid, Duration::from_secs(5))
-                .expect("PortInfo"),
-        )
+    let is_sm = |tid| {
+        p.get_local_attr::<PortInfo>(1, tid, T)
+            .expect("PortInfo")
+            .capability_mask
+            .is_sm()
     };
     // Seen from Hca2 across both switches: Hca2 port 1, Switch2 port 3, Switch1 port 1.
-    let remote_cap = || {
-        hex(&field(
-            &diag(
-                Some("Hca2"),
-                "smpquery",
-                &["-D", "portinfo", "0,1,3,1", "1"],
-            ),
-            "CapMask",
-        )) as u32
+    let remote_is_sm = || {
+        let out = diag(
+            Some("Hca2"),
+            "smpquery",
+            &["-D", "portinfo", "0,1,3,1", "1"],
+        );
+        hex(&field(&out, "CapMask")) & 0x2 != 0
     };
-    assert_eq!(cap(1) & IS_SM, 0, "IsSM before issm is open");
-    assert_eq!(remote_cap() & IS_SM, 0);
+    assert!(!is_sm(1), "IsSM before issm is open");
+    assert!(!remote_is_sm());
     let issm = open_issm(0).expect("open issm0");
-    assert_ne!(cap(2) & IS_SM, 0, "IsSM after issm is open (local view)");
-    assert_ne!(
-        remote_cap() & IS_SM,
-        0,
+    assert!(is_sm(2), "IsSM after issm is open (local view)");
+    assert!(
+        remote_is_sm(),
         "IsSM after issm is open (smpquery from Hca2)"
     );
     drop(issm);
-    assert_eq!(cap(3) & IS_SM, 0, "IsSM after issm is closed");
-    assert_eq!(remote_cap() & IS_SM, 0);
+    assert!(!is_sm(3), "IsSM after issm is closed");
+    assert!(!remote_is_sm());
 }
 
 #[test]
@@ -194,17 +194,14 @@ fn answering_subnget_sminfo_is_seen_by_sminfo_on_another_node() {
     }
     let p = port();
     let _issm = open_issm(0).expect("issm");
-    let local = raw::node_info_ids(
-        &p.get_local(NODE_INFO, 0, 1, Duration::from_secs(5))
-            .expect("NodeInfo"),
-    );
-    // SMInfo: GUID, SM_Key, ActCount, Priority(7:4)|SMState(3:0).
-    let mut sminfo = [0u8; 64];
-    sminfo[0..8].copy_from_slice(&local.port_guid.to_be_bytes());
-    sminfo[8..16].copy_from_slice(&0u64.to_be_bytes());
-    sminfo[16..20].copy_from_slice(&4242u32.to_be_bytes());
-    sminfo[20] = (13 << 4) | 3;
-
+    let local: NodeInfo = p.get_local_attr(0, 1, T).expect("NodeInfo");
+    let ours = SmInfo {
+        guid: local.port_guid,
+        sm_key: 0,
+        act_count: 4242,
+        priority: 13,
+        sm_state: SmState::Master,
+    };
     // sminfo on Hca2 asks Hca1 (Hca2 port 1, Switch2 port 3, Switch1 port 1) for SMInfo;
     // ibsim has no SMA answer for SMInfo and forwards the Get to us. Answer every Get
     // until sminfo is done.
@@ -217,10 +214,23 @@ fn answering_subnget_sminfo_is_seen_by_sminfo_on_another_node() {
         let Some(r) = p.recv(Duration::from_millis(20)).expect("recv") else {
             continue;
         };
-        if r.method() == raw::METHOD_GET && raw::attr_id(&r.mad) == SM_INFO {
-            assert_eq!(r.mgmt_class(), 0x81, "sminfo -D sends a directed-route Get");
-            p.send(&raw::response(&r.mad, &sminfo), Dest::Directed)
-                .expect("send GetResp");
+        let Ok(smp) = r.smp() else {
+            panic!(
+                "not an SMP: status {} len {} agent {} src {:?} mad {:02x?}",
+                r.status,
+                r.length,
+                r.agent_id,
+                r.source,
+                &r.mad[..64]
+            );
+        };
+        if smp.method == Method::GET && smp.attr_id == AttributeId::SM_INFO {
+            assert!(smp.is_directed(), "sminfo -D sends a directed-route Get");
+            p.send(
+                &smp.response().with_attribute(&ours).encode(),
+                Dest::Directed,
+            )
+            .expect("send GetResp");
             answered += 1;
         }
     }
