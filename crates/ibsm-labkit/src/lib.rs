@@ -1204,4 +1204,26 @@ mod tests {
         let e = require_tool("ibsm-no-such-tool-xyz");
         assert!(matches!(e, Err(LabError::ToolMissing { .. })));
     }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn console_and_net_parsers_never_panic(s in "(?s).{0,400}") {
+                let _ = parse_attached(&s);
+                let _ = net_file_size(&s);
+            }
+
+            #[test]
+            fn attached_lines_round_trip(id in 0u32..10, pid: u32, node in "[A-Za-z0-9_-]{1,16}", sm: bool) {
+                let line = format!("Client {id}: pid {pid} connected at \"{node}\" port 0x100004, lid 1, qp 0{}",
+                                   if sm { " SM" } else { "" });
+                let got = parse_attached(&format!("sim> {line}\nsim> "));
+                prop_assert_eq!(got.len(), 1);
+                prop_assert_eq!((got[0].id, got[0].pid, got[0].node.as_str()), (id, pid, node.as_str()));
+            }
+        }
+    }
 }

@@ -916,4 +916,36 @@ mod tests {
         assert!(spec.resolve(&dir).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn parse_never_panics_and_index_forms_round_trip(s in ".{0,24}", n in 0u32..1000) {
+                let _ = PortSpec::parse(&s);
+                prop_assert_eq!(PortSpec::parse(&format!("umad{n}")).ok(), Some(PortSpec::Index(n)));
+                prop_assert_eq!(PortSpec::parse(&format!("umad:{n}")).ok(), Some(PortSpec::Index(n)));
+            }
+
+            #[test]
+            fn ca_port_round_trips(ca in "[a-z][a-z0-9_]{0,12}", port in 1u8..=255) {
+                prop_assume!(ca != "umad" && !ca.starts_with("umad"));
+                let spec = PortSpec::parse(&format!("umad:{ca}:{port}"));
+                prop_assert_eq!(spec.ok(), Some(PortSpec::CaPort { ca, port }));
+            }
+
+            #[test]
+            fn address_round_trips(qpn: u32, qkey: u32, lid: u16, sl: u8, path_bits: u8, grh_present: bool,
+                                   gid_index: u8, hop_limit: u8, traffic_class: u8, gid: [u8; 16], flow_label: u32) {
+                let a = Address { qpn, qkey, lid, sl, path_bits, grh_present, gid_index, hop_limit, traffic_class, gid, flow_label };
+                let mut h = [0u8; UMAD_HDR_SIZE];
+                a.encode(&mut h);
+                prop_assert_eq!(Address::decode(&h), a);
+                // The agent/status/timeout/retries/length words are not touched.
+                prop_assert_eq!(&h[..20], &[0u8; 20]);
+            }
+        }
+    }
 }
