@@ -18,8 +18,12 @@
 //! node type carry their IBA encodings (`to_iba`) so the SMA simulator and
 //! discovery can convert without a shared type.
 
+pub mod gen;
+pub mod netfile;
 pub mod topology;
 
+pub use gen::GenError;
+pub use netfile::{NetFileError, NetFileErrorKind};
 pub use topology::{
     Counts, LinkSpeed, LinkWidth, Node, NodeIdx, NodeType, Port, Topology, TopologyError,
 };
