@@ -1,0 +1,201 @@
+//! [`MadDevice`] over the embedded simulator, with a real clock.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ibsm_fabric::{NodeIdx, Topology};
+use ibsm_mad::MAD_SIZE;
+use ibsm_sim::{ClientId, Sim, SimConfig};
+
+use crate::{MadDevice, TransportError};
+
+/// The simulator plus one mailbox per attached client.
+struct Hub {
+    sim: Sim,
+    mailboxes: HashMap<ClientId, VecDeque<[u8; MAD_SIZE]>>,
+}
+
+impl Hub {
+    /// Move everything the simulator has delivered by `now` into mailboxes.
+    fn drain(&mut self, now: Duration) {
+        while let Some((client, mad)) = self.sim.poll_delivery(now) {
+            self.mailboxes.entry(client).or_default().push_back(mad);
+        }
+    }
+}
+
+struct Inner {
+    hub: Mutex<Hub>,
+    /// Signalled on every send, so a receiver waiting for a time that a new
+    /// delivery beats wakes up.
+    wake: Condvar,
+    epoch: Instant,
+}
+
+/// One simulator shared by several [`SimDevice`]s (one per attached SM).
+/// Cloning shares the same simulator.
+#[derive(Clone)]
+pub struct SharedSim {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SharedSim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSim")
+            .field("epoch", &self.inner.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedSim {
+    /// Simulate `topology`. Simulator time 0 is now.
+    pub fn new(topology: &Topology) -> SharedSim {
+        SharedSim::from_sim(Sim::new(topology, SimConfig::default()))
+    }
+
+    /// Share an already configured simulator. Its time 0 is now.
+    pub fn from_sim(sim: Sim) -> SharedSim {
+        SharedSim {
+            inner: Arc::new(Inner {
+                hub: Mutex::new(Hub {
+                    sim,
+                    mailboxes: HashMap::new(),
+                }),
+                wake: Condvar::new(),
+                epoch: Instant::now(),
+            }),
+        }
+    }
+
+    /// Simulator time now.
+    pub fn now(&self) -> Duration {
+        self.inner.epoch.elapsed()
+    }
+
+    /// Attach a new SM endpoint at `port` of CA `node` and return its device.
+    pub fn attach(&self, node: NodeIdx, port: u8) -> Result<SimDevice, TransportError> {
+        let mut hub = self.lock()?;
+        let client = hub
+            .sim
+            .attach(node, port)
+            .map_err(|e| TransportError::Sim(e.to_string()))?;
+        hub.mailboxes.entry(client).or_default();
+        Ok(SimDevice {
+            shared: self.clone(),
+            client,
+        })
+    }
+
+    /// Run `f` on the simulator (fault injection, inspection).
+    pub fn with_sim<R>(&self, f: impl FnOnce(&mut Sim) -> R) -> Result<R, TransportError> {
+        let mut hub = self.lock()?;
+        Ok(f(&mut hub.sim))
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Hub>, TransportError> {
+        self.inner.hub.lock().map_err(|_| TransportError::Poisoned)
+    }
+}
+
+/// One SM endpoint on a (possibly shared) embedded simulator.
+#[derive(Debug)]
+pub struct SimDevice {
+    shared: SharedSim,
+    client: ClientId,
+}
+
+impl SimDevice {
+    /// Simulate `topology` with one SM attached at `port` of CA `node`.
+    pub fn new(topology: &Topology, node: NodeIdx, port: u8) -> Result<SimDevice, TransportError> {
+        SharedSim::new(topology).attach(node, port)
+    }
+
+    /// Simulate `topology` with the SM on the first CA port that has a cable
+    /// (like ibsim's default `SIM_HOST`: the first CA).
+    pub fn on_first_ca(topology: &Topology) -> Result<SimDevice, TransportError> {
+        let (node, port) = first_connected_ca_port(topology).ok_or_else(|| {
+            TransportError::Sim(
+                "the topology has no CA port with a cable to attach an SM to".into(),
+            )
+        })?;
+        SimDevice::new(topology, node, port)
+    }
+
+    /// The simulator this device is attached to.
+    pub fn shared(&self) -> &SharedSim {
+        &self.shared
+    }
+
+    /// This device's client id in the simulator.
+    pub fn client(&self) -> ClientId {
+        self.client
+    }
+}
+
+impl SimDevice {
+    fn send_inner(
+        &mut self,
+        dlid: Option<u16>,
+        mad: &[u8; MAD_SIZE],
+    ) -> Result<(), TransportError> {
+        let now = self.shared.now();
+        let mut hub = self.shared.lock()?;
+        let sent = match dlid {
+            Some(dlid) => hub.sim.send_to(now, self.client, dlid, mad),
+            None => hub.sim.send(now, self.client, mad),
+        };
+        drop(hub);
+        self.shared.inner.wake.notify_all();
+        sent.map_err(|e| TransportError::Sim(e.to_string()))
+    }
+}
+
+/// The first CA (in node order) and its first port with a cable.
+pub(crate) fn first_connected_ca_port(topology: &Topology) -> Option<(NodeIdx, u8)> {
+    topology.iter().find_map(|(idx, node)| {
+        if node.is_switch() {
+            return None;
+        }
+        node.physical_ports()
+            .find(|(_, p)| p.remote.is_some())
+            .map(|(p, _)| (idx, p))
+    })
+}
+
+impl MadDevice for SimDevice {
+    fn send(&mut self, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
+        self.send_inner(None, mad)
+    }
+
+    fn send_lid(&mut self, dlid: u16, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
+        self.send_inner(Some(dlid), mad)
+    }
+
+    fn recv(&mut self, timeout: Duration) -> Result<Option<[u8; MAD_SIZE]>, TransportError> {
+        let inner = &self.shared.inner;
+        let deadline = inner.epoch.elapsed().saturating_add(timeout);
+        let mut hub = self.shared.lock()?;
+        loop {
+            let now = inner.epoch.elapsed();
+            hub.drain(now);
+            if let Some(mad) = hub
+                .mailboxes
+                .get_mut(&self.client)
+                .and_then(VecDeque::pop_front)
+            {
+                return Ok(Some(mad));
+            }
+            if now >= deadline {
+                return Ok(None);
+            }
+            let until = hub.sim.poll_timeout().map_or(deadline, |t| t.min(deadline));
+            let wait = until.saturating_sub(now).max(Duration::from_micros(1));
+            hub = inner
+                .wake
+                .wait_timeout(hub, wait)
+                .map_err(|_| TransportError::Poisoned)?
+                .0;
+        }
+    }
+}
