@@ -1270,7 +1270,8 @@ Rt 2 \"r\"
     #[test]
     fn errors_name_the_line_and_reason() {
         use NetFileErrorKind as K;
-        let cases: Vec<(&str, usize, fn(&K) -> bool)> = vec![
+        type Check = fn(&K) -> bool;
+        let cases: Vec<(&str, usize, Check)> = vec![
             ("Switch 8 \"a\"\n[1] \"b\"[1]\n\n", 2, |k| {
                 matches!(k, K::UnknownRemote { port: 1, .. })
             }),
