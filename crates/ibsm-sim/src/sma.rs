@@ -346,9 +346,12 @@ impl Fabric {
         let link_port = !mgmt_port;
 
         // --- validation (IBA 14.2.5.6 and the port state machine of 7.2) ---
+        // Writing back the state a Get returned (a read-modify-write SM) changes nothing;
+        // IBA only defines NoChange/Down/Armed/Active as written values.
         let new_state = match req.port_state {
             PortState::NoChange => None,
             _ if !link_port => None, // switch port 0 has no link state machine
+            s if u8::from(s) == hot.state && hot.state != pstate::DOWN => None,
             PortState::Down => Some(pstate::DOWN),
             // Init is entered by link training, never by an SMP.
             PortState::Armed if matches!(hot.state, pstate::INIT | pstate::ARMED) => {
@@ -362,6 +365,7 @@ impl Fabric {
         let new_phys = match req.port_physical_state {
             PhysPortState::NoChange => None,
             _ if !link_port => None,
+            p if u8::from(p) == hot.phys => None,
             PhysPortState::Polling => Some(phys::POLLING),
             PhysPortState::Disabled => Some(phys::DISABLED),
             _ => return Err(STATUS_INVALID_VALUE),
