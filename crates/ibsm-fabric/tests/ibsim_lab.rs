@@ -102,10 +102,15 @@ impl Drop for IbSim {
 /// (ibnetdiscover renames nodes S-/H-<guid>) do not matter.
 #[derive(Debug, PartialEq, Eq)]
 struct Facts {
-    nodes: BTreeSet<(u64, u8, u8, String, u64, u32, u16, u16)>,
+    nodes: BTreeSet<NodeFacts>,
     ports: BTreeSet<(u64, u8, u64, u16, u8)>,
-    links: BTreeSet<((u64, u8), (u64, u8), u8, &'static str)>,
+    links: BTreeSet<LinkFacts>,
 }
+
+/// GUID, type, NumPorts, description, system image GUID, vendor, device, port-0 LID.
+type NodeFacts = (u64, u8, u8, String, u64, u32, u16, u16);
+/// Both ends (GUID, port), lanes, speed.
+type LinkFacts = ((u64, u8), (u64, u8), u8, &'static str);
 
 fn facts(t: &Topology) -> Facts {
     let mut f = Facts {
