@@ -14,6 +14,13 @@
 //! * Switch ports all report the switch's port-0 GUID, as IBA switches do;
 //!   `find_by_port_guid` of a switch answers port 0.
 //!
+//! * [`netfile`] reads and writes ibnetdiscover/ibsim net files the way
+//!   ibsim reads them (GUIDs from ibsim's per-type counters, not from node
+//!   names), so a parsed topology predicts what ibsim's SMAs report; the
+//!   `tests/ibsim_lab.rs` tests check that against ibsim + ibnetdiscover.
+//! * [`gen`] builds 2/3-level fat trees and seeded random fabrics without a
+//!   `rand` dependency (splitmix64), identical for identical arguments.
+//!
 //! The crate deliberately does not depend on `ibsm-mad`: link width/speed and
 //! node type carry their IBA encodings (`to_iba`) so the SMA simulator and
 //! discovery can convert without a shared type.
