@@ -1,4 +1,4 @@
-//! ibnetdiscover / ibsim net files: [`parse`] and [`write`].
+//! ibnetdiscover / ibsim net files: [`parse`] and [`write()`].
 //!
 //! The format is what `ibnetdiscover` prints and what ibsim's `sim_net.c`
 //! reads. We follow ibsim's reading of it (checked against ibsim 0.10 as
