@@ -1,0 +1,55 @@
+//! The embedded simulator decodes/encodes ~1M SMPs/s through this crate: the hot
+//! path (SMP decode/encode, attribute decode/encode, response building) must not
+//! touch the heap. A counting global allocator proves it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ibsm_mad::*;
+
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: forwards the caller's contract to the system allocator.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwards the caller's contract to the system allocator.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn hot_path_does_not_allocate() {
+    let req = Smp::get_dr(&[1, 3, 5], AttributeId::PORT_INFO, 2, 7);
+    let mut wire = [0u8; MAD_SIZE];
+    let before = ALLOCS.load(Ordering::SeqCst);
+    let mut sum = 0u64;
+    for i in 0..10_000u64 {
+        let mut r = req;
+        r.tid = i;
+        r.encode_into(&mut wire);
+        let d = Smp::decode(&wire).expect("valid");
+        let pi = PortInfo::decode(&d.data).expect("valid");
+        let mut pi2 = pi;
+        pi2.lid = i as u16;
+        let resp = d.response().with_attribute(&pi2);
+        let out = resp.encode();
+        let back = Smp::decode(&out).expect("valid");
+        sum += u64::from(back.attribute::<PortInfo>().expect("valid").lid);
+        sum += Smp::peek_tid(&out).unwrap_or(0);
+    }
+    let after = ALLOCS.load(Ordering::SeqCst);
+    assert!(sum > 0);
+    assert_eq!(
+        after - before,
+        0,
+        "SMP/attribute codec allocated on the hot path"
+    );
+}
