@@ -29,7 +29,7 @@ fn main() {
     config.deadline = Duration::from_secs(3600);
     println!(
         "{:>4} {:>7} {:>6} {:>8} {:>7} {:>9} {:>9} {:>10} {:>11}",
-        "k", "nodes", "sw", "links", "window", "build_s", "disc_s", "smps", "smps_per_s"
+        "k", "nodes", "sw", "links", "window", "setup_s", "disc_s", "smps", "smps_per_s"
     );
     for k in radixes {
         let t0 = Instant::now();
