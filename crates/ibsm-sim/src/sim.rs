@@ -164,7 +164,9 @@ struct Slot {
     mad: Mad,
 }
 
-/// The embedded fabric. See the crate documentation.
+/// The embedded fabric. See the crate documentation. `Clone` gives an independent
+/// copy (fabric, queue, PRNG state), handy for snapshotting a scenario.
+#[derive(Clone)]
 pub struct Sim {
     fabric: Fabric,
     cfg: SimConfig,
