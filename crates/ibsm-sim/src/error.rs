@@ -56,7 +56,7 @@ pub enum SimError {
     /// A directed-route SMP breaks the IBA 14.2.2 rules for what an originator may send.
     #[error("directed-route SMP: {field} = {value:#x}: {why}")]
     BadDirectedRoute {
-        /// DR field (IBA name: HopPointer, HopCount, DrSLID, InitialPath[1], D...).
+        /// DR field (IBA name: HopPointer, HopCount, DrSLID, `InitialPath[1]`, D...).
         field: &'static str,
         /// Its value.
         value: u32,

@@ -7,6 +7,17 @@
 //! latency) happen on demand. SMs attach as *clients* at CA ports, as they would open
 //! `umad`/`issm` on a host.
 //!
+//! ## API in one breath
+//!
+//! `Sim::new(&topology, SimConfig)`; `attach(node, port) -> ClientId`, `detach`,
+//! `set_is_sm(client, bool)`; `send(now, client, &mad)` (directed route, or the answer to
+//! a LID-routed request the client was handed) and `send_to(now, client, dlid, &mad)`
+//! (LID-routed); `poll_delivery(now) -> Option<(ClientId, [u8; 256])>` or
+//! `poll_delivery_from(now) -> Option<Delivery>` (adds the packet's SLID, needed to answer
+//! LID-routed requests), `poll_timeout()`; faults `link_down`/`link_up`/`remove_node`/
+//! `set_loss(rate, seed)`/`set_latency`; inspection `stats`, `port_state`, `port_info`,
+//! `lft_entry`, `port_state_change`, `heap_bytes`.
+//!
 //! ## Why sans-IO
 //!
 //! The simulator owns no thread, socket or clock. Time is a [`std::time::Duration`]
