@@ -619,8 +619,8 @@ impl Sim {
                 if e > n.num_ports {
                     return Err(Drop::Unrouted);
                 }
-                hops += 1;
-                if hops > self.cfg.max_lid_hops {
+                hops = hops.saturating_add(1);
+                if hops > self.cfg.max_lid_hops || hops == u16::MAX {
                     return Err(Drop::Unrouted);
                 }
                 cur = n.first_port + u32::from(e);
