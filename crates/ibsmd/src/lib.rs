@@ -1,0 +1,86 @@
+//! ibsmd: the ibsm subnet manager daemon.
+//!
+//! An instance ([`instance::Instance`]) is one SM on one port: a dedicated OS thread
+//! that owns the port's [`ibsm_transport::MadDevice`] (a umad port, or a client of the
+//! embedded simulator), an `ibsm_core::transactions::Transactions` agent and the
+//! sans-IO `ibsm_core::election::Election`. It sweeps the fabric, takes part in the
+//! SMInfo election (with other ibsmd instances and with OpenSM) and, as MASTER only,
+//! keeps the ports it manages addressed and Active. Every state transition is logged at
+//! INFO as exactly one line `sm state: STANDBY -> DISCOVERING (reason)`.
+//!
+//! The thread is not a tokio task on purpose: umad2sim's fake descriptors cannot be
+//! watched by epoll, and the simulator blocks on a condvar, so both are driven with
+//! `recv(timeout)`. The async world (the gRPC server in [`server`]) talks to it through
+//! a command channel, a shared status snapshot and a broadcast of events (`Watch`).
+//!
+//! # Polling defaults and their trade-off
+//!
+//! A standby polls the master with SubnGet(SMInfo) every `--poll-interval-ms` (default
+//! 100) and declares it dead after `--poll-retries` (default 3) unanswered polls in a
+//! row. On an idle fabric a dead master is noticed 300-400 ms after its last answer; the
+//! following DISCOVERING round takes at most 300 ms more (100 ms x 3 tries), so another
+//! SM is MASTER well under a second after the crash (OpenSM's defaults, 10 s x 4, take
+//! about a minute). Why that does not fail over falsely under load: SMInfo is answered by
+//! the master's MAD thread, never queued behind its sweep, so a master busy configuring
+//! a large subnet still answers within milliseconds; it takes three polls in a row lost
+//! or each delayed beyond 100 ms, not one or two dropped SMPs. The price is one SMP per
+//! standby per 100 ms, which is negligible even on VL15. If SMP latency on a fabric can
+//! exceed 100 ms (congested VL15, very large subnets, a host that can stall the SM's
+//! MAD thread), raise the interval rather than the retry count: detection time is their
+//! product, while tolerance to a slow answer is the interval alone. A master whose MAD
+//! responder lives but whose sweeper is hung is caught by the election's ActCount rule
+//! (30 s without a new SMP it initiated); the light sweep every 2 s keeps a healthy
+//! master's ActCount moving.
+//!
+//! # Sweeps
+//!
+//! Heavy sweep (directed-route discovery + PortInfo probe) at start, every 10 s, on a
+//! trap and on request; light sweep (the probe alone over known ports: LIDs, states,
+//! which ports advertise IsSM, SMInfo of the SM ports) every 2 s. What a master
+//! configures today: LIDs for CA ports and switch port 0 (keeping LIDs already
+//! assigned), MasterSMLID, CA ports Init -> Armed -> Active. Routing (LFTs), switch
+//! external port states, P_Keys, SL2VL and multicast come with the subnet-management
+//! issue. Standby and discovering SMs configure nothing.
+//!
+//! # Demo
+//!
+//! [`demo::Demo`] runs three instances in one process on one embedded fabric (the
+//! simulator is in-process), each with its own gRPC endpoint.
+
+pub mod demo;
+pub mod instance;
+pub mod server;
+pub mod wire;
+
+pub use instance::{Command, CommandError, EventRecord, Instance, InstanceConfig, Snapshot};
+
+use ibsm_transport::{FabricSpec, MadDevice, SharedSim, UmadDevice};
+
+/// Open the device an `ibsmd --fabric` names, plus what must live as long as the SM
+/// (the open `issmN` that sets IsSM, or the simulator client guard).
+pub fn open_fabric(
+    spec: &FabricSpec,
+) -> anyhow::Result<(Box<dyn MadDevice + Send>, Box<dyn Send>)> {
+    match spec {
+        FabricSpec::Umad(port) => {
+            let dev = UmadDevice::open(port, std::time::Duration::from_millis(200))?;
+            let issm = ibsm_umad::open_issm(dev.port().ca_index())?;
+            Ok((Box::new(dev), Box::new(issm)))
+        }
+        _ => {
+            let topology = spec
+                .topology()?
+                .ok_or_else(|| anyhow::anyhow!("not an embedded fabric"))?;
+            let (node, port, _) = demo::pick_ca_ports(&topology, 1)
+                .into_iter()
+                .next()
+                .ok_or_else(|| anyhow::anyhow!("the fabric has no CA port with a cable"))?;
+            let sim = SharedSim::new(&topology);
+            let dev = sim.attach(node, port)?;
+            let client = dev.client();
+            sim.with_sim(|s| s.set_is_sm(client, true))?
+                .map_err(|e| anyhow::anyhow!("set IsSM: {e}"))?;
+            Ok((Box::new(dev), Box::new(sim)))
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! The gRPC control API (`ibsm.v1.Control`) of one SM instance, plus
+//! `grpc.health.v1` and server reflection. Plaintext for now.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ibsm_core::election::{ControlPacket, SmState};
+use ibsm_proto::v1 as pb;
+use ibsm_proto::v1::control_server::{Control, ControlServer};
+use tokio::sync::{broadcast, oneshot};
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response};
+
+use crate::instance::{Command, CommandError, EventRecord, Instance, Snapshot};
+
+/// How long Handover and SendControl wait for the outcome before answering "pending".
+const OUTCOME_WAIT: Duration = Duration::from_secs(5);
+/// How long Sweep waits for the sweep to finish.
+const SWEEP_WAIT: Duration = Duration::from_secs(120);
+
+fn pb_state(s: SmState) -> pb::SmState {
+    match s {
+        SmState::NotActive => pb::SmState::Notactive,
+        SmState::Discovering => pb::SmState::Discovering,
+        SmState::Standby => pb::SmState::Standby,
+        SmState::Master => pb::SmState::Master,
+    }
+}
+
+fn status_of(s: &Snapshot) -> pb::Status {
+    pb::Status {
+        guid: s.guid,
+        lid: u32::from(s.lid),
+        priority: u32::from(s.priority),
+        state: pb_state(s.state) as i32,
+        act_count: s.act_count,
+        master_guid: s.master_guid,
+        master_lid: u32::from(s.master_lid),
+        last_sweep: s.last_sweep.clone(),
+        node_name: s.name.clone(),
+        sm_key_rejections: u32::try_from(s.sm_key_rejections).unwrap_or(u32::MAX),
+        ..pb::Status::default()
+    }
+}
+
+fn event_of(r: EventRecord) -> pb::Event {
+    pb::Event {
+        at_unix_ms: r.at_unix_ms,
+        kind: r.kind,
+        text: r.text,
+        from: r.from.map_or(0, |s| pb_state(s) as i32),
+        to: r.to.map_or(0, |s| pb_state(s) as i32),
+    }
+}
+
+fn grpc_err(e: CommandError) -> tonic::Status {
+    match e {
+        CommandError::InvalidArgument(m) => tonic::Status::invalid_argument(m),
+        CommandError::FailedPrecondition(m) => tonic::Status::failed_precondition(m),
+        CommandError::Unavailable(m) => {
+            tonic::Status::unavailable(format!("SM instance {m} is not running"))
+        }
+    }
+}
+
+/// `ibsm.v1.Control` served for one [`Instance`].
+#[derive(Debug, Clone)]
+pub struct ControlService {
+    inst: Arc<Instance>,
+}
+
+impl ControlService {
+    /// Serve `inst`.
+    pub fn new(inst: Arc<Instance>) -> ControlService {
+        ControlService { inst }
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, tonic::Status> {
+        let (tx, rx) = oneshot::channel();
+        self.inst.send(make(tx)).map_err(grpc_err)?;
+        rx.await.map_err(|_| {
+            tonic::Status::unavailable(format!(
+                "SM instance {} stopped before answering",
+                self.inst.name()
+            ))
+        })
+    }
+}
+
+/// Wait for the first event `pick` turns into an outcome, up to [`OUTCOME_WAIT`].
+async fn wait_outcome(
+    rx: &mut broadcast::Receiver<EventRecord>,
+    pick: impl Fn(&EventRecord) -> Option<String>,
+) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + OUTCOME_WAIT;
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(ev)) => {
+                if let Some(o) = pick(&ev) {
+                    return Some(o);
+                }
+            }
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Err(broadcast::error::RecvError::Closed)) | Err(_) => return None,
+        }
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, tonic::Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl Control for ControlService {
+    async fn get_status(
+        &self,
+        _req: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::Status>, tonic::Status> {
+        Ok(Response::new(status_of(&self.inst.status())))
+    }
+
+    async fn list_sms(
+        &self,
+        _req: Request<pb::ListSmsRequest>,
+    ) -> Result<Response<pb::ListSmsResponse>, tonic::Status> {
+        let s = self.inst.status();
+        let sms = s
+            .sms
+            .iter()
+            .map(|p| pb::SmEntry {
+                guid: p.guid,
+                lid: u32::from(p.lid),
+                priority: u32::from(p.priority),
+                state: p.state.map_or(pb::SmState::Notactive, pb_state) as i32,
+                act_count: p.act_count,
+                is_self: p.is_self,
+            })
+            .collect();
+        Ok(Response::new(pb::ListSmsResponse { sms }))
+    }
+
+    async fn set_priority(
+        &self,
+        req: Request<pb::SetPriorityRequest>,
+    ) -> Result<Response<pb::Status>, tonic::Status> {
+        let p = req.into_inner().priority;
+        let priority = u8::try_from(p).ok().filter(|p| *p <= 15).ok_or_else(|| {
+            tonic::Status::invalid_argument(format!(
+                "priority {p} is out of range 0..=15 (SMInfo.Priority is 4 bits)"
+            ))
+        })?;
+        self.ask(|reply| Command::SetPriority { priority, reply })
+            .await?
+            .map_err(grpc_err)?;
+        // The thread publishes after each round; give it one.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Ok(Response::new(status_of(&self.inst.status())))
+    }
+
+    async fn handover(
+        &self,
+        req: Request<pb::HandoverRequest>,
+    ) -> Result<Response<pb::HandoverResponse>, tonic::Status> {
+        let to = req.into_inner().to_guid;
+        let mut rx = self.inst.subscribe();
+        let target = self
+            .ask(|reply| Command::Handover { to, reply })
+            .await?
+            .map_err(grpc_err)?;
+        let outcome = wait_outcome(&mut rx, |ev| match (ev.kind.as_str(), ev.from, ev.to) {
+            ("state", Some(SmState::Master), Some(_)) => Some(ev.text.clone()),
+            ("handover", _, _) if ev.text.contains("rejected") || ev.text.contains("timed out") => {
+                Some(ev.text.clone())
+            }
+            _ => None,
+        })
+        .await
+        .unwrap_or_else(|| {
+            format!("handover to {target:#018x} pending: priority lowered to 0, the next master poll hands over")
+        });
+        Ok(Response::new(pb::HandoverResponse {
+            target_guid: target,
+            outcome,
+        }))
+    }
+
+    async fn send_control(
+        &self,
+        req: Request<pb::SendControlRequest>,
+    ) -> Result<Response<pb::SendControlResponse>, tonic::Status> {
+        let req = req.into_inner();
+        let packet = match pb::ControlPacket::try_from(req.packet) {
+            Ok(pb::ControlPacket::Disable) => ControlPacket::Disable,
+            Ok(pb::ControlPacket::Standby) => ControlPacket::Standby,
+            Ok(pb::ControlPacket::Discover) => ControlPacket::Discover,
+            Ok(pb::ControlPacket::Handover | pb::ControlPacket::Acknowledge) => {
+                return Err(tonic::Status::invalid_argument(
+                    "HANDOVER and ACKNOWLEDGE are sent by the election itself: use the Handover RPC",
+                ))
+            }
+            Ok(pb::ControlPacket::Unspecified) | Err(_) => {
+                return Err(tonic::Status::invalid_argument(format!(
+                    "packet {} is not a control packet: expected DISABLE (3), STANDBY (4) or DISCOVER (5)",
+                    req.packet
+                )))
+            }
+        };
+        if req.guid == 0 {
+            return Err(tonic::Status::invalid_argument(
+                "guid 0 is not a port GUID: give the target SM's port GUID",
+            ));
+        }
+        let guid = req.guid;
+        let mut rx = self.inst.subscribe();
+        self.ask(|reply| Command::SendControl {
+            packet,
+            guid,
+            reply,
+        })
+        .await?
+        .map_err(grpc_err)?;
+        let needle = format!("{packet} to {guid:#018x}");
+        let outcome = wait_outcome(&mut rx, |ev| {
+            (ev.kind == "control" && ev.text.starts_with(&needle)).then(|| ev.text.clone())
+        })
+        .await
+        .unwrap_or_else(|| format!("{needle} sent, no answer yet"));
+        Ok(Response::new(pb::SendControlResponse { outcome }))
+    }
+
+    async fn sweep(
+        &self,
+        req: Request<pb::SweepRequest>,
+    ) -> Result<Response<pb::SweepResponse>, tonic::Status> {
+        let heavy = req.into_inner().heavy;
+        let (tx, rx) = oneshot::channel();
+        self.inst
+            .send(Command::Sweep { heavy, reply: tx })
+            .map_err(grpc_err)?;
+        let summary = tokio::time::timeout(SWEEP_WAIT, rx)
+            .await
+            .map_err(|_| tonic::Status::deadline_exceeded("the sweep did not finish in 120 s"))?
+            .map_err(|_| tonic::Status::unavailable("the SM instance stopped during the sweep"))?;
+        Ok(Response::new(pb::SweepResponse { summary }))
+    }
+
+    type WatchStream = EventStream;
+
+    async fn watch(
+        &self,
+        _req: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, tonic::Status> {
+        let rx = self.inst.subscribe();
+        let stream = tokio_stream::wrappers::BroadcastStream::new(rx)
+            .filter_map(|r| r.ok().map(|ev| Ok(event_of(ev))));
+        Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+/// Bind `addr` now (so a busy port is an error at start) and return the bound
+/// address and the future that serves until `shutdown` resolves.
+pub async fn bind(
+    inst: Arc<Instance>,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<(
+    SocketAddr,
+    impl Future<Output = anyhow::Result<()>> + Send + 'static,
+)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen for gRPC on {addr}: {e}"))?;
+    let local = listener.local_addr()?;
+    tracing::warn!(
+        addr = %local,
+        "gRPC control API is plaintext (no TLS, no authentication): keep it on loopback or a trusted network"
+    );
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<ControlServer<ControlService>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(ibsm_proto::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let router = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(ControlServer::new(ControlService::new(inst)));
+    let fut = async move {
+        router
+            .serve_with_incoming_shutdown(incoming, shutdown)
+            .await
+            .map_err(|e| anyhow::anyhow!("gRPC server: {e}"))
+    };
+    Ok((local, fut))
+}
