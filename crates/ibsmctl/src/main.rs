@@ -1,19 +1,43 @@
 //! ibsmctl: the ibsm command-line tool.
 //!
-//! `ibsmctl discover --fabric <spec> [--json] [--write-net FILE]` walks a fabric
-//! by directed route and prints what it found. The fabric is an embedded
-//! simulator (`sim:NETFILE`, `gen:fat-tree:K`, ...) or a umad port (`umad`,
-//! also under ibsim's umad2sim with LD_PRELOAD). Exit codes: 0 success, 2 bad
-//! usage or input (clap's own code for usage errors, and ours for a bad
-//! `--fabric` or unreadable net file), 1 a runtime failure.
+//! Two families of commands:
+//! - `discover --fabric <spec>` walks a fabric by directed route itself (embedded
+//!   simulator `sim:NETFILE`, `gen:fat-tree:K`, ..., or a umad port, also under
+//!   ibsim's umad2sim) and prints what it found. No daemon involved.
+//! - `status`, `sms`, `set-priority`, `handover`, `control`, `sweep`, `watch` talk to
+//!   an ibsmd over its gRPC control API (`ibsm.v1.Control`) at `--endpoint`
+//!   (default `http://127.0.0.1:50051`, or `$IBSM_ENDPOINT`).
+//!
+//! Every command prints a human table by default and JSON with `--json` (GUIDs as
+//! `"0x%016x"` strings, SM states by their IBA names; see `render`).
+//!
+//! Exit codes are a contract for scripts: 0 ok; 2 usage or invalid argument (clap's
+//! own code, our local validation such as priority 0-15, a bad `--fabric`, and the
+//! server's `INVALID_ARGUMENT`/`OUT_OF_RANGE`); 3 cannot connect or `UNAVAILABLE`;
+//! 4 `FAILED_PRECONDITION` (e.g. handover asked of a non-master); 1 anything else.
+//! Values are validated locally before any RPC, so a typo never reaches the SM.
+//!
+//! The gRPC commands run on a current-thread tokio runtime built only for them;
+//! `discover` stays synchronous (umad2sim's fake descriptors cannot be polled by
+//! epoll anyway).
 
+mod args;
+mod control;
+mod discover;
+mod render;
+
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
-use clap::{Parser, Subcommand};
-use ibsm_transport::{run_discovery, DiscoverConfig, FabricSpec, TransportError};
+use clap::{CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
+
+use crate::control::{CtlError, Packet, Request, Target};
+
+/// Default gRPC endpoint of ibsmd (the first instance of `ibsmd demo`).
+const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:50051";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -22,20 +46,29 @@ use ibsm_transport::{run_discovery, DiscoverConfig, FabricSpec, TransportError};
     about = "Control and inspect the ibsm InfiniBand subnet manager"
 )]
 struct Cli {
+    /// gRPC endpoint of ibsmd (http://host:port, or host:port).
+    #[arg(long, global = true, env = "IBSM_ENDPOINT", default_value = DEFAULT_ENDPOINT)]
+    endpoint: String,
+    /// Print JSON instead of tables (one object per line for `watch`).
+    #[arg(long, global = true)]
+    json: bool,
+    /// Deadline for each RPC, in milliseconds.
+    #[arg(long, global = true, default_value_t = 10_000, value_name = "MS")]
+    rpc_timeout_ms: u64,
+    /// Deadline for connecting to the endpoint, in milliseconds.
+    #[arg(long, global = true, default_value_t = 3_000, value_name = "MS")]
+    connect_timeout_ms: u64,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Discover a fabric by directed route and print its size.
+    /// Discover a fabric by directed route and print its size (no daemon needed).
     Discover {
         /// sim:NETFILE | gen:fat-tree:K | gen:fat-tree2:K | gen:random:SEED | umad[:CA[:PORT]]
         #[arg(long)]
         fabric: String,
-        /// Print {"nodes":..,"switches":..,"hcas":..,"ports":..,"links":..} on stdout.
-        #[arg(long)]
-        json: bool,
         /// Also write the discovered topology as an ibnetdiscover-format net file.
         #[arg(long, value_name = "FILE")]
         write_net: Option<PathBuf>,
@@ -49,12 +82,55 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         retries: u32,
     },
+    /// This ibsmd instance: GUID, SM state, priority, ActCount, master, epoch.
+    Status,
+    /// Every SM the instance has seen on the fabric, with its last SMInfo.
+    Sms,
+    /// Change the instance's SM priority (0-15) at run time.
+    SetPriority {
+        /// New priority, 0-15 (SMInfo.Priority is 4 bits).
+        #[arg(value_parser = args::parse_priority, allow_hyphen_values = true)]
+        priority: u8,
+    },
+    /// Planned move of mastership (this instance must be MASTER).
+    Handover {
+        /// Port GUID of the SM to hand over to (0x-hex or decimal); default: the best standby.
+        #[arg(long, value_parser = args::parse_guid)]
+        to: Option<u64>,
+    },
+    /// Send an SMInfo control packet (DISABLE, STANDBY or DISCOVER) to another SM.
+    Control {
+        /// The control packet.
+        #[arg(value_enum)]
+        packet: Packet,
+        /// Port GUID of the SM to send it to (0x-hex or decimal).
+        #[arg(value_parser = args::parse_nonzero_guid)]
+        guid: u64,
+    },
+    /// Ask the master for a light (PortInfo probe) or heavy (full discovery) sweep.
+    Sweep {
+        /// Full directed-route discovery instead of a light sweep.
+        #[arg(long)]
+        heavy: bool,
+    },
+    /// Stream events (state transitions, sweeps, traps, handovers) until interrupted.
+    Watch {
+        /// Stop after this many events.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
+    /// Print a shell completion script (e.g. `ibsmctl completions bash > /etc/bash_completion.d/ibsmctl`).
+    Completions {
+        /// bash, zsh, fish (also elvish, powershell).
+        #[arg(value_enum)]
+        shell: Shell,
+    },
 }
 
 /// A failure caused by the user's input (exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-struct UsageError(String);
+pub(crate) struct UsageError(String);
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -64,82 +140,108 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("ibsmctl: {err:#}");
-            if err.downcast_ref::<UsageError>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
-        }
-    }
-}
-
-fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
+    let json = cli.json;
+    let request = match cli.command {
         Command::Discover {
             fabric,
-            json,
             write_net,
             window,
             timeout_ms,
             retries,
-        } => discover(&fabric, json, write_net, window, timeout_ms, retries),
+        } => {
+            let res = discover::discover(discover::DiscoverArgs {
+                fabric: &fabric,
+                json,
+                write_net,
+                window,
+                timeout_ms,
+                retries,
+            });
+            return match res {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("ibsmctl: {err:#}");
+                    if err.downcast_ref::<UsageError>().is_some() {
+                        ExitCode::from(2)
+                    } else {
+                        ExitCode::from(1)
+                    }
+                }
+            };
+        }
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut cmd, "ibsmctl", &mut out);
+            let _ = out.flush();
+            return ExitCode::SUCCESS;
+        }
+        Command::Status => Request::Status,
+        Command::Sms => Request::Sms,
+        Command::SetPriority { priority } => Request::SetPriority(priority),
+        Command::Handover { to } => Request::Handover { to },
+        Command::Control { packet, guid } => Request::Control { packet, guid },
+        Command::Sweep { heavy } => Request::Sweep { heavy },
+        Command::Watch { count } => Request::Watch { count },
+    };
+    let result = args::normalize_endpoint(&cli.endpoint)
+        .map_err(|e| CtlError::Usage(e.to_string()))
+        .and_then(|endpoint| {
+            let target = Target {
+                endpoint,
+                connect_timeout: Duration::from_millis(cli.connect_timeout_ms.max(1)),
+                rpc_timeout: Duration::from_millis(cli.rpc_timeout_ms.max(1)),
+                json,
+            };
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| CtlError::Connect {
+                    endpoint: target.endpoint.clone(),
+                    detail: format!("cannot start the async runtime: {e}"),
+                })?;
+            rt.block_on(control::run(&target, request))
+        });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ibsmctl: {err}");
+            ExitCode::from(err.exit_code())
+        }
     }
 }
 
-fn discover(
-    fabric: &str,
-    json: bool,
-    write_net: Option<PathBuf>,
-    window: usize,
-    timeout_ms: u64,
-    retries: u32,
-) -> anyhow::Result<()> {
-    let spec = FabricSpec::parse(fabric).map_err(|e| UsageError(e.to_string()))?;
-    let mut device = spec
-        .open(Duration::from_millis(timeout_ms.max(1)))
-        .map_err(|e| match e {
-            TransportError::Spec(e) => anyhow::Error::new(UsageError(e.to_string())),
-            other => anyhow::Error::new(other).context(format!("cannot open fabric {fabric}")),
-        })?;
-    let mut config = DiscoverConfig::default();
-    config.transactions.window = window.max(1);
-    config.transactions.timeout = Duration::from_millis(timeout_ms.max(1));
-    config.transactions.retries = retries;
-    let report = run_discovery(&mut device, &config)
-        .with_context(|| format!("discovery of {fabric} failed"))?;
-    let topo = &report.result.topology;
-    let c = topo.counts();
-    for u in &report.result.unreachable {
-        eprintln!("warning: no answer on directed route {:?}", u.path);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
     }
-    if json {
-        let v = serde_json::json!({
-            "nodes": c.nodes, "switches": c.switches, "hcas": c.hcas,
-            "ports": c.ports, "links": c.links,
-        });
-        println!("{v}");
-    } else {
-        println!("nodes:       {}", c.nodes);
-        println!("switches:    {}", c.switches);
-        println!("hcas:        {}", c.hcas);
-        println!("ports:       {}", c.ports);
-        println!("links:       {}", c.links);
-        println!("unreachable: {}", report.result.unreachable.len());
-        println!(
-            "smps:        {} sent, {} retries, {} failed in {:.3} s",
-            report.counters.sent,
-            report.counters.retries,
-            report.counters.failures,
-            report.elapsed.as_secs_f64()
-        );
+
+    #[test]
+    fn priority_is_checked_before_any_rpc() {
+        let err = Cli::try_parse_from(["ibsmctl", "set-priority", "16"])
+            .err()
+            .map(|e| (e.exit_code(), e.to_string()));
+        let (code, msg) = err.unwrap_or_default();
+        assert_eq!(code, 2);
+        assert!(msg.contains("0-15"), "{msg}");
     }
-    if let Some(path) = write_net {
-        let text = ibsm_fabric::netfile::write(topo);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+
+    #[test]
+    fn guids_parse_in_both_notations() {
+        for text in ["0x100004", "1048580"] {
+            let cli = Cli::try_parse_from(["ibsmctl", "control", "disable", text]);
+            match cli.map(|c| c.command) {
+                Ok(Command::Control { packet, guid }) => {
+                    assert_eq!((packet, guid), (Packet::Disable, 0x100004));
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        assert!(Cli::try_parse_from(["ibsmctl", "control", "handover", "1"]).is_err());
+        assert!(Cli::try_parse_from(["ibsmctl", "control", "standby", "0"]).is_err());
     }
-    Ok(())
 }

@@ -1,0 +1,300 @@
+//! The control-API commands: a tonic client of `ibsm.v1.Control` (ibsmd's gRPC).
+//!
+//! Exit codes are the point of this module's error type: scripts and tests branch on
+//! them, so every failure is classified once, here ([`CtlError::exit_code`]):
+//! 2 = the request was invalid (usage, `INVALID_ARGUMENT`, `OUT_OF_RANGE`),
+//! 3 = nobody answered (connect failure, `UNAVAILABLE`, deadline on connect),
+//! 4 = the SM refused in its current state (`FAILED_PRECONDITION`),
+//! 1 = anything else.
+
+use std::time::Duration;
+
+use ibsm_proto::v1::control_client::ControlClient;
+use ibsm_proto::v1::{
+    ControlPacket, GetStatusRequest, HandoverRequest, ListSmsRequest, SendControlRequest,
+    SetPriorityRequest, SweepRequest, WatchRequest,
+};
+use serde_json::json;
+use thiserror::Error;
+use tonic::transport::{Channel, Endpoint};
+use tonic::Code;
+
+use crate::args::fmt_guid;
+use crate::render;
+
+/// A failed control command, classified for the exit code.
+#[derive(Debug, Error)]
+pub enum CtlError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot connect to {endpoint}: {detail}")]
+    Connect { endpoint: String, detail: String },
+    #[error("{rpc} on {endpoint}: {} ({:?}): {}", .status.code().description(), .status.code(), .status.message())]
+    Rpc {
+        rpc: &'static str,
+        endpoint: String,
+        status: tonic::Status,
+    },
+    #[error("{rpc} on {endpoint}: no answer within {timeout:?}")]
+    Timeout {
+        rpc: &'static str,
+        endpoint: String,
+        timeout: Duration,
+    },
+}
+
+impl CtlError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CtlError::Usage(_) => 2,
+            CtlError::Connect { .. } => 3,
+            CtlError::Timeout { .. } => 1,
+            CtlError::Rpc { status, .. } => match status.code() {
+                Code::InvalidArgument | Code::OutOfRange => 2,
+                Code::Unavailable => 3,
+                Code::FailedPrecondition => 4,
+                _ => 1,
+            },
+        }
+    }
+}
+
+/// The three control packets an operator may send by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Packet {
+    Disable,
+    Standby,
+    Discover,
+}
+
+impl Packet {
+    fn wire(self) -> ControlPacket {
+        match self {
+            Packet::Disable => ControlPacket::Disable,
+            Packet::Standby => ControlPacket::Standby,
+            Packet::Discover => ControlPacket::Discover,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Packet::Disable => "DISABLE",
+            Packet::Standby => "STANDBY",
+            Packet::Discover => "DISCOVER",
+        }
+    }
+}
+
+/// One control-API request, already validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Status,
+    Sms,
+    SetPriority(u8),
+    Handover { to: Option<u64> },
+    Control { packet: Packet, guid: u64 },
+    Sweep { heavy: bool },
+    Watch { count: Option<u64> },
+}
+
+/// Where and how to talk to ibsmd.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub endpoint: String,
+    pub connect_timeout: Duration,
+    pub rpc_timeout: Duration,
+    pub json: bool,
+}
+
+/// Run `req` against `target`, printing its result on stdout.
+pub async fn run(target: &Target, req: Request) -> Result<(), CtlError> {
+    let mut client = connect(target).await?;
+    let ep = target.endpoint.clone();
+    let json_out = target.json;
+    match req {
+        Request::Status => {
+            let s = unary(target, "GetStatus", client.get_status(GetStatusRequest {})).await?;
+            print_status(&s, json_out);
+        }
+        Request::Sms => {
+            let r = unary(target, "ListSms", client.list_sms(ListSmsRequest {})).await?;
+            if json_out {
+                println!("{}", render::sms_json(&r.sms));
+            } else {
+                print!("{}", render::sms_text(&r.sms));
+            }
+        }
+        Request::SetPriority(p) => {
+            let s = unary(
+                target,
+                "SetPriority",
+                client.set_priority(SetPriorityRequest {
+                    priority: u32::from(p),
+                }),
+            )
+            .await?;
+            print_status(&s, json_out);
+        }
+        Request::Handover { to } => {
+            let r = unary(
+                target,
+                "Handover",
+                client.handover(HandoverRequest {
+                    to_guid: to.unwrap_or(0),
+                }),
+            )
+            .await?;
+            if json_out {
+                println!(
+                    "{}",
+                    json!({"target_guid": fmt_guid(r.target_guid), "outcome": r.outcome})
+                );
+            } else {
+                println!("handover to {}: {}", fmt_guid(r.target_guid), r.outcome);
+            }
+        }
+        Request::Control { packet, guid } => {
+            let r = unary(
+                target,
+                "SendControl",
+                client.send_control(SendControlRequest {
+                    packet: packet.wire() as i32,
+                    guid,
+                }),
+            )
+            .await?;
+            if json_out {
+                println!(
+                    "{}",
+                    json!({"packet": packet.name(), "guid": fmt_guid(guid), "outcome": r.outcome})
+                );
+            } else {
+                println!("{} to {}: {}", packet.name(), fmt_guid(guid), r.outcome);
+            }
+        }
+        Request::Sweep { heavy } => {
+            let r = unary(target, "Sweep", client.sweep(SweepRequest { heavy })).await?;
+            if json_out {
+                println!("{}", json!({"heavy": heavy, "summary": r.summary}));
+            } else {
+                println!("{}", r.summary);
+            }
+        }
+        Request::Watch { count } => {
+            let mut stream = unary(target, "Watch", client.watch(WatchRequest {})).await?;
+            let mut seen = 0u64;
+            while !matches!(count, Some(c) if seen >= c) {
+                let next = stream.message().await.map_err(|status| CtlError::Rpc {
+                    rpc: "Watch",
+                    endpoint: ep.clone(),
+                    status,
+                })?;
+                let Some(ev) = next else { break };
+                if json_out {
+                    println!("{}", render::event_json(&ev));
+                } else {
+                    println!("{}", render::event_text(&ev));
+                }
+                seen += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_status(s: &ibsm_proto::v1::Status, json_out: bool) {
+    if json_out {
+        println!("{}", render::status_json(s));
+    } else {
+        print!("{}", render::status_text(s));
+    }
+}
+
+async fn connect(target: &Target) -> Result<ControlClient<Channel>, CtlError> {
+    let endpoint = Endpoint::from_shared(target.endpoint.clone())
+        .map_err(|e| CtlError::Usage(format!("invalid endpoint {:?}: {e}", target.endpoint)))?
+        .connect_timeout(target.connect_timeout);
+    let connecting = endpoint.connect();
+    // The connect timeout covers TCP; this one also covers the HTTP/2 handshake.
+    match tokio::time::timeout(target.connect_timeout + Duration::from_secs(1), connecting).await {
+        Ok(Ok(channel)) => Ok(ControlClient::new(channel)),
+        Ok(Err(e)) => Err(CtlError::Connect {
+            endpoint: target.endpoint.clone(),
+            detail: error_chain(&e),
+        }),
+        Err(_) => Err(CtlError::Connect {
+            endpoint: target.endpoint.clone(),
+            detail: format!("no connection within {:?}", target.connect_timeout),
+        }),
+    }
+}
+
+/// Await a unary call (or a stream's first response) with the RPC deadline.
+async fn unary<T>(
+    target: &Target,
+    rpc: &'static str,
+    call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, CtlError> {
+    match tokio::time::timeout(target.rpc_timeout, call).await {
+        Ok(Ok(resp)) => Ok(resp.into_inner()),
+        Ok(Err(status)) => Err(CtlError::Rpc {
+            rpc,
+            endpoint: target.endpoint.clone(),
+            status,
+        }),
+        Err(_) => Err(CtlError::Timeout {
+            rpc,
+            endpoint: target.endpoint.clone(),
+            timeout: target.rpc_timeout,
+        }),
+    }
+}
+
+/// "transport error: tcp connect error: Connection refused (os error 111)".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        src = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes() {
+        let rpc = |code| CtlError::Rpc {
+            rpc: "X",
+            endpoint: "e".into(),
+            status: tonic::Status::new(code, "m"),
+        };
+        assert_eq!(CtlError::Usage("u".into()).exit_code(), 2);
+        assert_eq!(
+            CtlError::Connect {
+                endpoint: "e".into(),
+                detail: "d".into()
+            }
+            .exit_code(),
+            3
+        );
+        assert_eq!(rpc(Code::InvalidArgument).exit_code(), 2);
+        assert_eq!(rpc(Code::OutOfRange).exit_code(), 2);
+        assert_eq!(rpc(Code::Unavailable).exit_code(), 3);
+        assert_eq!(rpc(Code::FailedPrecondition).exit_code(), 4);
+        assert_eq!(rpc(Code::Internal).exit_code(), 1);
+        assert_eq!(rpc(Code::NotFound).exit_code(), 1);
+        let msg = rpc(Code::FailedPrecondition).to_string();
+        assert!(
+            msg.contains("FailedPrecondition") && msg.contains(": m"),
+            "{msg}"
+        );
+    }
+}
