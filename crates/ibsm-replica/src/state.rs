@@ -1,0 +1,337 @@
+//! The replicated fabric state and the commands that change it. Pure data and a pure
+//! `apply`: no I/O, no clock, so it is property-tested on its own and every replica that
+//! applies the same log ends with the same state.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Highest unicast LID (IBA: 0x0001-0xBFFF are unicast).
+pub const MAX_UNICAST_LID: u16 = 0xBFFF;
+
+/// The LIDs of one port: `min_lid..=max_lid` (2^LMC LIDs for a CA port, one for a switch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LidRange {
+    pub min_lid: u16,
+    pub max_lid: u16,
+}
+
+/// One member of a partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionMember {
+    pub port_guid: u64,
+    /// Full (true) or limited (false) membership.
+    pub full: bool,
+}
+
+/// A partition, keyed by its 15-bit P_Key (membership bit cleared).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    pub p_key: u16,
+    pub name: String,
+    pub members: Vec<PartitionMember>,
+}
+
+/// SMInfo SMState as IBA encodes it (0-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SmState {
+    NotActive,
+    Discovering,
+    Standby,
+    Master,
+}
+
+/// One SM of the roster: what the last SMInfo said about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmRosterEntry {
+    pub guid: u64,
+    pub priority: u8,
+    pub sm_state: SmState,
+    pub act_count: u32,
+}
+
+/// A node of the last discovered topology.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopoNode {
+    pub node_guid: u64,
+    /// IBA NodeType: 1 CA, 2 switch, 3 router.
+    pub node_type: u8,
+    pub num_ports: u8,
+    pub description: String,
+}
+
+/// A cable of the last discovered topology, counted once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopoLink {
+    pub node_guid_a: u64,
+    pub port_a: u8,
+    pub node_guid_b: u64,
+    pub port_b: u8,
+}
+
+/// The last topology the master discovered, reduced to what a successor needs to tell a
+/// changed fabric from the one it inherits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologySummary {
+    /// The master's sweep counter when it was taken.
+    pub sweep: u64,
+    pub nodes: Vec<TopoNode>,
+    pub links: Vec<TopoLink>,
+}
+
+/// What the master last programmed into one switch's LFT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LftDigest {
+    /// LinearFDBTop the table was computed for.
+    pub lft_top: u16,
+    /// [`lft_digest`] of the table's entries `0..=lft_top`.
+    pub digest: u64,
+}
+
+/// FNV-1a 64 of an LFT (`lft[lid]` = egress port). Not cryptographic on purpose: it only
+/// tells a successor "this switch holds what the last master computed", collisions are
+/// not adversarial and the master hashes 4k tables per sweep.
+pub fn lft_digest(lft: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in lft {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The whole replicated state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FabricState {
+    /// Mastership epoch: raised by every new master ([`Command::ClaimMastership`]).
+    pub epoch: u64,
+    /// Port GUID of the SM that holds `epoch`.
+    pub master_guid: Option<u64>,
+    /// Port GUID -> LIDs (OpenSM's guid2lid).
+    pub guid2lid: BTreeMap<u64, LidRange>,
+    /// P_Key -> partition.
+    pub partitions: BTreeMap<u16, Partition>,
+    /// SM port GUID -> last SMInfo.
+    pub sm_roster: BTreeMap<u64, SmRosterEntry>,
+    pub topology: Option<TopologySummary>,
+    /// Switch node GUID -> digest of its LFT.
+    pub lft_digests: BTreeMap<u64, LftDigest>,
+    /// Runtime configuration changed through the control API.
+    pub config: BTreeMap<String, String>,
+}
+
+/// One change inside a master's [`Command::Update`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    SetGuid2Lid {
+        port_guid: u64,
+        range: LidRange,
+    },
+    RemoveGuid2Lid {
+        port_guid: u64,
+    },
+    /// Replace the whole guid2lid map (a master's first full LID assignment).
+    ReplaceGuid2Lid(BTreeMap<u64, LidRange>),
+    SetPartition(Partition),
+    RemovePartition {
+        p_key: u16,
+    },
+    SetSm(SmRosterEntry),
+    RemoveSm {
+        guid: u64,
+    },
+    SetTopology(TopologySummary),
+    SetLftDigest {
+        switch_guid: u64,
+        digest: LftDigest,
+    },
+    RemoveLftDigest {
+        switch_guid: u64,
+    },
+    ReplaceLftDigests(BTreeMap<u64, LftDigest>),
+}
+
+/// A change of runtime configuration from the control API (any instance may issue it;
+/// it is not a master's write, so it carries no epoch).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigChange {
+    Set { key: String, value: String },
+    Remove { key: String },
+}
+
+/// A replicated command: one Raft log entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// A new master takes the epoch: accepted only if `epoch` > the current epoch.
+    ClaimMastership {
+        epoch: u64,
+        sm_guid: u64,
+    },
+    /// A master's write: accepted only if `epoch` == the current epoch; the ops apply
+    /// all or none.
+    Update {
+        epoch: u64,
+        ops: Vec<Op>,
+    },
+    Config(ConfigChange),
+}
+
+/// Why the state machine refused a command (it is still in the log, applied as a no-op).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Refusal {
+    #[error("stale epoch {carried}: the current mastership epoch is {current}")]
+    StaleEpoch { carried: u64, current: u64 },
+    #[error("epoch {carried} was never claimed (current {current}): claim mastership first")]
+    UnclaimedEpoch { carried: u64, current: u64 },
+    #[error("invalid op #{index}: {reason}")]
+    Invalid { index: usize, reason: String },
+}
+
+/// What applying one log entry did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Applied; `epoch` is the epoch after the command.
+    Applied {
+        epoch: u64,
+    },
+    Refused(Refusal),
+    /// A blank or membership entry (no command).
+    Internal,
+}
+
+fn check_range(index: usize, port_guid: u64, r: &LidRange) -> Result<(), Refusal> {
+    if r.min_lid == 0 || r.max_lid > MAX_UNICAST_LID || r.min_lid > r.max_lid {
+        return Err(Refusal::Invalid {
+            index,
+            reason: format!(
+                "port 0x{port_guid:016x}: LID range {}-{} is not a unicast range (0x0001-0xBFFF, min <= max)",
+                r.min_lid, r.max_lid
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn validate(ops: &[Op]) -> Result<(), Refusal> {
+    for (index, op) in ops.iter().enumerate() {
+        match op {
+            Op::SetGuid2Lid { port_guid, range } => check_range(index, *port_guid, range)?,
+            Op::ReplaceGuid2Lid(map) => {
+                for (g, r) in map {
+                    check_range(index, *g, r)?;
+                }
+            }
+            Op::SetPartition(p) if p.p_key & 0x8000 != 0 => {
+                return Err(Refusal::Invalid {
+                    index,
+                    reason: format!(
+                        "P_Key 0x{:04x} has the membership bit set; store the 15-bit key",
+                        p.p_key
+                    ),
+                })
+            }
+            Op::SetSm(e) if e.priority > 15 => {
+                return Err(Refusal::Invalid {
+                    index,
+                    reason: format!("SM 0x{:016x}: priority {} > 15", e.guid, e.priority),
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl FabricState {
+    /// Apply one command. Deterministic: the same state and command give the same result
+    /// on every replica. A refused command changes nothing.
+    pub fn apply(&mut self, cmd: &Command) -> Outcome {
+        match cmd {
+            Command::ClaimMastership { epoch, sm_guid } => {
+                if *epoch <= self.epoch {
+                    return Outcome::Refused(Refusal::StaleEpoch {
+                        carried: *epoch,
+                        current: self.epoch,
+                    });
+                }
+                self.epoch = *epoch;
+                self.master_guid = Some(*sm_guid);
+                Outcome::Applied { epoch: self.epoch }
+            }
+            Command::Update { epoch, ops } => {
+                if *epoch < self.epoch {
+                    return Outcome::Refused(Refusal::StaleEpoch {
+                        carried: *epoch,
+                        current: self.epoch,
+                    });
+                }
+                if *epoch > self.epoch {
+                    return Outcome::Refused(Refusal::UnclaimedEpoch {
+                        carried: *epoch,
+                        current: self.epoch,
+                    });
+                }
+                if let Err(r) = validate(ops) {
+                    return Outcome::Refused(r);
+                }
+                for op in ops {
+                    self.apply_op(op);
+                }
+                Outcome::Applied { epoch: self.epoch }
+            }
+            Command::Config(ConfigChange::Set { key, value }) => {
+                self.config.insert(key.clone(), value.clone());
+                Outcome::Applied { epoch: self.epoch }
+            }
+            Command::Config(ConfigChange::Remove { key }) => {
+                self.config.remove(key);
+                Outcome::Applied { epoch: self.epoch }
+            }
+        }
+    }
+
+    fn apply_op(&mut self, op: &Op) {
+        match op {
+            Op::SetGuid2Lid { port_guid, range } => {
+                self.guid2lid.insert(*port_guid, *range);
+            }
+            Op::RemoveGuid2Lid { port_guid } => {
+                self.guid2lid.remove(port_guid);
+            }
+            Op::ReplaceGuid2Lid(map) => self.guid2lid = map.clone(),
+            Op::SetPartition(p) => {
+                self.partitions.insert(p.p_key, p.clone());
+            }
+            Op::RemovePartition { p_key } => {
+                self.partitions.remove(p_key);
+            }
+            Op::SetSm(e) => {
+                self.sm_roster.insert(e.guid, *e);
+            }
+            Op::RemoveSm { guid } => {
+                self.sm_roster.remove(guid);
+            }
+            Op::SetTopology(t) => self.topology = Some(t.clone()),
+            Op::SetLftDigest {
+                switch_guid,
+                digest,
+            } => {
+                self.lft_digests.insert(*switch_guid, *digest);
+            }
+            Op::RemoveLftDigest { switch_guid } => {
+                self.lft_digests.remove(switch_guid);
+            }
+            Op::ReplaceLftDigests(map) => self.lft_digests = map.clone(),
+        }
+    }
+
+    /// OpenSM's guid2lid file text (`0x<guid> <min_lid> <max_lid>` per line), the format
+    /// `ibsm_fabric::lid::LidManager::import_guid2lid` reads.
+    pub fn guid2lid_file(&self) -> String {
+        let mut s = String::with_capacity(self.guid2lid.len() * 32);
+        for (g, r) in &self.guid2lid {
+            s.push_str(&format!("0x{g:016x} {} {}\n", r.min_lid, r.max_lid));
+        }
+        s
+    }
+}
