@@ -948,9 +948,13 @@ impl Runtime {
                     );
                 } else if step == 1 && self.election.state() == SmState::Master {
                     // Armed -> Active.
-                    if let Some(t) = self.targets.get(target) {
-                        if let Some(mut pi) = t.info {
-                            if !t.is_switch && pi.port_state == PortState::Init {
+                    // The image to write is the one the Set returned (LID and
+                    // MasterSMLID as just written), not the probe's.
+                    let written = smp.as_ref().and_then(|s| s.attribute::<PortInfo>().ok());
+                    if let (Some(t), Some(mut pi)) = (self.targets.get(target), written) {
+                        let was = t.info.map(|i| i.port_state);
+                        {
+                            if !t.is_switch && was == Some(PortState::Init) {
                                 pi.port_state = PortState::Active;
                                 pi.port_physical_state = PhysPortState::NoChange;
                                 if let Ok(set) = Smp::try_set_dr(
@@ -1192,6 +1196,14 @@ impl Runtime {
             if pi.lid == lid && pi.master_sm_lid == my_lid && !state_walk {
                 continue;
             }
+            tracing::debug!(
+                port_guid = format_args!("{:#018x}", t.port_guid),
+                lid = pi.lid,
+                new_lid = lid,
+                master_sm_lid = pi.master_sm_lid,
+                state = ?pi.port_state,
+                "configuring port"
+            );
             pi.lid = lid;
             pi.master_sm_lid = my_lid;
             pi.port_physical_state = PhysPortState::NoChange;

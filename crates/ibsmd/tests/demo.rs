@@ -104,6 +104,44 @@ async fn demo_elects_one_master_and_fails_over() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // Every CA port of the fabric is Active with a unique LID and MasterSMLID = master.
+    let topo = spec.topology().expect("topology").expect("embedded");
+    let master_lid = status(eps[0]).await.expect("status").lid as u16;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ports: Vec<(u16, u16, bool)> = topo
+            .iter()
+            .filter(|(_, n)| !n.is_switch())
+            .filter_map(|(idx, _)| {
+                demo.sim
+                    .with_sim(|s| s.port_info(idx, 1).ok())
+                    .ok()
+                    .flatten()
+                    .map(|pi| {
+                        (
+                            pi.lid,
+                            pi.master_sm_lid,
+                            pi.port_state == ibsm_mad::PortState::Active,
+                        )
+                    })
+            })
+            .collect();
+        let lids: std::collections::BTreeSet<u16> = ports.iter().map(|p| p.0).collect();
+        let done = !ports.is_empty()
+            && ports
+                .iter()
+                .all(|&(lid, m, active)| lid != 0 && m == master_lid && active)
+            && lids.len() == ports.len();
+        if done {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CA ports not configured: {ports:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // Kill the master: the priority-8 instance takes over, the last follows it.
     demo.members[0].kill().await;
     let (m2, guid2) = one_master(&eps[1..]).await;
