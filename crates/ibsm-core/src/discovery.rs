@@ -136,6 +136,11 @@ pub struct DiscoveryResult {
     pub paths: Vec<Vec<u8>>,
     /// `switch_info[i]` is the SwitchInfo of `NodeIdx(i)` if it is a switch that answered.
     pub switch_info: Vec<Option<SwitchInfo>>,
+    /// `port_info[i][p]` is the PortInfo of port `p` of `NodeIdx(i)` as read
+    /// (every port of a switch, the reached ports of a CA; `None` if not read).
+    /// The configurator needs it: CapabilityMask (IsSM), PortState, MTUCap,
+    /// VLCap, the LID/LMC a port already carries.
+    pub port_info: Vec<Vec<Option<PortInfo>>>,
     /// The SM's own node and port, if the 0-hop NodeInfo was answered.
     pub local: Option<(NodeIdx, u8)>,
     /// Far ends that did not answer NodeInfo.
@@ -158,6 +163,7 @@ pub struct Discovery {
     topology: Topology,
     paths: Vec<Vec<u8>>,
     switch_info: Vec<Option<SwitchInfo>>,
+    port_info: Vec<Vec<Option<PortInfo>>>,
     local: Option<(NodeIdx, u8)>,
     unreachable: Vec<Unreachable>,
     issues: Vec<DiscoveryIssue>,
@@ -174,6 +180,7 @@ impl Discovery {
             topology: Topology::new(),
             paths: Vec::new(),
             switch_info: Vec::new(),
+            port_info: Vec::new(),
             local: None,
             unreachable: Vec::new(),
             issues: Vec::new(),
@@ -212,6 +219,7 @@ impl Discovery {
             topology: self.topology,
             paths: self.paths,
             switch_info: self.switch_info,
+            port_info: self.port_info,
             local: self.local,
             unreachable: self.unreachable,
             issues: self.issues,
@@ -376,6 +384,8 @@ impl Discovery {
         };
         self.paths.push(path.to_vec());
         self.switch_info.push(None);
+        self.port_info
+            .push(vec![None; usize::from(ni.num_ports) + 1]);
         tracing::trace!(node = %idx, guid = ni.node_guid, ?node_type, hops = path.len(), "new node");
         self.request(path.to_vec(), RequestKind::NodeDescription { node: idx });
         if node_type == NodeType::Switch {
@@ -427,6 +437,13 @@ impl Discovery {
         let is_switch = n.is_switch();
         let is_local = self.local.map(|(l, _)| l) == Some(node);
         let known_remote = n.port(port).and_then(|p| p.remote).is_some();
+        if let Some(slot) = self
+            .port_info
+            .get_mut(node.as_usize())
+            .and_then(|v| v.get_mut(usize::from(port)))
+        {
+            *slot = Some(*pi);
+        }
         if port == 0 || !is_switch {
             if let Err(err) = self.topology.set_port_lid(node, port, pi.lid, pi.lmc) {
                 tracing::warn!(%err, "cannot record LID");

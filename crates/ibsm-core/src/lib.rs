@@ -22,4 +22,5 @@
 
 pub mod discovery;
 pub mod election;
+pub mod subnet;
 pub mod transactions;

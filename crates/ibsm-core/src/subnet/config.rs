@@ -1,0 +1,202 @@
+//! Configuration of the [`super::SubnetManager`].
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::discovery::DiscoveryConfig;
+use crate::transactions::TransactionsConfig;
+
+/// Membership of a port in a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Membership {
+    /// Full member (P_Key bit 15 set): may talk to every member.
+    Full,
+    /// Limited member: may talk to full members only.
+    Limited,
+}
+
+/// A member of a configured partition, by port GUID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PartitionMember {
+    /// PortGUID of the CA port.
+    pub port_guid: u64,
+    /// Full or limited.
+    pub membership: Membership,
+}
+
+/// A partition from the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    /// Name, for logs and the operator.
+    pub name: String,
+    /// The 15-bit P_Key base (membership bit is added per member); 1..=0x7FFE.
+    pub pkey: u16,
+    /// The member ports.
+    pub members: Vec<PartitionMember>,
+}
+
+/// Tunables of the [`super::SubnetManager`]. Encodings are IBA's (MTU 1=256 .. 5=4096,
+/// OperationalVLs 1=VL0, 2=VL0-1, 3=VL0-3, 4=VL0-7, 5=VL0-14).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubnetConfig {
+    /// The MAD agent: SMPs in flight (window), timeout, retries.
+    pub transactions: TransactionsConfig,
+    /// The directed-route walk.
+    pub discovery: DiscoveryConfig,
+    /// LMC of CA ports (2^LMC LIDs each); switches always get LMC 0.
+    pub lmc: u8,
+    /// Light sweep period (OpenSM's `sweep_interval`).
+    pub sweep_interval: Duration,
+    /// PortInfo.SubnetTimeOut to program (OpenSM default 18).
+    pub subnet_timeout: u8,
+    /// SwitchInfo.LifeTimeValue to program (OpenSM default 18).
+    pub life_time_value: u8,
+    /// PortInfo.MasterSMSL.
+    pub master_sm_sl: u8,
+    /// Upper bound on OperationalVLs (the port pair's VLCap also bounds it).
+    pub max_operational_vls: u8,
+    /// Upper bound on NeighborMTU (the port pair's MTUCap also bounds it).
+    pub max_mtu: u8,
+    /// Program SLtoVL on switches (one SMP per input/output port pair: on a
+    /// 48k-LID fat tree that is ~14M SMPs, so it can be turned off when all
+    /// switch VLs map alike). End ports are always programmed.
+    pub switch_sl2vl: bool,
+    /// Partitions besides the default one (0xFFFF, every port a full member).
+    pub partitions: Vec<Partition>,
+}
+
+impl Default for SubnetConfig {
+    fn default() -> Self {
+        SubnetConfig {
+            transactions: TransactionsConfig::default(),
+            discovery: DiscoveryConfig::default(),
+            lmc: 0,
+            sweep_interval: Duration::from_secs(10),
+            subnet_timeout: 18,
+            life_time_value: 18,
+            master_sm_sl: 0,
+            max_operational_vls: 4,
+            max_mtu: 5,
+            switch_sl2vl: true,
+            partitions: Vec::new(),
+        }
+    }
+}
+
+/// A configuration the SM refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// LMC above 7.
+    #[error("lmc {0} is out of range (0..=7)")]
+    Lmc(u8),
+    /// MTU or VL encoding out of range.
+    #[error("{field} {value} is out of range ({range})")]
+    Range {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: u8,
+        /// What is allowed.
+        range: &'static str,
+    },
+    /// A partition P_Key that is 0 or the default one.
+    #[error("partition {name:?}: P_Key {pkey:#06x} must be 0x0001..=0x7FFE (0x7FFF is the default partition)")]
+    PKey {
+        /// Partition name.
+        name: String,
+        /// The P_Key given.
+        pkey: u16,
+    },
+    /// Two partitions with one name or one P_Key.
+    #[error("partition {name:?}: duplicate {what}")]
+    Duplicate {
+        /// Partition name.
+        name: String,
+        /// "name" or "P_Key".
+        what: &'static str,
+    },
+    /// More partitions on one port than a P_Key block holds.
+    #[error("port {port_guid:#018x} is in {count} partitions; at most 31 besides the default fit")]
+    TooManyPartitions {
+        /// The port.
+        port_guid: u64,
+        /// How many.
+        count: usize,
+    },
+    /// A sweep interval of zero.
+    #[error("sweep_interval must be > 0")]
+    SweepInterval,
+}
+
+impl SubnetConfig {
+    /// Check the values the SM would otherwise have to guess about.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.lmc > 7 {
+            return Err(ConfigError::Lmc(self.lmc));
+        }
+        if !(1..=5).contains(&self.max_mtu) {
+            return Err(ConfigError::Range {
+                field: "max_mtu",
+                value: self.max_mtu,
+                range: "1..=5",
+            });
+        }
+        if !(1..=5).contains(&self.max_operational_vls) {
+            return Err(ConfigError::Range {
+                field: "max_operational_vls",
+                value: self.max_operational_vls,
+                range: "1..=5",
+            });
+        }
+        if self.master_sm_sl > 15 {
+            return Err(ConfigError::Range {
+                field: "master_sm_sl",
+                value: self.master_sm_sl,
+                range: "0..=15",
+            });
+        }
+        if self.subnet_timeout > 31 || self.life_time_value > 31 {
+            return Err(ConfigError::Range {
+                field: "subnet_timeout/life_time_value",
+                value: self.subnet_timeout.max(self.life_time_value),
+                range: "0..=31",
+            });
+        }
+        if self.sweep_interval.is_zero() {
+            return Err(ConfigError::SweepInterval);
+        }
+        let mut names = HashSet::new();
+        let mut keys = HashSet::new();
+        let mut per_port: std::collections::HashMap<u64, usize> = Default::default();
+        for p in &self.partitions {
+            if p.pkey == 0 || p.pkey >= 0x7FFF {
+                return Err(ConfigError::PKey {
+                    name: p.name.clone(),
+                    pkey: p.pkey,
+                });
+            }
+            if !names.insert(p.name.as_str()) {
+                return Err(ConfigError::Duplicate {
+                    name: p.name.clone(),
+                    what: "name",
+                });
+            }
+            if !keys.insert(p.pkey) {
+                return Err(ConfigError::Duplicate {
+                    name: p.name.clone(),
+                    what: "P_Key",
+                });
+            }
+            let mut seen = HashSet::new();
+            for m in &p.members {
+                if seen.insert(m.port_guid) {
+                    *per_port.entry(m.port_guid).or_default() += 1;
+                }
+            }
+        }
+        if let Some((&port_guid, &count)) = per_port.iter().find(|(_, &c)| c > 31) {
+            return Err(ConfigError::TooManyPartitions { port_guid, count });
+        }
+        Ok(())
+    }
+}

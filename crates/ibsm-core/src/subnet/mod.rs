@@ -1,0 +1,1148 @@
+//! The master SM's subnet configurator: heavy and light sweeps, traps, and the
+//! programming of every switch and end port. Sans-IO, driven like
+//! [`crate::transactions::Transactions`].
+//!
+//! The daemon creates a [`SubnetManager`] and calls [`SubnetManager::become_master`]
+//! when its election says MASTER (that sweep also sets PortInfo.ClientReregister
+//! so end nodes re-register with the new SA), [`SubnetManager::stop`] when it stops
+//! being master. It feeds every received MAD to [`SubnetManager::handle_incoming`],
+//! calls [`SubnetManager::handle_timeout`] when [`SubnetManager::poll_timeout`]
+//! passes, sends what [`SubnetManager::poll_transmit`] gives (directed route, or
+//! LID-routed to `dlid` for TrapRepress) and acts on [`SubnetEvent`]s.
+//!
+//! # A heavy sweep
+//!
+//! 1. **Discovery**: [`crate::discovery::Discovery`] (NodeInfo, NodeDescription,
+//!    SwitchInfo, PortInfo of every port) through the shared MAD agent, many SMPs
+//!    in flight. A node that stops answering is retried by the agent, then left out.
+//! 2. **LIDs**: [`engine::LidManager`] (keeps LIDs by port GUID across sweeps).
+//! 3. **Routing**: [`engine::min_hop`] -> LFT per switch.
+//! 4. **Distribution**, all by directed route (it works before any LFT exists):
+//!    SwitchInfo (LinearFDBTop, LifeTimeValue, clears PortStateChange), the LFT
+//!    blocks that differ from what the previous sweep programmed, PortInfo (LID,
+//!    LMC, MasterSMLID/SL, SubnetTimeOut, NeighborMTU, OperationalVLs) only where
+//!    the port reads differently, P_Key tables, SLtoVL and VLArbitration defaults
+//!    (only once per port while its state is remembered).
+//! 5. **Activation**: every link port (switch external ports, CA ports) in Init
+//!    goes Armed, then every Armed one Active. Each is a barrier: the next phase
+//!    starts when the previous one has no SMP outstanding.
+//!
+//! LIDs and routing are computed inside one call; to time them without a clock
+//! the core finishes each compute phase by asking to be called back at once
+//! ([`SubnetManager::poll_timeout`] returns the current time), and the phase's
+//! duration is the time between the two calls. With a real-clock driver that is
+//! the CPU time spent; in virtual time it is 0.
+//!
+//! A programming SMP that goes unanswered after the agent's retries marks its
+//! node dead for the rest of the sweep (its other SMPs are skipped), so one
+//! dead switch costs one timeout chain, not one per SMP.
+//!
+//! # Light sweep (every `sweep_interval`)
+//!
+//! SubnGet(SwitchInfo) of every switch (PortStateChange), PortInfo of the SM's
+//! own port and of the known SM ports. Anything changed or unanswered -> heavy sweep.
+//!
+//! # Traps
+//!
+//! Every SubnTrap(Notice) is answered with SubnTrapRepress (LID-routed to the
+//! IssuerLID). 128 (link state change) requests a heavy sweep; 144 is reported
+//! ([`SubnetEvent::Trap144`]) for the election and requests a heavy sweep; the
+//! heavy sweeps coalesce. Traps 64/65 (GID in/out of service) are *produced*
+//! here for the SA: [`SubnetEvent::Notice`] after a sweep that found end ports
+//! appear or disappear.
+
+mod config;
+pub mod engine;
+mod program;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::time::Duration;
+
+use ibsm_fabric::NodeIdx;
+use ibsm_mad::attr::{CapabilityMask, Notice, NoticeType, PortState, ProducerType, TrapDetails};
+use ibsm_mad::{AttributeId, Method, PortInfo, Smp, SmpRoute, SwitchInfo, MAD_SIZE};
+
+use crate::discovery::{Discovery, DiscoveryResult, DiscoveryToken};
+use crate::election::{DrRoute, SmPort, SmRoute};
+use crate::transactions::{Event, Transactions};
+
+pub use config::{ConfigError, Membership, Partition, PartitionMember, SubnetConfig};
+pub use engine::ForwardingTables;
+use program::{Op, ProgStage};
+
+/// An SMP to put on the wire.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// `None`: directed route (`MadDevice::send`); `Some(lid)`: LID-routed to that
+    /// LID (`MadDevice::send_lid`), used for TrapRepress.
+    pub dlid: Option<u16>,
+    /// The MAD.
+    pub mad: [u8; MAD_SIZE],
+}
+
+impl fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outgoing")
+            .field("dlid", &self.dlid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Time spent in each phase of a heavy sweep.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PhaseTimes {
+    /// Directed-route discovery.
+    pub discovery: Duration,
+    /// LID assignment.
+    pub lids: Duration,
+    /// Routing (LFT computation).
+    pub routing: Duration,
+    /// SwitchInfo, LFT, PortInfo, P_Key, SLtoVL, VLArbitration.
+    pub distribution: Duration,
+    /// Init -> Armed -> Active.
+    pub activation: Duration,
+}
+
+impl PhaseTimes {
+    /// Sum of the phases.
+    pub fn total(&self) -> Duration {
+        self.discovery + self.lids + self.routing + self.distribution + self.activation
+    }
+}
+
+/// What a heavy sweep found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Nodes discovered.
+    pub nodes: usize,
+    /// Switches discovered.
+    pub switches: usize,
+    /// CAs and routers discovered.
+    pub end_nodes: usize,
+    /// End ports with a LID.
+    pub lids: usize,
+    /// LinearFDBTop programmed.
+    pub lft_top: u16,
+    /// LFT blocks sent this sweep.
+    pub lft_blocks_sent: u64,
+    /// PortInfo Sets (configuration and state changes).
+    pub port_info_sets: u64,
+    /// Ports moved to Armed / Active.
+    pub ports_armed: u64,
+    /// Ports moved to Active.
+    pub ports_activated: u64,
+    /// SMPs sent in this sweep (with retries).
+    pub smps: u64,
+    /// Requests that failed (timeout after retries, or error status).
+    pub failures: u64,
+    /// Nodes that stopped answering during programming.
+    pub dead_nodes: usize,
+    /// Far ends discovery could not reach.
+    pub unreachable: usize,
+    /// Other SM ports (PortInfo.CapabilityMask.IsSM), for `Election::handle_sweep`.
+    pub sm_ports: Vec<SmPort>,
+}
+
+/// Which sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepKind {
+    /// Full discovery and programming.
+    Heavy,
+    /// SwitchInfo.PortStateChange and SM ports only.
+    Light,
+}
+
+/// Why a heavy sweep started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepReason {
+    /// [`SubnetManager::become_master`].
+    BecameMaster,
+    /// [`SubnetManager::start_heavy_sweep`].
+    Requested,
+    /// A light sweep saw a change.
+    LightSweepChange,
+    /// Trap 128 or 144.
+    Trap(u16),
+}
+
+/// What the SM reports to the daemon.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubnetEvent {
+    /// The first heavy sweep of this mastership completed: the subnet is up.
+    SubnetUp {
+        /// Phase times of that sweep.
+        phases: PhaseTimes,
+        /// What it did.
+        report: SweepReport,
+    },
+    /// A sweep completed (also after `SubnetUp`).
+    SweepDone {
+        /// Heavy or light.
+        kind: SweepKind,
+        /// Phase times (heavy sweeps).
+        phases: PhaseTimes,
+        /// What it did (heavy sweeps; light sweeps report only `smps`/`failures`).
+        report: SweepReport,
+    },
+    /// A heavy sweep found nodes or cables different from the previous one.
+    TopologyChanged {
+        /// NodeGUIDs new in this sweep.
+        added: Vec<u64>,
+        /// NodeGUIDs gone.
+        removed: Vec<u64>,
+        /// Cables that appeared or disappeared.
+        links_changed: usize,
+    },
+    /// A notice for the SA to forward to subscribers (traps 64/65, GID in/out of service).
+    Notice(Notice),
+    /// Trap 144 (local changes, e.g. SM priority) arrived and was repressed.
+    Trap144 {
+        /// IssuerLID.
+        issuer_lid: u16,
+        /// Its details.
+        trap: ibsm_mad::attr::Trap144,
+    },
+    /// A request that is not for this module (SMInfo from another SM...): for the election.
+    Unsolicited(Smp),
+}
+
+/// Counters, exported as metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubnetMetrics {
+    /// Heavy sweeps completed.
+    pub heavy_sweeps: u64,
+    /// Light sweeps completed.
+    pub light_sweeps: u64,
+    /// Traps received.
+    pub traps: u64,
+    /// TrapRepress sent.
+    pub trap_represses: u64,
+    /// Phase times of the last heavy sweep.
+    pub last_phases: PhaseTimes,
+    /// LFT blocks sent in total.
+    pub lft_blocks_sent: u64,
+    /// SMPs sent in total (with retries).
+    pub smps_sent: u64,
+    /// Requests that failed in total.
+    pub failures: u64,
+    /// End ports with a LID after the last heavy sweep.
+    pub lids: u64,
+}
+
+impl SubnetMetrics {
+    /// Prometheus text exposition of the counters.
+    pub fn to_prometheus(&self) -> String {
+        let p = &self.last_phases;
+        let mut s = String::new();
+        let mut line = |name: &str, help: &str, kind: &str, v: String| {
+            s.push_str(&format!(
+                "# HELP ibsm_{name} {help}\n# TYPE ibsm_{name} {kind}\nibsm_{name} {v}\n"
+            ));
+        };
+        line(
+            "heavy_sweeps_total",
+            "Heavy sweeps completed.",
+            "counter",
+            self.heavy_sweeps.to_string(),
+        );
+        line(
+            "light_sweeps_total",
+            "Light sweeps completed.",
+            "counter",
+            self.light_sweeps.to_string(),
+        );
+        line(
+            "traps_total",
+            "Traps received.",
+            "counter",
+            self.traps.to_string(),
+        );
+        line(
+            "trap_represses_total",
+            "TrapRepress sent.",
+            "counter",
+            self.trap_represses.to_string(),
+        );
+        line(
+            "lft_blocks_sent_total",
+            "LFT blocks sent.",
+            "counter",
+            self.lft_blocks_sent.to_string(),
+        );
+        line(
+            "smps_sent_total",
+            "SMPs sent by the configurator.",
+            "counter",
+            self.smps_sent.to_string(),
+        );
+        line(
+            "smp_failures_total",
+            "SMP requests that failed.",
+            "counter",
+            self.failures.to_string(),
+        );
+        line(
+            "lids",
+            "End ports with a LID.",
+            "gauge",
+            self.lids.to_string(),
+        );
+        for (phase, d) in [
+            ("discovery", p.discovery),
+            ("lids", p.lids),
+            ("routing", p.routing),
+            ("distribution", p.distribution),
+            ("activation", p.activation),
+        ] {
+            line(
+                &format!("sweep_{phase}_seconds"),
+                "Time of this phase in the last heavy sweep.",
+                "gauge",
+                format!("{}", d.as_secs_f64()),
+            );
+        }
+        s
+    }
+}
+
+/// Token of a request in the shared MAD agent.
+#[derive(Debug, Clone)]
+enum Token {
+    Disc(DiscoveryToken),
+    Prog(Op),
+    Light(LightOp),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum LightOp {
+    SwitchInfo,
+    PortInfo { expect: PortState, sm: bool },
+}
+
+/// State of the current heavy sweep after discovery.
+#[derive(Debug)]
+struct Sweep {
+    res: DiscoveryResult,
+    tables: ForwardingTables,
+    master_lid: u16,
+    client_reregister: bool,
+    dead: Vec<bool>,
+    lft_failed: Vec<bool>,
+    stage: ProgStage,
+    cursor: usize,
+    ops: VecDeque<Op>,
+    outstanding: usize,
+    report: SweepReport,
+}
+
+#[derive(Debug)]
+enum Stage {
+    Idle,
+    Discovering(Box<Discovery>),
+    /// Discovery done; LIDs computed at the given time, routing next.
+    LidsDone(Box<Sweep>),
+    /// Routing computed; distribution next.
+    RoutingDone(Box<Sweep>),
+    Programming(Box<Sweep>),
+    Light {
+        outstanding: usize,
+        changed: bool,
+    },
+}
+
+/// What was programmed by earlier sweeps, to send only changes.
+#[derive(Debug, Default)]
+struct Programmed {
+    /// LFT per switch NodeGUID, and the LinearFDBTop it was programmed with.
+    lfts: HashMap<u64, (u16, Vec<u8>)>,
+    /// P_Key block 0 per (node GUID, port).
+    pkeys: HashMap<(u64, u8), [u16; 32]>,
+    /// SLtoVL/VLArbitration programmed for (node GUID, port) with these OperationalVLs.
+    qos: HashMap<(u64, u8), u8>,
+}
+
+/// The master SM's subnet configurator (see the module doc).
+#[derive(Debug)]
+pub struct SubnetManager {
+    cfg: SubnetConfig,
+    tx: Transactions<Token>,
+    stage: Stage,
+    active: bool,
+    new_master: bool,
+    subnet_up_sent: bool,
+    heavy_requested: Option<SweepReason>,
+    reason: SweepReason,
+    next_light: Option<Duration>,
+    wake_now: Option<Duration>,
+    marks: [Duration; 6],
+    lids: engine::LidManager,
+    programmed: Programmed,
+    last: Option<DiscoveryResult>,
+    last_end_ports: HashSet<u64>,
+    light_smps_start: u64,
+    transmit: VecDeque<Outgoing>,
+    events: VecDeque<SubnetEvent>,
+    metrics: SubnetMetrics,
+    smps_reported: u64,
+}
+
+impl SubnetManager {
+    /// A configurator that does nothing until [`SubnetManager::become_master`].
+    pub fn new(cfg: SubnetConfig) -> Result<SubnetManager, ConfigError> {
+        cfg.validate()?;
+        Ok(SubnetManager {
+            tx: Transactions::new(cfg.transactions.clone()),
+            lids: engine::LidManager::new(cfg.lmc),
+            cfg,
+            stage: Stage::Idle,
+            active: false,
+            new_master: false,
+            subnet_up_sent: false,
+            heavy_requested: None,
+            reason: SweepReason::Requested,
+            next_light: None,
+            wake_now: None,
+            marks: [Duration::ZERO; 6],
+            programmed: Programmed::default(),
+            last: None,
+            last_end_ports: HashSet::new(),
+            light_smps_start: 0,
+            transmit: VecDeque::new(),
+            events: VecDeque::new(),
+            metrics: SubnetMetrics::default(),
+            smps_reported: 0,
+        })
+    }
+
+    /// The election made us MASTER: start a heavy sweep that also sets
+    /// ClientReregister on every end port, then emit [`SubnetEvent::SubnetUp`].
+    pub fn become_master(&mut self, now: Duration) {
+        self.active = true;
+        self.new_master = true;
+        self.subnet_up_sent = false;
+        // A new mastership cannot trust what an earlier one programmed.
+        self.programmed = Programmed::default();
+        self.request_heavy(SweepReason::BecameMaster);
+        self.pump(now);
+    }
+
+    /// No longer master: drop the sweep in progress; nothing more is sent.
+    pub fn stop(&mut self) {
+        self.active = false;
+        self.stage = Stage::Idle;
+        self.heavy_requested = None;
+        self.next_light = None;
+        self.wake_now = None;
+        self.tx = Transactions::new(self.cfg.transactions.clone());
+        self.transmit.clear();
+    }
+
+    /// Ask for a heavy sweep (now if idle, else right after the current one).
+    pub fn start_heavy_sweep(&mut self, now: Duration) {
+        if !self.active {
+            self.active = true;
+        }
+        self.request_heavy(SweepReason::Requested);
+        self.pump(now);
+    }
+
+    /// True while we act as master.
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// True while a sweep is in progress.
+    pub fn is_sweeping(&self) -> bool {
+        !matches!(self.stage, Stage::Idle)
+    }
+
+    /// The last completed discovery (topology with assigned LIDs, DR paths, PortInfo).
+    pub fn last_discovery(&self) -> Option<&DiscoveryResult> {
+        self.last.as_ref()
+    }
+
+    /// LFTs programmed so far, by switch NodeGUID.
+    pub fn programmed_lft(&self, node_guid: u64) -> Option<&[u8]> {
+        self.programmed
+            .lfts
+            .get(&node_guid)
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// Counters and the last phase times.
+    pub fn metrics(&self) -> SubnetMetrics {
+        let mut m = self.metrics;
+        m.smps_sent = self.tx.counters().sent;
+        m
+    }
+
+    /// SMPs initiated since the last call (for `Election::handle_smps_sent`, ActCount).
+    pub fn take_smps_sent(&mut self) -> u32 {
+        let sent = self.tx.counters().sent + self.metrics.trap_represses;
+        let n = sent.saturating_sub(self.smps_reported);
+        self.smps_reported = sent;
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// Feed a MAD received from the device.
+    pub fn handle_incoming(&mut self, now: Duration, bytes: &[u8]) {
+        if !self.active {
+            return;
+        }
+        let smp = match Smp::decode(bytes) {
+            Ok(smp) => smp,
+            Err(err) => {
+                tracing::debug!(%err, "dropping undecodable MAD");
+                return;
+            }
+        };
+        if smp.method == Method::TRAP && smp.attr_id == AttributeId::NOTICE {
+            self.handle_trap(now, &smp);
+        } else if smp.method.0 & 0x80 != 0 {
+            self.tx.handle_incoming(now, bytes);
+        } else {
+            self.events.push_back(SubnetEvent::Unsolicited(smp));
+        }
+        self.pump(now);
+    }
+
+    /// A SubnTrap(Notice): repress it, and act on 128/144.
+    pub fn handle_trap(&mut self, now: Duration, smp: &Smp) {
+        self.metrics.traps += 1;
+        let notice = match smp.attribute::<Notice>() {
+            Ok(n) => n,
+            Err(err) => {
+                tracing::debug!(%err, "undecodable trap");
+                return;
+            }
+        };
+        // Repress: same TID, attribute and modifier, back to the issuer.
+        let mut repress = *smp;
+        repress.method = Method::TRAP_REPRESS;
+        repress.status = 0;
+        let dlid = match smp.route {
+            SmpRoute::Lid => Some(notice.issuer_lid),
+            SmpRoute::Directed(_) => None,
+        };
+        if let SmpRoute::Directed(_) = smp.route {
+            let mut r = smp.response();
+            r.method = Method::TRAP_REPRESS;
+            repress = r;
+        }
+        if dlid != Some(0) {
+            self.transmit.push_back(Outgoing {
+                dlid,
+                mad: repress.encode(),
+            });
+            self.metrics.trap_represses += 1;
+        }
+        let trap = notice.trap_number();
+        tracing::info!(trap, issuer_lid = notice.issuer_lid, "trap received");
+        match notice.details() {
+            Some(TrapDetails::LinkStateChange { .. }) => self.request_heavy(SweepReason::Trap(128)),
+            Some(TrapDetails::CapabilityMaskChanged(t)) => {
+                self.events.push_back(SubnetEvent::Trap144 {
+                    issuer_lid: notice.issuer_lid,
+                    trap: t,
+                });
+                self.request_heavy(SweepReason::Trap(144));
+            }
+            _ => {}
+        }
+        self.pump(now);
+    }
+
+    /// Call when [`SubnetManager::poll_timeout`] has passed.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        if !self.active {
+            return;
+        }
+        self.wake_now = None;
+        self.tx.handle_timeout(now);
+        if matches!(self.stage, Stage::Idle) && self.next_light.is_some_and(|t| t <= now) {
+            self.start_light(now);
+        }
+        self.pump(now);
+    }
+
+    /// When to call [`SubnetManager::handle_timeout`] next.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        if !self.active {
+            return None;
+        }
+        let idle = matches!(self.stage, Stage::Idle);
+        [
+            self.tx.poll_timeout(),
+            self.wake_now,
+            if idle { self.next_light } else { None },
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// The next SMP to send.
+    pub fn poll_transmit(&mut self) -> Option<Outgoing> {
+        if let Some(o) = self.transmit.pop_front() {
+            return Some(o);
+        }
+        self.tx
+            .poll_transmit()
+            .map(|mad| Outgoing { dlid: None, mad })
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<SubnetEvent> {
+        self.events.pop_front()
+    }
+
+    // ---- internals ------------------------------------------------------------
+
+    fn request_heavy(&mut self, reason: SweepReason) {
+        if self.heavy_requested.is_none() {
+            self.heavy_requested = Some(reason);
+        }
+    }
+
+    fn start_heavy(&mut self, now: Duration, reason: SweepReason) {
+        tracing::info!(?reason, "heavy sweep");
+        self.reason = reason;
+        self.marks = [now; 6];
+        self.light_smps_start = self.tx.counters().sent;
+        self.stage = Stage::Discovering(Box::new(Discovery::new(self.cfg.discovery.clone())));
+    }
+
+    fn start_light(&mut self, now: Duration) {
+        let Some(last) = self.last.as_ref() else {
+            self.request_heavy(SweepReason::LightSweepChange);
+            return;
+        };
+        self.next_light = None;
+        self.light_smps_start = self.tx.counters().sent;
+        let mut outstanding = 0;
+        let mut reqs: Vec<(Smp, Token)> = Vec::new();
+        for (idx, node) in last.topology.iter() {
+            let Some(path) = last.path(idx) else { continue };
+            if node.is_switch() {
+                if let Ok(smp) = Smp::try_get_dr(path, AttributeId::SWITCH_INFO, 0, 0) {
+                    reqs.push((smp, Token::Light(LightOp::SwitchInfo)));
+                }
+            }
+        }
+        if let Some((node, port)) = last.local {
+            let expect = port_state(last, node, port);
+            if let Ok(smp) = Smp::try_get_dr(&[], AttributeId::PORT_INFO, u32::from(port), 0) {
+                reqs.push((smp, Token::Light(LightOp::PortInfo { expect, sm: false })));
+            }
+        }
+        for (node, port, path) in sm_port_paths(last) {
+            let expect = port_state(last, node, port);
+            if let Ok(smp) = Smp::try_get_dr(&path, AttributeId::PORT_INFO, u32::from(port), 0) {
+                reqs.push((smp, Token::Light(LightOp::PortInfo { expect, sm: true })));
+            }
+        }
+        for (smp, token) in reqs {
+            outstanding += 1;
+            self.tx.submit(now, smp, token);
+        }
+        self.stage = Stage::Light {
+            outstanding,
+            changed: false,
+        };
+    }
+
+    /// Move outcomes into the stages and requests into the agent until quiet.
+    fn pump(&mut self, now: Duration) {
+        if !self.active {
+            return;
+        }
+        loop {
+            let mut progressed = false;
+            while let Some(ev) = self.tx.poll_event() {
+                progressed = true;
+                self.dispatch(ev);
+            }
+            progressed |= self.feed(now);
+            progressed |= self.advance(now);
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn dispatch(&mut self, ev: Event<Token>) {
+        match ev {
+            Event::Unsolicited(smp) => self.events.push_back(SubnetEvent::Unsolicited(smp)),
+            Event::Response { token, smp } => match token {
+                Token::Disc(t) => {
+                    if let Stage::Discovering(d) = &mut self.stage {
+                        d.handle_response(t, &smp);
+                    }
+                }
+                Token::Prog(op) => {
+                    if let Stage::Programming(sw) = &mut self.stage {
+                        sw.outstanding = sw.outstanding.saturating_sub(1);
+                        if smp.status == 0 {
+                            program::remember(sw, &self.cfg, &mut self.programmed, op);
+                        } else {
+                            sw.report.failures += 1;
+                            tracing::warn!(?op, status = smp.status, "programming SMP rejected");
+                            if let Op::Lft { node, .. } = op {
+                                if let Some(f) = sw.lft_failed.get_mut(node as usize) {
+                                    *f = true;
+                                }
+                            }
+                        }
+                    }
+                }
+                Token::Light(op) => self.on_light(op, Some(&smp)),
+            },
+            Event::Failed { token, .. } => match token {
+                Token::Disc(t) => {
+                    if let Stage::Discovering(d) = &mut self.stage {
+                        d.handle_failure(t, "no response after retries");
+                    }
+                }
+                Token::Prog(op) => {
+                    if let Stage::Programming(sw) = &mut self.stage {
+                        sw.outstanding = sw.outstanding.saturating_sub(1);
+                        sw.report.failures += 1;
+                        let node = op.node();
+                        if let Some(d) = sw.dead.get_mut(node as usize) {
+                            if !*d {
+                                tracing::warn!(
+                                    node,
+                                    ?op,
+                                    "node stopped answering; skipped for this sweep"
+                                );
+                                sw.report.dead_nodes += 1;
+                            }
+                            *d = true;
+                        }
+                        if let Some(f) = sw.lft_failed.get_mut(node as usize) {
+                            *f = true;
+                        }
+                    }
+                }
+                Token::Light(op) => self.on_light(op, None),
+            },
+        }
+    }
+
+    fn on_light(&mut self, op: LightOp, smp: Option<&Smp>) {
+        let Stage::Light {
+            outstanding,
+            changed,
+        } = &mut self.stage
+        else {
+            return;
+        };
+        *outstanding = outstanding.saturating_sub(1);
+        let Some(smp) = smp.filter(|s| s.status == 0) else {
+            *changed = true;
+            return;
+        };
+        match op {
+            LightOp::SwitchInfo => {
+                if smp
+                    .attribute::<SwitchInfo>()
+                    .map_or(true, |si| si.port_state_change)
+                {
+                    *changed = true;
+                }
+            }
+            LightOp::PortInfo { expect, sm } => match smp.attribute::<PortInfo>() {
+                Ok(pi) => {
+                    if pi.port_state != expect
+                        || (sm && !pi.capability_mask.contains(CapabilityMask::IS_SM))
+                    {
+                        *changed = true;
+                    }
+                }
+                Err(_) => *changed = true,
+            },
+        }
+    }
+
+    /// Submit requests while the agent's backlog is below one window.
+    fn feed(&mut self, now: Duration) -> bool {
+        let window = self.tx.config().window;
+        let mut progressed = false;
+        match &mut self.stage {
+            Stage::Discovering(d) => {
+                while self.tx.queued() < window {
+                    let Some(token) = d.poll_request() else { break };
+                    progressed = true;
+                    match token.to_smp() {
+                        Ok(smp) => self.tx.submit(now, smp, Token::Disc(token)),
+                        Err(err) => d.handle_failure(token, &err.to_string()),
+                    }
+                }
+            }
+            Stage::Programming(sw) => {
+                while self.tx.queued() < window {
+                    let Some(op) = program::next_op(sw, &self.cfg, &self.programmed) else {
+                        break;
+                    };
+                    progressed = true;
+                    match program::op_smp(sw, &self.cfg, op) {
+                        Ok(smp) => {
+                            sw.outstanding += 1;
+                            program::count(&mut sw.report, op);
+                            self.tx.submit(now, smp, Token::Prog(op));
+                        }
+                        Err(err) => {
+                            sw.report.failures += 1;
+                            tracing::warn!(?op, %err, "cannot build programming SMP");
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        progressed
+    }
+
+    /// Move to the next stage when the current one is complete.
+    fn advance(&mut self, now: Duration) -> bool {
+        let stage = std::mem::replace(&mut self.stage, Stage::Idle);
+        let (next, progressed) = match stage {
+            Stage::Idle => match self.heavy_requested.take() {
+                Some(reason) => {
+                    self.start_heavy(now, reason);
+                    return true;
+                }
+                None => (Stage::Idle, false),
+            },
+            Stage::Discovering(d) if d.is_done() => {
+                self.marks[1] = now;
+                let sweep = self.after_discovery(d.into_result());
+                self.marks[2] = now;
+                self.wake_now = Some(now);
+                (Stage::LidsDone(sweep), true)
+            }
+            Stage::LidsDone(mut sweep) => {
+                // LIDs took from marks[1] to now (this call came after the wake-up).
+                self.marks[2] = now;
+                sweep.tables = engine::min_hop(&sweep.res.topology);
+                sweep.report.lft_top = sweep.tables.lft_top;
+                self.wake_now = Some(now);
+                (Stage::RoutingDone(sweep), true)
+            }
+            Stage::RoutingDone(mut sweep) => {
+                self.marks[3] = now;
+                sweep.stage = ProgStage::Distribute;
+                sweep.cursor = 0;
+                (Stage::Programming(sweep), true)
+            }
+            Stage::Programming(mut sweep)
+                if sweep.outstanding == 0
+                    && sweep.ops.is_empty()
+                    && sweep.cursor >= sweep.res.topology.len() =>
+            {
+                match sweep.stage {
+                    ProgStage::Distribute => {
+                        self.marks[4] = now;
+                        sweep.stage = ProgStage::Arm;
+                        sweep.cursor = 0;
+                        (Stage::Programming(sweep), true)
+                    }
+                    ProgStage::Arm => {
+                        sweep.stage = ProgStage::Activate;
+                        sweep.cursor = 0;
+                        (Stage::Programming(sweep), true)
+                    }
+                    ProgStage::Activate => {
+                        self.marks[5] = now;
+                        self.finish_heavy(now, sweep);
+                        (Stage::Idle, true)
+                    }
+                }
+            }
+            Stage::Light {
+                outstanding: 0,
+                changed,
+            } => {
+                self.metrics.light_sweeps += 1;
+                let report = SweepReport {
+                    smps: self.tx.counters().sent - self.light_smps_start,
+                    ..SweepReport::default()
+                };
+                self.events.push_back(SubnetEvent::SweepDone {
+                    kind: SweepKind::Light,
+                    phases: PhaseTimes::default(),
+                    report,
+                });
+                if changed {
+                    tracing::info!("light sweep saw a change");
+                    self.request_heavy(SweepReason::LightSweepChange);
+                } else {
+                    self.next_light = Some(now + self.cfg.sweep_interval);
+                }
+                (Stage::Idle, true)
+            }
+            other => (other, false),
+        };
+        self.stage = next;
+        progressed
+    }
+
+    /// LIDs, and the bookkeeping between discovery and routing.
+    fn after_discovery(&mut self, mut res: DiscoveryResult) -> Box<Sweep> {
+        let n = res.topology.len();
+        let mut report = SweepReport {
+            nodes: n,
+            unreachable: res.unreachable.len(),
+            ..SweepReport::default()
+        };
+        for (_, node) in res.topology.iter() {
+            if node.is_switch() {
+                report.switches += 1;
+            } else {
+                report.end_nodes += 1;
+            }
+        }
+        // A switch whose LinearFDBTop is not what we programmed lost its tables
+        // (reboot, another SM): forget them so all blocks go out again.
+        for (idx, node) in res.topology.iter() {
+            if let (Some(Some(si)), Some((top, _))) = (
+                res.switch_info.get(idx.as_usize()),
+                self.programmed.lfts.get(&node.node_guid),
+            ) {
+                if si.linear_fdb_top != *top {
+                    self.programmed.lfts.remove(&node.node_guid);
+                }
+            }
+        }
+        match self.lids.assign(&mut res.topology, res.local) {
+            Ok(r) => report.lids = r.assigned,
+            Err(err) => tracing::error!(%err, "LID assignment incomplete"),
+        }
+        let master_lid = res
+            .local
+            .and_then(|(node, port)| res.topology.node(node)?.port(port).map(|p| p.lid))
+            .unwrap_or(0);
+        report.sm_ports = sm_port_paths(&res)
+            .into_iter()
+            .filter_map(|(node, port, path)| {
+                let p = res.topology.node(node)?.port(port)?;
+                Some(SmPort {
+                    guid: p.port_guid,
+                    route: SmRoute::Directed(DrRoute::new(&path)),
+                    lid: (p.lid != 0).then_some(p.lid),
+                })
+            })
+            .collect();
+        Box::new(Sweep {
+            res,
+            tables: ForwardingTables::default(),
+            master_lid,
+            client_reregister: self.new_master,
+            dead: vec![false; n],
+            lft_failed: vec![false; n],
+            stage: ProgStage::Distribute,
+            cursor: 0,
+            ops: VecDeque::new(),
+            outstanding: 0,
+            report,
+        })
+    }
+
+    fn finish_heavy(&mut self, now: Duration, sweep: Box<Sweep>) {
+        let Sweep {
+            res,
+            tables,
+            lft_failed,
+            mut report,
+            ..
+        } = *sweep;
+        let m = self.marks;
+        let phases = PhaseTimes {
+            discovery: m[1].saturating_sub(m[0]),
+            lids: m[2].saturating_sub(m[1]),
+            routing: m[3].saturating_sub(m[2]),
+            distribution: m[4].saturating_sub(m[3]),
+            activation: m[5].saturating_sub(m[4]),
+        };
+        report.smps = self.tx.counters().sent - self.light_smps_start;
+        // Remember what the switches now hold.
+        let top = tables.lft_top;
+        for (i, lft) in tables.lfts.into_iter().enumerate() {
+            let (Some(lft), Some(node)) = (lft, res.topology.nodes().get(i)) else {
+                continue;
+            };
+            if lft_failed.get(i).copied().unwrap_or(true) {
+                self.programmed.lfts.remove(&node.node_guid);
+            } else {
+                self.programmed.lfts.insert(node.node_guid, (top, lft));
+            }
+        }
+        self.detect_changes(&res);
+        self.metrics.heavy_sweeps += 1;
+        self.metrics.last_phases = phases;
+        self.metrics.lft_blocks_sent += report.lft_blocks_sent;
+        self.metrics.failures += report.failures;
+        self.metrics.lids = report.lids as u64;
+        if !self.subnet_up_sent {
+            self.subnet_up_sent = true;
+            tracing::info!(
+                nodes = report.nodes,
+                switches = report.switches,
+                lids = report.lids,
+                "subnet up in {:.3} s: discovery {:.3} s, LIDs {:.3} s, routing {:.3} s, distribution {:.3} s, activation {:.3} s",
+                phases.total().as_secs_f64(),
+                phases.discovery.as_secs_f64(),
+                phases.lids.as_secs_f64(),
+                phases.routing.as_secs_f64(),
+                phases.distribution.as_secs_f64(),
+                phases.activation.as_secs_f64(),
+            );
+            self.events.push_back(SubnetEvent::SubnetUp {
+                phases,
+                report: report.clone(),
+            });
+        } else {
+            tracing::info!(
+                reason = ?self.reason,
+                lft_blocks = report.lft_blocks_sent,
+                failures = report.failures,
+                "heavy sweep done in {:.3} s",
+                phases.total().as_secs_f64()
+            );
+        }
+        self.events.push_back(SubnetEvent::SweepDone {
+            kind: SweepKind::Heavy,
+            phases,
+            report,
+        });
+        self.new_master = false;
+        self.last = Some(res);
+        self.next_light = Some(now + self.cfg.sweep_interval);
+    }
+
+    /// TopologyChanged and the GID in/out of service notices.
+    fn detect_changes(&mut self, res: &DiscoveryResult) {
+        let end_ports: HashSet<u64> = res
+            .topology
+            .iter()
+            .filter(|(_, n)| !n.is_switch())
+            .flat_map(|(_, n)| {
+                n.physical_ports()
+                    .filter(|(_, p)| p.lid != 0 && p.port_guid != 0)
+                    .map(|(_, p)| p.port_guid)
+            })
+            .collect();
+        if let Some(prev) = &self.last {
+            let guids = |r: &DiscoveryResult| -> HashSet<u64> {
+                r.topology.iter().map(|(_, n)| n.node_guid).collect()
+            };
+            let links = |r: &DiscoveryResult| -> HashSet<(u64, u8, u64, u8)> {
+                r.topology
+                    .links()
+                    .filter_map(|((a, pa), (b, pb))| {
+                        let ga = r.topology.node(a)?.node_guid;
+                        let gb = r.topology.node(b)?.node_guid;
+                        Some(if (ga, pa) < (gb, pb) {
+                            (ga, pa, gb, pb)
+                        } else {
+                            (gb, pb, ga, pa)
+                        })
+                    })
+                    .collect()
+            };
+            let (old, new) = (guids(prev), guids(res));
+            let mut added: Vec<u64> = new.difference(&old).copied().collect();
+            let mut removed: Vec<u64> = old.difference(&new).copied().collect();
+            added.sort_unstable();
+            removed.sort_unstable();
+            let links_changed = links(prev).symmetric_difference(&links(res)).count();
+            if !added.is_empty() || !removed.is_empty() || links_changed > 0 {
+                tracing::info!(
+                    added = added.len(),
+                    removed = removed.len(),
+                    links_changed,
+                    "topology changed"
+                );
+                self.events.push_back(SubnetEvent::TopologyChanged {
+                    added,
+                    removed,
+                    links_changed,
+                });
+            }
+            let gid_prefix = 0xFE80_0000_0000_0000u64;
+            let gid = |guid: u64| {
+                let mut g = [0u8; 16];
+                g[..8].copy_from_slice(&gid_prefix.to_be_bytes());
+                g[8..].copy_from_slice(&guid.to_be_bytes());
+                g
+            };
+            let mut appeared: Vec<u64> = end_ports
+                .difference(&self.last_end_ports)
+                .copied()
+                .collect();
+            let mut gone: Vec<u64> = self
+                .last_end_ports
+                .difference(&end_ports)
+                .copied()
+                .collect();
+            appeared.sort_unstable();
+            gone.sort_unstable();
+            let issuer = res
+                .local
+                .and_then(|(n, p)| res.topology.node(n)?.port(p).map(|p| p.lid))
+                .unwrap_or(0);
+            for (guids, in_service) in [(appeared, true), (gone, false)] {
+                for g in guids {
+                    let details = if in_service {
+                        TrapDetails::GidInService { gid: gid(g) }
+                    } else {
+                        TrapDetails::GidOutOfService { gid: gid(g) }
+                    };
+                    self.events.push_back(SubnetEvent::Notice(Notice::generic(
+                        NoticeType::from(4u8),
+                        ProducerType::CLASS_MANAGER,
+                        issuer,
+                        &details,
+                    )));
+                }
+            }
+        }
+        self.last_end_ports = end_ports;
+    }
+}
+
+/// PortState of a port as the last discovery read it.
+fn port_state(res: &DiscoveryResult, node: NodeIdx, port: u8) -> PortState {
+    res.port_info
+        .get(node.as_usize())
+        .and_then(|v| v.get(usize::from(port)))
+        .and_then(|p| p.as_ref())
+        .map_or(PortState::Down, |p| p.port_state)
+}
+
+/// Ports other than ours with CapabilityMask.IsSM, with the DR path that reaches them.
+fn sm_port_paths(res: &DiscoveryResult) -> Vec<(NodeIdx, u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (idx, node) in res.topology.iter() {
+        let Some(pis) = res.port_info.get(idx.as_usize()) else {
+            continue;
+        };
+        for (port, pi) in pis.iter().enumerate() {
+            let Some(pi) = pi else { continue };
+            let Ok(port) = u8::try_from(port) else {
+                continue;
+            };
+            if !pi.capability_mask.contains(CapabilityMask::IS_SM) || res.local == Some((idx, port))
+            {
+                continue;
+            }
+            if let Some(path) = program::port_path(res, idx, port, node.is_switch()) {
+                out.push((idx, port, path));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,558 @@
+//! What a heavy sweep sends: the per-node SMP plan (produced lazily, one node
+//! at a time, so a 50k-node fabric never holds millions of encoded SMPs) and
+//! the encoding of each operation.
+
+use ibsm_fabric::{NodeIdx, Topology};
+use ibsm_mad::attr::{
+    CapabilityMask, LinearForwardingTable, PKey, PKeyTable, PhysPortState, PortState,
+    SlToVlMappingTable, VlArbEntry, VlArbitrationTable,
+};
+use ibsm_mad::modifier::{PKeyBlock, Sl2VlPorts, VlArbBlock, VlArbSection};
+use ibsm_mad::{AttributeId, MadError, PortInfo, Smp, SmpAttribute};
+
+use super::{Membership, Programmed, SubnetConfig, Sweep, SweepReport};
+use crate::discovery::DiscoveryResult;
+
+/// Phase of programming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ProgStage {
+    Distribute,
+    Arm,
+    Activate,
+}
+
+/// One programming SMP. `node` is a `NodeIdx` of the sweep's topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
+    SwitchInfo { node: u32 },
+    Lft { node: u32, block: u16 },
+    PortInfo { node: u32, port: u8 },
+    PKey { node: u32, port: u8 },
+    Sl2Vl { node: u32, port: u8, in_port: u8 },
+    VlArb { node: u32, port: u8, high: bool },
+    State { node: u32, port: u8, state: u8 },
+}
+
+impl Op {
+    pub(super) fn node(self) -> u32 {
+        match self {
+            Op::SwitchInfo { node }
+            | Op::Lft { node, .. }
+            | Op::PortInfo { node, .. }
+            | Op::PKey { node, .. }
+            | Op::Sl2Vl { node, .. }
+            | Op::VlArb { node, .. }
+            | Op::State { node, .. } => node,
+        }
+    }
+}
+
+pub(super) fn count(r: &mut SweepReport, op: Op) {
+    match op {
+        Op::Lft { .. } => r.lft_blocks_sent += 1,
+        Op::PortInfo { .. } => r.port_info_sets += 1,
+        Op::State { state, .. } => {
+            r.port_info_sets += 1;
+            if state == 3 {
+                r.ports_armed += 1;
+            } else {
+                r.ports_activated += 1;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The next operation of the current stage, expanding nodes as needed.
+pub(super) fn next_op(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed) -> Option<Op> {
+    loop {
+        while let Some(op) = sw.ops.pop_front() {
+            if !sw.dead.get(op.node() as usize).copied().unwrap_or(true) {
+                return Some(op);
+            }
+        }
+        let n = sw.res.topology.len();
+        if sw.cursor >= n {
+            return None;
+        }
+        let node = sw.cursor;
+        sw.cursor += 1;
+        if sw.dead.get(node).copied().unwrap_or(true) {
+            continue;
+        }
+        expand(sw, cfg, prog, node);
+    }
+}
+
+fn pi_of(res: &DiscoveryResult, node: NodeIdx, port: u8) -> Option<&PortInfo> {
+    res.port_info
+        .get(node.as_usize())?
+        .get(usize::from(port))?
+        .as_ref()
+}
+
+/// Ports of `node` that carry a link we configure (cable known at both ends).
+fn link_ports(topo: &Topology, node: NodeIdx) -> Vec<u8> {
+    topo.node(node)
+        .map(|n| {
+            n.physical_ports()
+                .filter(|(_, p)| p.remote.is_some())
+                .map(|(num, _)| num)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
+    let idx = NodeIdx(node as u32);
+    let n32 = node as u32;
+    let res = &sw.res;
+    let Some(nd) = res.topology.node(idx) else {
+        return;
+    };
+    let is_switch = nd.is_switch();
+    let guid = nd.node_guid;
+    let mut ports = link_ports(&res.topology, idx);
+    if !is_switch {
+        if let Some((l, lp)) = res.local {
+            if l == idx && !ports.contains(&lp) {
+                ports.push(lp);
+            }
+        }
+    }
+    match sw.stage {
+        ProgStage::Distribute => {
+            if is_switch {
+                let si = res.switch_info.get(node).copied().flatten();
+                if si.is_none_or(|si| {
+                    si.port_state_change
+                        || si.linear_fdb_top != sw.tables.lft_top
+                        || si.life_time_value != cfg.life_time_value
+                }) {
+                    sw.ops.push_back(Op::SwitchInfo { node: n32 });
+                }
+                if let Some(Some(lft)) = sw.tables.lfts.get(node) {
+                    let old = prog.lfts.get(&guid).map(|(_, v)| v.as_slice());
+                    let blocks = lft.len().div_ceil(64);
+                    for b in 0..blocks {
+                        let new = lft.get(b * 64..(b * 64 + 64).min(lft.len()));
+                        let was = old.and_then(|o| o.get(b * 64..(b * 64 + 64).min(o.len())));
+                        if new != was {
+                            if let Ok(block) = u16::try_from(b) {
+                                sw.ops.push_back(Op::Lft { node: n32, block });
+                            }
+                        }
+                    }
+                }
+                if needs_port_info(sw, cfg, idx, 0) {
+                    sw.ops.push_back(Op::PortInfo { node: n32, port: 0 });
+                }
+                if prog.pkeys.get(&(guid, 0)) != Some(&pkey_table(cfg, 0).keys.map(|k| k.0)) {
+                    sw.ops.push_back(Op::PKey { node: n32, port: 0 });
+                }
+            }
+            for &p in &ports {
+                if needs_port_info(sw, cfg, idx, p) {
+                    sw.ops.push_back(Op::PortInfo { node: n32, port: p });
+                }
+                if !is_switch {
+                    let pg = nd.port(p).map_or(0, |x| x.port_guid);
+                    if prog.pkeys.get(&(guid, p)) != Some(&pkey_table(cfg, pg).keys.map(|k| k.0)) {
+                        sw.ops.push_back(Op::PKey { node: n32, port: p });
+                    }
+                }
+                let vls = op_vls(sw, cfg, idx, p);
+                if prog.qos.get(&(guid, p)) != Some(&vls) {
+                    if !is_switch {
+                        sw.ops.push_back(Op::Sl2Vl {
+                            node: n32,
+                            port: p,
+                            in_port: 0,
+                        });
+                    } else if cfg.switch_sl2vl {
+                        for in_port in std::iter::once(0).chain(ports.iter().copied()) {
+                            if in_port != p {
+                                sw.ops.push_back(Op::Sl2Vl {
+                                    node: n32,
+                                    port: p,
+                                    in_port,
+                                });
+                            }
+                        }
+                    }
+                    let caps = pi_of(res, idx, p);
+                    if caps.is_some_and(|c| c.vl_arbitration_low_cap > 0) {
+                        sw.ops.push_back(Op::VlArb {
+                            node: n32,
+                            port: p,
+                            high: false,
+                        });
+                    }
+                    if caps.is_some_and(|c| c.vl_arbitration_high_cap > 0) {
+                        sw.ops.push_back(Op::VlArb {
+                            node: n32,
+                            port: p,
+                            high: true,
+                        });
+                    }
+                }
+            }
+        }
+        ProgStage::Arm | ProgStage::Activate => {
+            for &p in &ports {
+                let Some(pi) = pi_of(res, idx, p) else {
+                    continue;
+                };
+                let s = u8::from(pi.port_state);
+                let want = match (sw.stage, s) {
+                    (ProgStage::Arm, 2) => Some(3),
+                    (ProgStage::Activate, 2 | 3) => Some(4),
+                    _ => None,
+                };
+                if let Some(state) = want {
+                    sw.ops.push_back(Op::State {
+                        node: n32,
+                        port: p,
+                        state,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The DR path on which a Set of `port` of `node` is accepted: a switch's own
+/// path; for a CA port cabled to a switch, the switch's path plus that cable (a
+/// CA port can only be written through itself).
+pub(super) fn port_path(
+    res: &DiscoveryResult,
+    node: NodeIdx,
+    port: u8,
+    is_switch: bool,
+) -> Option<Vec<u8>> {
+    let own = res.path(node)?;
+    if is_switch || (res.local == Some((node, port)) && own.is_empty()) {
+        return Some(own.to_vec());
+    }
+    if let Some((rn, rp)) = res.topology.neighbor(node, port) {
+        if res.topology.node(rn).is_some_and(|r| r.is_switch()) {
+            let mut p = res.path(rn)?.to_vec();
+            p.push(rp);
+            return Some(p);
+        }
+    }
+    Some(own.to_vec())
+}
+
+/// OperationalVLs for a link port: min of both ends' VLCap and the config.
+fn op_vls(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> u8 {
+    let res = &sw.res;
+    let own = pi_of(res, node, port).map_or(1, |p| p.vl_cap);
+    let remote = res
+        .topology
+        .neighbor(node, port)
+        .and_then(|(rn, rp)| pi_of(res, rn, rp))
+        .map_or(own, |p| p.vl_cap);
+    own.min(remote).min(cfg.max_operational_vls).max(1)
+}
+
+fn neighbor_mtu(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> u8 {
+    let res = &sw.res;
+    let own = pi_of(res, node, port).map_or(1, |p| p.mtu_cap);
+    let remote = res
+        .topology
+        .neighbor(node, port)
+        .and_then(|(rn, rp)| pi_of(res, rn, rp))
+        .map_or(own, |p| p.mtu_cap);
+    own.min(remote).min(cfg.max_mtu).max(1)
+}
+
+/// The PortInfo we want `port` to hold (read-modify-write of what discovery
+/// read), with PortState/PortPhysicalState "no change".
+fn desired_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> Option<PortInfo> {
+    let res = &sw.res;
+    let cur = *pi_of(res, node, port)?;
+    let nd = res.topology.node(node)?;
+    let is_switch = nd.is_switch();
+    let mut pi = cur;
+    pi.port_state = PortState::NoChange;
+    pi.port_physical_state = PhysPortState::NoChange;
+    pi.link_width_enabled = 0;
+    pi.link_speed_enabled = 0;
+    pi.link_speed_ext_enabled = 0;
+    pi.link_down_default_state = 0;
+    pi.client_reregister = false;
+    let has_lid = !is_switch || port == 0;
+    if has_lid {
+        let p = nd.port(port)?;
+        pi.lid = p.lid;
+        pi.lmc = if is_switch { 0 } else { p.lmc };
+        pi.master_sm_lid = sw.master_lid;
+        pi.master_sm_sl = cfg.master_sm_sl;
+        pi.subnet_timeout = cfg.subnet_timeout;
+        if !is_switch
+            && sw.client_reregister
+            && cur
+                .capability_mask
+                .contains(CapabilityMask::IS_CLIENT_REREGISTRATION_SUPPORTED)
+        {
+            pi.client_reregister = true;
+        }
+    }
+    if !(is_switch && port == 0) {
+        pi.neighbor_mtu = neighbor_mtu(sw, cfg, node, port);
+        pi.operational_vls = op_vls(sw, cfg, node, port);
+    }
+    Some(pi)
+}
+
+fn needs_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> bool {
+    let Some(want) = desired_port_info(sw, cfg, node, port) else {
+        return false;
+    };
+    let Some(cur) = pi_of(&sw.res, node, port) else {
+        return false;
+    };
+    want.client_reregister
+        || (
+            want.lid,
+            want.lmc,
+            want.master_sm_lid,
+            want.master_sm_sl,
+            want.subnet_timeout,
+        ) != (
+            cur.lid,
+            cur.lmc,
+            cur.master_sm_lid,
+            cur.master_sm_sl,
+            cur.subnet_timeout,
+        )
+        || (want.neighbor_mtu, want.operational_vls) != (cur.neighbor_mtu, cur.operational_vls)
+}
+
+/// P_Key block 0 for the port `port_guid` (0: a switch management port).
+pub(super) fn pkey_table(cfg: &SubnetConfig, port_guid: u64) -> PKeyTable {
+    let mut keys = [PKey::INVALID; PKeyTable::ENTRIES];
+    keys[0] = PKey::DEFAULT_FULL;
+    let mut i = 1;
+    for part in &cfg.partitions {
+        let Some(m) = part.members.iter().find(|m| m.port_guid == port_guid) else {
+            continue;
+        };
+        if let Some(slot) = keys.get_mut(i) {
+            *slot = PKey::new(part.pkey, m.membership == Membership::Full);
+            i += 1;
+        }
+    }
+    PKeyTable { keys }
+}
+
+fn num_vls(op_vls: u8) -> u8 {
+    match op_vls {
+        0 | 1 => 1,
+        2 => 2,
+        3 => 4,
+        4 => 8,
+        _ => 15,
+    }
+}
+
+/// SLtoVL default: SL s -> VL (s mod number of data VLs).
+pub(super) fn sl2vl_table(op_vls: u8) -> SlToVlMappingTable {
+    let n = num_vls(op_vls);
+    let mut vl = [0u8; 16];
+    for (sl, v) in vl.iter_mut().enumerate() {
+        *v = (sl as u8) % n;
+    }
+    SlToVlMappingTable { vl }
+}
+
+/// VLArbitration default: low-priority table round-robins the data VLs with
+/// weight 64 (within the port's cap); high-priority table empty.
+pub(super) fn vlarb_table(op_vls: u8, cap: u8, high: bool) -> VlArbitrationTable {
+    let mut entries = [VlArbEntry::default(); 32];
+    if !high {
+        let n = num_vls(op_vls).min(cap).min(32);
+        for (i, e) in entries.iter_mut().take(usize::from(n)).enumerate() {
+            *e = VlArbEntry {
+                vl: i as u8,
+                weight: 64,
+            };
+        }
+    }
+    VlArbitrationTable { entries }
+}
+
+/// The SubnSet for `op`.
+pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadError> {
+    let res = &sw.res;
+    let idx = NodeIdx(op.node());
+    let is_switch = res.topology.node(idx).is_some_and(|n| n.is_switch());
+    let path = |port: u8| {
+        port_path(res, idx, port, is_switch).ok_or(MadError::InvalidField {
+            attr: "directed route",
+            field: "path",
+            value: u64::from(op.node()),
+            why: "node has no recorded path",
+        })
+    };
+    let missing = |what: &'static str| MadError::InvalidField {
+        attr: what,
+        field: "node/port",
+        value: u64::from(op.node()),
+        why: "not known to this sweep",
+    };
+    match op {
+        Op::SwitchInfo { .. } => {
+            let mut si = res
+                .switch_info
+                .get(idx.as_usize())
+                .copied()
+                .flatten()
+                .unwrap_or_default();
+            si.linear_fdb_top = sw.tables.lft_top;
+            si.life_time_value = cfg.life_time_value;
+            si.port_state_change = true; // write 1 to clear
+            Smp::try_set_dr(&path(0)?, AttributeId::SWITCH_INFO, 0, 0, si.encode())
+        }
+        Op::Lft { block, .. } => {
+            let lft = sw
+                .tables
+                .lfts
+                .get(idx.as_usize())
+                .and_then(|l| l.as_ref())
+                .ok_or(missing("LinearForwardingTable"))?;
+            let mut ports = [LinearForwardingTable::UNASSIGNED; 64];
+            let first = usize::from(block) * 64;
+            if let Some(src) = lft.get(first..(first + 64).min(lft.len())) {
+                if let Some(dst) = ports.get_mut(..src.len()) {
+                    dst.copy_from_slice(src);
+                }
+            }
+            let data = LinearForwardingTable { ports }.encode();
+            Smp::try_set_dr(
+                &path(0)?,
+                AttributeId::LINEAR_FORWARDING_TABLE,
+                u32::from(block),
+                0,
+                data,
+            )
+        }
+        Op::PortInfo { port, .. } => {
+            let pi = desired_port_info(sw, cfg, idx, port).ok_or(missing("PortInfo"))?;
+            Smp::try_set_dr(
+                &path(port)?,
+                AttributeId::PORT_INFO,
+                u32::from(port),
+                0,
+                pi.encode(),
+            )
+        }
+        Op::State { port, state, .. } => {
+            let mut pi = desired_port_info(sw, cfg, idx, port).ok_or(missing("PortInfo"))?;
+            pi.port_state = PortState::from(state);
+            // ClientReregister was sent with the configuration Set already.
+            pi.client_reregister = false;
+            Smp::try_set_dr(
+                &path(port)?,
+                AttributeId::PORT_INFO,
+                u32::from(port),
+                0,
+                pi.encode(),
+            )
+        }
+        Op::PKey { port, .. } => {
+            let guid = if is_switch {
+                0
+            } else {
+                res.topology
+                    .node(idx)
+                    .and_then(|n| n.port(port))
+                    .map_or(0, |p| p.port_guid)
+            };
+            let amod = PKeyBlock {
+                block: 0,
+                port: if is_switch { port } else { 0 },
+            }
+            .attr_mod();
+            Smp::try_set_dr(
+                &path(port)?,
+                AttributeId::P_KEY_TABLE,
+                amod,
+                0,
+                pkey_table(cfg, guid).encode(),
+            )
+        }
+        Op::Sl2Vl { port, in_port, .. } => {
+            let amod = if is_switch {
+                Sl2VlPorts {
+                    in_port,
+                    out_port: port,
+                    all_in_ports: false,
+                    all_out_ports: false,
+                }
+                .attr_mod()
+            } else {
+                0
+            };
+            let t = sl2vl_table(op_vls(sw, cfg, idx, port));
+            Smp::try_set_dr(
+                &path(port)?,
+                AttributeId::SL_TO_VL_MAPPING_TABLE,
+                amod,
+                0,
+                t.encode(),
+            )
+        }
+        Op::VlArb { port, high, .. } => {
+            let caps = pi_of(res, idx, port).ok_or(missing("PortInfo"))?;
+            let cap = if high {
+                caps.vl_arbitration_high_cap
+            } else {
+                caps.vl_arbitration_low_cap
+            };
+            let section = if high {
+                VlArbSection::HighLower
+            } else {
+                VlArbSection::LowLower
+            };
+            let amod = VlArbBlock {
+                section,
+                port: if is_switch { port } else { 0 },
+            }
+            .attr_mod();
+            let t = vlarb_table(op_vls(sw, cfg, idx, port), cap, high);
+            Smp::try_set_dr(
+                &path(port)?,
+                AttributeId::VL_ARBITRATION_TABLE,
+                amod,
+                0,
+                t.encode(),
+            )
+        }
+    }
+}
+
+/// Record a Set that succeeded, so later sweeps do not repeat it.
+pub(super) fn remember(sw: &Sweep, cfg: &SubnetConfig, prog: &mut Programmed, op: Op) {
+    let idx = NodeIdx(op.node());
+    let Some(nd) = sw.res.topology.node(idx) else {
+        return;
+    };
+    let guid = nd.node_guid;
+    match op {
+        Op::PKey { port, .. } => {
+            let pg = if nd.is_switch() {
+                0
+            } else {
+                nd.port(port).map_or(0, |p| p.port_guid)
+            };
+            prog.pkeys
+                .insert((guid, port), pkey_table(cfg, pg).keys.map(|k| k.0));
+        }
+        Op::Sl2Vl { port, .. } | Op::VlArb { port, .. } => {
+            prog.qos.insert((guid, port), op_vls(sw, cfg, idx, port));
+        }
+        _ => {}
+    }
+}

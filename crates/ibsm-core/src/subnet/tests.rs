@@ -1,0 +1,648 @@
+//! The configurator against the embedded simulator (`ibsm-sim`), driven by a
+//! small virtual-time loop. Every check reads the fabric back from the
+//! simulated SMAs with SubnGet through a second client, and walks LFTs over the
+//! *generated* topology, so nothing here trusts the SM's own state.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use ibsm_fabric::{gen, NodeIdx, Topology};
+use ibsm_mad::attr::{
+    LinearForwardingTable, Notice, NoticeType, PKeyTable, PortState, ProducerType, TrapDetails,
+};
+use ibsm_mad::modifier::PKeyBlock;
+use ibsm_mad::{AttributeId, Method, PortInfo, Smp, SmpAttribute, SmpRoute};
+use ibsm_sim::{ClientId, Sim, SimConfig};
+
+use super::*;
+use crate::transactions::TransactionsConfig;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn cfg() -> SubnetConfig {
+    SubnetConfig {
+        transactions: TransactionsConfig {
+            window: 32,
+            timeout: 20 * MS,
+            retries: 2,
+            tid_high: 7,
+        },
+        sweep_interval: Duration::from_secs(1),
+        ..SubnetConfig::default()
+    }
+}
+
+/// What the loop saw go out.
+#[derive(Debug, Default)]
+struct Wire {
+    lft_sets: u64,
+    rereg_sets: u64,
+    represses: Vec<(Option<u16>, Smp)>,
+}
+
+struct Lab {
+    topo: Topology,
+    sim: Sim,
+    sm_client: ClientId,
+    reader: ClientId,
+    local: NodeIdx,
+    sm: SubnetManager,
+    now: Duration,
+    wire: Wire,
+    tid: u64,
+    /// Called once when the SM first sends an LFT block (fault injection mid-sweep).
+    on_first_lft: Option<Box<dyn FnMut(&mut Sim)>>,
+}
+
+impl Lab {
+    fn new(topo: Topology, cfg: SubnetConfig) -> Lab {
+        let sim = Sim::new(&topo, SimConfig::default());
+        let local = topo
+            .iter()
+            .find(|(_, n)| !n.is_switch())
+            .map(|(i, _)| i)
+            .expect("fabric has a CA");
+        let mut lab = Lab {
+            sim,
+            sm_client: ClientId(0),
+            reader: ClientId(0),
+            local,
+            sm: SubnetManager::new(cfg).expect("valid config"),
+            now: Duration::ZERO,
+            wire: Wire::default(),
+            tid: 1,
+            on_first_lft: None,
+            topo,
+        };
+        lab.sm_client = lab.sim.attach(local, 1).unwrap();
+        lab.sim.set_is_sm(lab.sm_client, true).unwrap();
+        lab.reader = lab.sim.attach(local, 1).unwrap();
+        lab
+    }
+
+    /// Run until an event matches `stop` (returns every event seen).
+    fn run_until(&mut self, mut stop: impl FnMut(&SubnetEvent) -> bool) -> Vec<SubnetEvent> {
+        let mut seen = Vec::new();
+        for _ in 0..20_000_000u64 {
+            let mut busy = false;
+            while let Some(o) = self.sm.poll_transmit() {
+                busy = true;
+                if let Ok(smp) = Smp::decode(&o.mad) {
+                    if smp.method == Method::SET
+                        && smp.attr_id == AttributeId::LINEAR_FORWARDING_TABLE
+                    {
+                        self.wire.lft_sets += 1;
+                        if let Some(mut f) = self.on_first_lft.take() {
+                            f(&mut self.sim);
+                        }
+                    }
+                    if smp.method == Method::SET && smp.attr_id == AttributeId::PORT_INFO {
+                        if smp
+                            .attribute::<PortInfo>()
+                            .is_ok_and(|p| p.client_reregister)
+                        {
+                            self.wire.rereg_sets += 1;
+                        }
+                    }
+                    if smp.method == Method::TRAP_REPRESS {
+                        self.wire.represses.push((o.dlid, smp));
+                    }
+                }
+                let r = match o.dlid {
+                    None => self.sim.send(self.now, self.sm_client, &o.mad),
+                    Some(l) => self.sim.send_to(self.now, self.sm_client, l, &o.mad),
+                };
+                r.expect("well-formed MAD");
+            }
+            while let Some((client, mad)) = self.sim.poll_delivery(self.now) {
+                busy = true;
+                if client == self.sm_client {
+                    self.sm.handle_incoming(self.now, &mad);
+                }
+            }
+            while let Some(ev) = self.sm.poll_event() {
+                let hit = stop(&ev);
+                seen.push(ev);
+                if hit {
+                    return seen;
+                }
+            }
+            if busy {
+                continue;
+            }
+            let next = [self.sm.poll_timeout(), self.sim.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min()
+                .expect("something must be pending");
+            self.now = self.now.max(next);
+            if self.sm.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.sm.handle_timeout(self.now);
+            }
+        }
+        panic!("no matching event; saw {seen:?}");
+    }
+
+    fn bring_up(&mut self) -> (PhaseTimes, SweepReport) {
+        self.sm.become_master(self.now);
+        // SubnetUp is followed by the sweep's SweepDone: consume both.
+        let evs = self.run_until(|e| matches!(e, SubnetEvent::SweepDone { .. }));
+        let up = evs.iter().find_map(|e| match e {
+            SubnetEvent::SubnetUp { phases, report } => Some((*phases, report.clone())),
+            _ => None,
+        });
+        up.expect("SubnetUp before the first SweepDone")
+    }
+
+    fn heavy(&mut self) -> (Vec<SubnetEvent>, SweepReport) {
+        let evs = self.run_until(|e| {
+            matches!(
+                e,
+                SubnetEvent::SweepDone {
+                    kind: SweepKind::Heavy,
+                    ..
+                }
+            )
+        });
+        let report = match evs.last() {
+            Some(SubnetEvent::SweepDone { report, .. }) => report.clone(),
+            _ => unreachable!(),
+        };
+        (evs, report)
+    }
+
+    /// SubnGet by directed route through the reader client (None: no answer or error status).
+    fn get(&mut self, path: &[u8], attr: AttributeId, amod: u32) -> Option<Smp> {
+        self.tid += 1;
+        let tid = 0xEE00_0000_0000 | self.tid;
+        let smp = Smp::get_dr(path, attr, amod, tid);
+        self.sim.send(self.now, self.reader, &smp.encode()).ok()?;
+        let deadline = self.now + Duration::from_millis(5);
+        while let Some(t) = self.sim.poll_timeout() {
+            if t > deadline {
+                break;
+            }
+            self.now = self.now.max(t);
+            while let Some((c, mad)) = self.sim.poll_delivery(self.now) {
+                if c == self.reader {
+                    let r = Smp::decode(&mad).ok()?;
+                    if r.tid == tid {
+                        return (r.status == 0).then_some(r);
+                    }
+                } else {
+                    self.sm.handle_incoming(self.now, &mad);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// DR paths from `start` over the real topology (BFS through switches only).
+fn paths(
+    topo: &Topology,
+    start: NodeIdx,
+    dead: &HashSet<(NodeIdx, u8)>,
+) -> HashMap<NodeIdx, Vec<u8>> {
+    let mut out = HashMap::from([(start, Vec::new())]);
+    let mut q = VecDeque::from([start]);
+    while let Some(n) = q.pop_front() {
+        let node = topo.node(n).unwrap();
+        if n != start && !node.is_switch() {
+            continue;
+        }
+        let base = out[&n].clone();
+        for (p, port) in node.physical_ports() {
+            if dead.contains(&(n, p)) {
+                continue;
+            }
+            if let Some((r, _)) = port.remote {
+                if let std::collections::hash_map::Entry::Vacant(e) = out.entry(r) {
+                    let mut path = base.clone();
+                    path.push(p);
+                    e.insert(path);
+                    q.push_back(r);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The path on which a CA port answers as itself: its switch's path + the cable.
+fn port_route(
+    topo: &Topology,
+    pmap: &HashMap<NodeIdx, Vec<u8>>,
+    node: NodeIdx,
+    port: u8,
+) -> Option<Vec<u8>> {
+    if topo.node(node)?.is_switch() {
+        return pmap.get(&node).cloned();
+    }
+    let (sw, sp) = topo.neighbor(node, port)?;
+    let mut p = pmap.get(&sw)?.clone();
+    p.push(sp);
+    Some(p)
+}
+
+struct ReadBack {
+    /// LID range per end port (node, port) -> (base, lmc).
+    lids: HashMap<(NodeIdx, u8), (u16, u8)>,
+    lfts: HashMap<NodeIdx, Vec<u8>>,
+}
+
+/// Read every end port's PortInfo and every switch's LFT back from the SMAs, and
+/// check states, LIDs (unique, aligned) on the way.
+fn read_back(
+    lab: &mut Lab,
+    expect_lmc: u8,
+    skip: &HashSet<NodeIdx>,
+    dead: &HashSet<(NodeIdx, u8)>,
+) -> ReadBack {
+    let topo = lab.topo.clone();
+    let pmap = paths(&topo, lab.local, dead);
+    let mut lids = HashMap::new();
+    let mut owner: HashMap<u16, (NodeIdx, u8)> = HashMap::new();
+    let mut lfts = HashMap::new();
+    for (idx, node) in topo.iter() {
+        if skip.contains(&idx) || !pmap.contains_key(&idx) {
+            continue;
+        }
+        let mut ports: Vec<u8> = node
+            .physical_ports()
+            .filter(|(n, p)| {
+                !dead.contains(&(idx, *n)) && p.remote.is_some_and(|(r, _)| !skip.contains(&r))
+            })
+            .map(|(n, _)| n)
+            .collect();
+        if node.is_switch() {
+            ports.insert(0, 0);
+        }
+        for p in ports {
+            let path = port_route(&topo, &pmap, idx, p).unwrap();
+            let pi = lab
+                .get(&path, AttributeId::PORT_INFO, u32::from(p))
+                .unwrap_or_else(|| panic!("PortInfo {idx}/{p} unanswered"))
+                .attribute::<PortInfo>()
+                .unwrap();
+            if p != 0 {
+                assert_eq!(
+                    pi.port_state,
+                    PortState::Active,
+                    "{idx}/{p} ({}) not Active",
+                    node.description
+                );
+            }
+            if node.is_switch() && p != 0 {
+                continue;
+            }
+            let lmc = if node.is_switch() { 0 } else { expect_lmc };
+            assert_eq!(pi.lmc, lmc, "LMC of {idx}/{p}");
+            assert!(
+                pi.lid >= 1 && u32::from(pi.lid) + (1 << lmc) - 1 <= 0xBFFF,
+                "LID {:#x} out of range",
+                pi.lid
+            );
+            assert_eq!(
+                pi.lid % (1 << lmc),
+                0,
+                "LID {:#x} of {idx}/{p} not aligned to LMC {lmc}",
+                pi.lid
+            );
+            for l in pi.lid..pi.lid + (1 << lmc) {
+                if let Some(prev) = owner.insert(l, (idx, p)) {
+                    panic!("LID {l:#x} on {prev:?} and {idx}/{p}");
+                }
+            }
+            lids.insert((idx, p), (pi.lid, lmc));
+            assert_ne!(pi.master_sm_lid, 0, "MasterSMLID unset on {idx}/{p}");
+        }
+        if node.is_switch() {
+            let path = pmap[&idx].clone();
+            let si = lab
+                .get(&path, AttributeId::SWITCH_INFO, 0)
+                .unwrap()
+                .attribute::<ibsm_mad::SwitchInfo>()
+                .unwrap();
+            let mut table = Vec::new();
+            for b in 0..=(si.linear_fdb_top / 64) {
+                let blk = lab
+                    .get(&path, AttributeId::LINEAR_FORWARDING_TABLE, u32::from(b))
+                    .unwrap()
+                    .attribute::<LinearForwardingTable>()
+                    .unwrap();
+                table.extend_from_slice(&blk.ports);
+            }
+            table.truncate(usize::from(si.linear_fdb_top) + 1);
+            lfts.insert(idx, table);
+        }
+    }
+    ReadBack { lids, lfts }
+}
+
+/// Walk the read-back LFTs from every switch to every LID; `dead` cables must not be used.
+fn check_walks(topo: &Topology, rb: &ReadBack, dead: &HashSet<(NodeIdx, u8)>) {
+    let lid_owner: HashMap<u16, NodeIdx> = rb
+        .lids
+        .iter()
+        .flat_map(|(&(n, _), &(base, lmc))| (base..base + (1 << lmc)).map(move |l| (l, n)))
+        .collect();
+    for &start in rb.lfts.keys() {
+        for (&lid, &target) in &lid_owner {
+            let mut at = start;
+            let mut hops = 0;
+            loop {
+                assert!(hops < 64, "loop routing LID {lid:#x} from {start}");
+                let Some(table) = rb.lfts.get(&at) else {
+                    assert_eq!(at, target, "LID {lid:#x} from {start} ended at CA {at}");
+                    break;
+                };
+                let port = *table.get(usize::from(lid)).unwrap_or(&0xFF);
+                assert_ne!(
+                    port, 0xFF,
+                    "switch {at} has no route to LID {lid:#x} (from {start})"
+                );
+                if port == 0 {
+                    assert_eq!(at, target, "switch {at} claims LID {lid:#x}");
+                    break;
+                }
+                assert!(
+                    !dead.contains(&(at, port)),
+                    "LID {lid:#x} from {start} routed over dead link {at}/{port}"
+                );
+                let (next, _) = topo
+                    .neighbor(at, port)
+                    .unwrap_or_else(|| panic!("{at}/{port} has no cable"));
+                at = next;
+                hops += 1;
+            }
+        }
+    }
+}
+
+#[test]
+fn fat_tree_comes_up_with_lmc_and_partitions() {
+    let topo = gen::fat_tree_3level(4).unwrap();
+    let cas: Vec<u64> = topo
+        .iter()
+        .filter(|(_, n)| !n.is_switch())
+        .map(|(_, n)| n.ports[1].port_guid)
+        .collect();
+    let mut c = cfg();
+    c.lmc = 1;
+    c.partitions = vec![
+        Partition {
+            name: "storage".into(),
+            pkey: 0x0010,
+            members: vec![
+                PartitionMember {
+                    port_guid: cas[1],
+                    membership: Membership::Full,
+                },
+                PartitionMember {
+                    port_guid: cas[2],
+                    membership: Membership::Limited,
+                },
+            ],
+        },
+        Partition {
+            name: "compute".into(),
+            pkey: 0x0020,
+            members: vec![PartitionMember {
+                port_guid: cas[2],
+                membership: Membership::Full,
+            }],
+        },
+    ];
+    let mut lab = Lab::new(topo.clone(), c);
+    let (_, report) = lab.bring_up();
+    assert_eq!(report.nodes, topo.len());
+    assert_eq!(report.lids, 20 + 16);
+    assert_eq!(report.failures, 0);
+    assert!(report.ports_activated > 0);
+    // Every CA port was told to re-register (first sweep of a new master).
+    assert_eq!(lab.wire.rereg_sets, 16);
+    let rb = read_back(&mut lab, 1, &HashSet::new(), &HashSet::new());
+    assert_eq!(rb.lids.len(), 36);
+    check_walks(&topo, &rb, &HashSet::new());
+    // P_Key tables read back.
+    let pmap = paths(&topo, lab.local, &HashSet::new());
+    let expect: [(u64, Vec<u16>); 3] = [
+        (cas[1], vec![0xFFFF, 0x8010]),
+        (cas[2], vec![0xFFFF, 0x0010, 0x8020]),
+        (cas[3], vec![0xFFFF]),
+    ];
+    for (guid, keys) in expect {
+        let (n, p) = topo.find_by_port_guid(guid).unwrap();
+        let path = port_route(&topo, &pmap, n, p).unwrap();
+        let t = lab
+            .get(
+                &path,
+                AttributeId::P_KEY_TABLE,
+                PKeyBlock { block: 0, port: 0 }.attr_mod(),
+            )
+            .unwrap()
+            .attribute::<PKeyTable>()
+            .unwrap();
+        let got: Vec<u16> = t.keys.iter().map(|k| k.0).filter(|&k| k != 0).collect();
+        assert_eq!(got, keys, "P_Keys of {guid:#x}");
+    }
+}
+
+#[test]
+fn second_sweep_on_unchanged_fabric_sends_no_lft_block() {
+    let topo = gen::fat_tree_2level(8).unwrap();
+    let mut lab = Lab::new(topo, cfg());
+    lab.bring_up();
+    let first = lab.wire.lft_sets;
+    assert!(first > 0);
+    lab.sm.start_heavy_sweep(lab.now);
+    let (evs, report) = lab.heavy();
+    assert_eq!(
+        lab.wire.lft_sets, first,
+        "LFT blocks resent on an unchanged fabric"
+    );
+    assert_eq!(report.lft_blocks_sent, 0);
+    assert_eq!(report.port_info_sets, 0, "PortInfo resent: {report:?}");
+    assert!(!evs
+        .iter()
+        .any(|e| matches!(e, SubnetEvent::TopologyChanged { .. })));
+    // ClientReregister only on the new master's first sweep.
+    assert_eq!(lab.wire.rereg_sets, 32);
+}
+
+#[test]
+fn link_down_is_found_by_light_sweep_and_rerouted() {
+    let topo = gen::fat_tree_3level(4).unwrap();
+    let mut lab = Lab::new(topo.clone(), cfg());
+    lab.bring_up();
+    // An edge-to-aggregation cable in a pod other than the SM's.
+    let edge = topo.find_by_name("edge-3-0").unwrap();
+    let (agg, agg_port) = topo.neighbor(edge, 3).unwrap();
+    lab.sim.link_down(edge, 3).unwrap();
+    let blocks_before = lab.wire.lft_sets;
+    let evs = lab.run_until(|e| {
+        matches!(
+            e,
+            SubnetEvent::SweepDone {
+                kind: SweepKind::Heavy,
+                ..
+            }
+        )
+    });
+    assert!(
+        evs.iter().any(|e| matches!(
+            e,
+            SubnetEvent::SweepDone {
+                kind: SweepKind::Light,
+                ..
+            }
+        )),
+        "the heavy sweep was not triggered by a light sweep"
+    );
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        SubnetEvent::TopologyChanged {
+            links_changed: 1,
+            ..
+        }
+    )));
+    assert!(
+        lab.wire.lft_sets > blocks_before,
+        "no LFT update after the link went down"
+    );
+    let dead = HashSet::from([(edge, 3), (agg, agg_port)]);
+    let rb = read_back(&mut lab, 0, &HashSet::new(), &dead);
+    check_walks(&topo, &rb, &dead);
+    // The light sweep after that is quiet: PortStateChange was cleared.
+    let evs = lab.run_until(|e| {
+        matches!(
+            e,
+            SubnetEvent::SweepDone {
+                kind: SweepKind::Light,
+                ..
+            }
+        )
+    });
+    assert_eq!(
+        evs.iter()
+            .filter(|e| matches!(
+                e,
+                SubnetEvent::SweepDone {
+                    kind: SweepKind::Heavy,
+                    ..
+                }
+            ))
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn random_fabrics_come_up() {
+    for seed in [1u64, 7, 42] {
+        let topo = gen::random(seed, 12, 30, 8).unwrap();
+        let mut lab = Lab::new(topo.clone(), cfg());
+        let (_, report) = lab.bring_up();
+        assert_eq!(report.nodes, topo.len(), "seed {seed}");
+        let rb = read_back(&mut lab, 0, &HashSet::new(), &HashSet::new());
+        check_walks(&topo, &rb, &HashSet::new());
+    }
+}
+
+#[test]
+fn a_dead_switch_does_not_stall_the_sweep() {
+    let topo = gen::fat_tree_3level(4).unwrap();
+    let mut lab = Lab::new(topo.clone(), cfg());
+    // A core switch dies after discovery saw it, while LFTs are being sent.
+    let core = topo.find_by_name("core-3").unwrap();
+    lab.on_first_lft = Some(Box::new(move |sim: &mut Sim| {
+        sim.remove_node(core).unwrap()
+    }));
+    let (_, report) = lab.bring_up();
+    assert!(report.dead_nodes >= 1, "{report:?}");
+    assert!(report.failures >= 1);
+    // The next sweep leaves it out and the rest of the fabric routes around it.
+    lab.sm.start_heavy_sweep(lab.now);
+    let (evs, report) = lab.heavy();
+    assert_eq!(report.nodes, topo.len() - 1);
+    assert!(evs
+        .iter()
+        .any(|e| matches!(e, SubnetEvent::TopologyChanged { removed, .. } if removed.len() == 1)));
+    let dead: HashSet<(NodeIdx, u8)> = topo
+        .node(core)
+        .unwrap()
+        .physical_ports()
+        .filter_map(|(_, p)| p.remote)
+        .collect();
+    let rb = read_back(&mut lab, 0, &HashSet::from([core]), &dead);
+    check_walks(&topo, &rb, &dead);
+}
+
+#[test]
+fn trap_128_is_repressed_and_triggers_a_heavy_sweep() {
+    let topo = gen::fat_tree_2level(4).unwrap();
+    let mut lab = Lab::new(topo, cfg());
+    lab.bring_up();
+    let notice = Notice::generic(
+        NoticeType::from(1u8),
+        ProducerType::SWITCH,
+        0x0005,
+        &TrapDetails::LinkStateChange { lid: 0x0005 },
+    );
+    let trap = Smp::request(
+        Method::TRAP,
+        SmpRoute::Lid,
+        AttributeId::NOTICE,
+        0,
+        0x1234,
+        notice.encode(),
+    );
+    lab.sm.handle_incoming(lab.now, &trap.encode());
+    // Again before the sweep: coalesced into one heavy sweep, still repressed.
+    lab.sm.handle_incoming(lab.now, &trap.encode());
+    let (_, _) = lab.heavy();
+    assert_eq!(lab.wire.represses.len(), 2);
+    for (dlid, smp) in &lab.wire.represses {
+        assert_eq!(*dlid, Some(0x0005));
+        assert_eq!(smp.tid, 0x1234);
+        assert_eq!(smp.attr_id, AttributeId::NOTICE);
+    }
+    assert_eq!(lab.sm.metrics().heavy_sweeps, 2);
+    assert!(lab
+        .sm
+        .metrics()
+        .to_prometheus()
+        .contains("ibsm_heavy_sweeps_total 2"));
+}
+
+#[test]
+fn config_is_validated() {
+    let mut c = SubnetConfig::default();
+    c.lmc = 8;
+    assert!(matches!(
+        SubnetManager::new(c).unwrap_err(),
+        ConfigError::Lmc(8)
+    ));
+    let mut c = SubnetConfig::default();
+    c.partitions = vec![Partition {
+        name: "x".into(),
+        pkey: 0x7FFF,
+        members: vec![],
+    }];
+    assert!(matches!(
+        SubnetManager::new(c).unwrap_err(),
+        ConfigError::PKey { .. }
+    ));
+    let mut c = SubnetConfig::default();
+    let p = Partition {
+        name: "x".into(),
+        pkey: 1,
+        members: vec![],
+    };
+    c.partitions = vec![p.clone(), Partition { pkey: 2, ..p }];
+    assert!(matches!(
+        SubnetManager::new(c).unwrap_err(),
+        ConfigError::Duplicate { .. }
+    ));
+}
