@@ -26,7 +26,9 @@
 //! discovery can convert without a shared type.
 
 pub mod gen;
+pub mod lid;
 pub mod netfile;
+pub mod routing;
 pub mod topology;
 
 pub use gen::GenError;
