@@ -1,8 +1,15 @@
 //! ibsm-replica (doc in progress)
 
+pub mod network;
+mod replica;
 pub mod state;
 pub mod store;
 
+pub use network::FaultSwitch;
+pub use replica::{
+    Listen, PeerArg, RaftTimers, Replica, ReplicaConfig, ReplicaError, ReplicaMetrics, Role,
+    WriteReceipt,
+};
 pub use state::*;
 
 /// Raft node id of an ibsmd instance.

@@ -1,0 +1,631 @@
+//! [`Replica`]: one instance of the replicated state (openraft + redb store + gRPC).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers, Config, ServerState, SnapshotPolicy};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::network::{
+    FaultSwitch, ForwardError, ForwardReply, ForwardRequest, NetworkFactory, Peers, RaftGrpc,
+    MAX_MESSAGE_BYTES,
+};
+use crate::pb::raft_server::RaftServer;
+use crate::state::{Command, FabricState, Outcome, Refusal};
+use crate::store::{open_db, LogStore, SmData, StateMachineStore, StoreError};
+use crate::{NodeId, TypeConfig};
+
+/// Raft timers and log-compaction settings. See the crate doc ("Timers") for why these
+/// defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftTimers {
+    /// Leader heartbeat period. Default 50 ms.
+    pub heartbeat: Duration,
+    /// Election timeout, drawn in `election_min..election_max`. Default 250-500 ms.
+    pub election_min: Duration,
+    pub election_max: Duration,
+    /// TCP connect timeout to a peer. Default 200 ms.
+    pub connect_timeout: Duration,
+    /// How long [`Replica::write`] and membership changes keep trying (leader changes,
+    /// forwarding) before giving up with [`ReplicaError::Timeout`]. Default 5 s.
+    pub write_timeout: Duration,
+    /// Time allowed to stream one snapshot to a peer. Default 10 s.
+    pub snapshot_timeout: Duration,
+    /// Build a snapshot (and compact the log) after this many applied entries. Default 10,000.
+    pub snapshot_after_logs: u64,
+    /// Entries kept in the log behind the last snapshot, so a briefly lagging follower
+    /// catches up from the log rather than a snapshot. Default 1,000.
+    pub logs_kept_after_snapshot: u64,
+}
+
+impl Default for RaftTimers {
+    fn default() -> Self {
+        Self {
+            heartbeat: Duration::from_millis(50),
+            election_min: Duration::from_millis(250),
+            election_max: Duration::from_millis(500),
+            connect_timeout: Duration::from_millis(200),
+            write_timeout: Duration::from_secs(5),
+            snapshot_timeout: Duration::from_secs(10),
+            snapshot_after_logs: 10_000,
+            logs_kept_after_snapshot: 1_000,
+        }
+    }
+}
+
+impl RaftTimers {
+    fn to_config(&self) -> Result<Config, ReplicaError> {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let c = Config {
+            cluster_name: "ibsm".into(),
+            heartbeat_interval: ms(self.heartbeat),
+            election_timeout_min: ms(self.election_min),
+            election_timeout_max: ms(self.election_max),
+            install_snapshot_timeout: ms(self.snapshot_timeout),
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_after_logs),
+            max_in_snapshot_log_to_keep: self.logs_kept_after_snapshot,
+            ..Default::default()
+        };
+        c.validate()
+            .map_err(|e| ReplicaError::Config(format!("Raft timers: {e}")))
+    }
+}
+
+/// Where the Raft gRPC service is served.
+#[derive(Debug)]
+pub enum Listen {
+    /// Bind this address and serve the Raft service alone (tests, tools).
+    Bind(SocketAddr),
+    /// Serve on a listener the caller already bound (ephemeral ports in tests).
+    Listener(tokio::net::TcpListener),
+    /// Serve nothing: the caller adds [`Replica::grpc_service`] to its own tonic server
+    /// (ibsmd serves the control API and Raft on one port).
+    External,
+}
+
+/// How to start one instance.
+#[derive(Debug)]
+pub struct ReplicaConfig {
+    /// This instance's Raft node id (`--node-id`).
+    pub node_id: NodeId,
+    /// The address the peers dial to reach this instance (`--grpc`), `host:port`.
+    pub grpc_addr: String,
+    pub listen: Listen,
+    /// The cluster to bootstrap (`--peer ID=ADDR`..., including this node). The lowest id
+    /// initializes it, once, if its store is empty. Empty: this instance joins an
+    /// existing cluster and waits for [`Replica::add_member`] on it.
+    pub initial_members: BTreeMap<NodeId, String>,
+    /// Where replica.redb lives (`--data-dir`); created if missing.
+    pub data_dir: PathBuf,
+    pub timers: RaftTimers,
+}
+
+/// A `--peer ID=ADDR` argument (implements `FromStr` for clap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerArg {
+    pub node_id: NodeId,
+    pub addr: String,
+}
+
+impl FromStr for PeerArg {
+    type Err = ReplicaError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (id, addr) = s
+            .split_once('=')
+            .ok_or_else(|| ReplicaError::Config(format!("peer {s:?}: expected ID=HOST:PORT")))?;
+        let node_id = id.trim().parse::<u64>().map_err(|e| {
+            ReplicaError::Config(format!("peer {s:?}: node id {id:?} is not a u64: {e}"))
+        })?;
+        let addr = addr.trim();
+        if addr.is_empty() || !addr.contains(':') {
+            return Err(ReplicaError::Config(format!(
+                "peer {s:?}: address {addr:?} is not HOST:PORT"
+            )));
+        }
+        Ok(PeerArg {
+            node_id,
+            addr: addr.to_string(),
+        })
+    }
+}
+
+/// Errors of the replica API.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    #[error("invalid replica configuration: {0}")]
+    Config(String),
+    #[error("data dir {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("opening the replica store {path}: {source}")]
+    Store { path: PathBuf, source: StoreError },
+    #[error("binding the Raft gRPC listener on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("raft: {0}")]
+    Raft(String),
+    #[error("refused by the replicated state machine: {0}")]
+    Refused(#[from] Refusal),
+    #[error("not done within {0:?} (no reachable leader, or no quorum): the request may still commit later")]
+    Timeout(Duration),
+}
+
+/// Proof that a write is committed (on a quorum's disks) and applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteReceipt {
+    /// Raft log index of the command.
+    pub log_index: u64,
+    /// Mastership epoch after the command.
+    pub epoch: u64,
+}
+
+/// Raft role of this instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower,
+    Candidate,
+    Learner,
+    Shutdown,
+}
+
+/// A snapshot of this instance's Raft view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaMetrics {
+    pub node_id: NodeId,
+    pub role: Role,
+    pub term: u64,
+    pub leader: Option<NodeId>,
+    pub last_log_index: Option<u64>,
+    pub last_applied: Option<u64>,
+    /// Index covered by the last snapshot.
+    pub snapshot_index: Option<u64>,
+    /// Highest purged log index.
+    pub purged_index: Option<u64>,
+    /// Voters, with the address each was added with.
+    pub voters: BTreeMap<NodeId, String>,
+    /// Non-voting members (catching up).
+    pub learners: BTreeMap<NodeId, String>,
+}
+
+struct Server {
+    shutdown: Option<oneshot::Sender<()>>,
+    join: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
+}
+
+/// A running instance. See the crate doc for how the daemon uses it.
+pub struct Replica {
+    node_id: NodeId,
+    raft: openraft::Raft<TypeConfig>,
+    sm: Arc<RwLock<SmData>>,
+    peers: Arc<Peers>,
+    fault: FaultSwitch,
+    timers: RaftTimers,
+    local_addr: Option<SocketAddr>,
+    bootstrapped: bool,
+    server: tokio::sync::Mutex<Server>,
+}
+
+impl Replica {
+    /// Open the store under `data_dir`, start Raft, serve (per `listen`) and bootstrap
+    /// the cluster if this is the first start of its lowest-id member.
+    pub async fn start(cfg: ReplicaConfig) -> Result<Replica, ReplicaError> {
+        if !cfg.initial_members.is_empty() {
+            match cfg.initial_members.get(&cfg.node_id) {
+                None => {
+                    return Err(ReplicaError::Config(format!(
+                        "node {} is not among the initial members {:?}",
+                        cfg.node_id,
+                        cfg.initial_members.keys().collect::<Vec<_>>()
+                    )))
+                }
+                Some(a) if a != &cfg.grpc_addr => {
+                    return Err(ReplicaError::Config(format!(
+                        "node {}: --grpc {} differs from its --peer address {a}",
+                        cfg.node_id, cfg.grpc_addr
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        let config = Arc::new(cfg.timers.to_config()?);
+        std::fs::create_dir_all(&cfg.data_dir).map_err(|source| ReplicaError::DataDir {
+            path: cfg.data_dir.clone(),
+            source,
+        })?;
+        let path = cfg.data_dir.join("replica.redb");
+        // A replica of this process that was just shut down may still be releasing the
+        // file (its Raft tasks drop their store handles asynchronously): wait a little.
+        let mut tries = 0;
+        let db = loop {
+            match open_db(&path) {
+                Ok(db) => break db,
+                Err(StoreError::Redb(redb::Error::DatabaseAlreadyOpen)) if tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(source) => {
+                    return Err(ReplicaError::Store {
+                        path: path.clone(),
+                        source,
+                    })
+                }
+            }
+        };
+        let sm = StateMachineStore::open(db.clone()).map_err(|source| ReplicaError::Store {
+            path: path.clone(),
+            source,
+        })?;
+        let sm_data = sm.data();
+        let fault = FaultSwitch::default();
+        let peers = Arc::new(Peers::new(cfg.timers.connect_timeout, fault.clone()));
+        let net = NetworkFactory {
+            peers: peers.clone(),
+            fault: fault.clone(),
+        };
+        let raft = openraft::Raft::new(cfg.node_id, config, net, LogStore::new(db), sm)
+            .await
+            .map_err(|e| ReplicaError::Raft(e.to_string()))?;
+
+        let svc = Self::service_for(&raft, &fault);
+        let (listener, local_addr) = match cfg.listen {
+            Listen::External => (None, None),
+            Listen::Bind(addr) => {
+                let l = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ReplicaError::Bind { addr, source })?;
+                let a = l.local_addr().ok();
+                (Some(l), a)
+            }
+            Listen::Listener(l) => {
+                let a = l.local_addr().ok();
+                (Some(l), a)
+            }
+        };
+        let server = match listener {
+            None => Server {
+                shutdown: None,
+                join: None,
+            },
+            Some(l) => {
+                let (tx, rx) = oneshot::channel::<()>();
+                let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
+                let join = tokio::spawn(
+                    tonic::transport::Server::builder()
+                        .add_service(svc)
+                        .serve_with_incoming_shutdown(incoming, async {
+                            let _ = rx.await;
+                        }),
+                );
+                Server {
+                    shutdown: Some(tx),
+                    join: Some(join),
+                }
+            }
+        };
+
+        let mut bootstrapped = false;
+        if cfg.initial_members.keys().next() == Some(&cfg.node_id) {
+            let initialized = raft
+                .is_initialized()
+                .await
+                .map_err(|e| ReplicaError::Raft(e.to_string()))?;
+            if !initialized {
+                let members: BTreeMap<NodeId, BasicNode> = cfg
+                    .initial_members
+                    .iter()
+                    .map(|(id, a)| (*id, BasicNode::new(a.clone())))
+                    .collect();
+                raft.initialize(members)
+                    .await
+                    .map_err(|e| ReplicaError::Raft(e.to_string()))?;
+                bootstrapped = true;
+                tracing::info!(node_id = cfg.node_id, members = ?cfg.initial_members, "cluster bootstrapped");
+            }
+        }
+        Ok(Replica {
+            node_id: cfg.node_id,
+            raft,
+            sm: sm_data,
+            peers,
+            fault,
+            timers: cfg.timers,
+            local_addr,
+            bootstrapped,
+            server: tokio::sync::Mutex::new(server),
+        })
+    }
+
+    fn service_for(raft: &openraft::Raft<TypeConfig>, fault: &FaultSwitch) -> RaftServer<RaftGrpc> {
+        RaftServer::new(RaftGrpc {
+            raft: raft.clone(),
+            fault: fault.clone(),
+        })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// The Raft gRPC service, to add to the daemon's tonic server
+    /// (`Server::builder().add_service(control).add_service(replica.grpc_service())`).
+    pub fn grpc_service(&self) -> RaftServer<RaftGrpc> {
+        Self::service_for(&self.raft, &self.fault)
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// The address the standalone server listens on (`None` with [`Listen::External`]).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// Whether this start initialized the cluster (first start of the lowest id only).
+    pub fn bootstrapped(&self) -> bool {
+        self.bootstrapped
+    }
+
+    /// Cuts this instance off its peers while isolated (tests, chaos drills).
+    pub fn fault_switch(&self) -> FaultSwitch {
+        self.fault.clone()
+    }
+
+    /// The underlying openraft handle, for what this API does not cover.
+    pub fn raft(&self) -> &openraft::Raft<TypeConfig> {
+        &self.raft
+    }
+
+    /// Commit `cmd` (forwarded to the leader if needed) and return once it is applied on
+    /// the leader. A refused command (stale epoch, invalid op) is `Err(Refused)`.
+    pub async fn write(&self, cmd: Command) -> Result<WriteReceipt, ReplicaError> {
+        match self.execute(ForwardRequest::Write(cmd)).await? {
+            ForwardReply::Written {
+                log_index,
+                outcome: Outcome::Applied { epoch },
+            } => Ok(WriteReceipt { log_index, epoch }),
+            ForwardReply::Written {
+                outcome: Outcome::Refused(r),
+                ..
+            } => Err(ReplicaError::Refused(r)),
+            other => Err(ReplicaError::Raft(format!(
+                "unexpected reply to a write: {other:?}"
+            ))),
+        }
+    }
+
+    /// Claim mastership for the SM `sm_guid` with epoch = (local epoch + 1). Returns the
+    /// new epoch. `Refused(StaleEpoch)` means another master claimed first or this
+    /// replica's view lagged: re-run the SM election before claiming again.
+    pub async fn claim_mastership(&self, sm_guid: u64) -> Result<u64, ReplicaError> {
+        let epoch = self.with_state(|s| s.epoch).saturating_add(1);
+        Ok(self
+            .write(Command::ClaimMastership { epoch, sm_guid })
+            .await?
+            .epoch)
+    }
+
+    /// Add `node_id` (reachable at `addr`) as a voter: it first joins as a learner and
+    /// catches up (from a snapshot if the log was compacted), then becomes a voter.
+    pub async fn add_member(&self, node_id: NodeId, addr: String) -> Result<u64, ReplicaError> {
+        match self
+            .execute(ForwardRequest::AddMember { node_id, addr })
+            .await?
+        {
+            ForwardReply::MembershipChanged { log_index } => Ok(log_index),
+            other => Err(ReplicaError::Raft(format!("unexpected reply: {other:?}"))),
+        }
+    }
+
+    /// Remove `node_id` from the cluster (voter or learner).
+    pub async fn remove_member(&self, node_id: NodeId) -> Result<u64, ReplicaError> {
+        match self
+            .execute(ForwardRequest::RemoveMember { node_id })
+            .await?
+        {
+            ForwardReply::MembershipChanged { log_index } => Ok(log_index),
+            other => Err(ReplicaError::Raft(format!("unexpected reply: {other:?}"))),
+        }
+    }
+
+    async fn execute(&self, req: ForwardRequest) -> Result<ForwardReply, ReplicaError> {
+        let limit = self.timers.write_timeout;
+        let deadline = Instant::now() + limit;
+        let mut target: Option<(NodeId, String)> = None;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ReplicaError::Timeout(limit));
+            }
+            let attempt = async {
+                match &target {
+                    None => execute_local(&self.raft, req.clone()).await,
+                    Some((id, addr)) => self.peers.forward(*id, addr, &req).await,
+                }
+            };
+            let r = match tokio::time::timeout(left, attempt).await {
+                Ok(r) => r,
+                Err(_) => return Err(ReplicaError::Timeout(limit)),
+            };
+            match r {
+                Ok(reply) => return Ok(reply),
+                Err(ForwardError::NotLeader {
+                    leader: Some((id, addr)),
+                }) if id != self.node_id => target = Some((id, addr)),
+                Err(ForwardError::NotLeader { .. }) | Err(ForwardError::Unreachable(_)) => {
+                    target = None;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(ForwardError::Failed(m)) => return Err(ReplicaError::Raft(m)),
+            }
+        }
+    }
+
+    /// Run `f` on the local state (what this instance has applied; a follower may lag
+    /// the leader by the replication delay).
+    pub fn with_state<T>(&self, f: impl FnOnce(&FabricState) -> T) -> T {
+        let d = self.sm.read().unwrap_or_else(|e| e.into_inner());
+        f(&d.state)
+    }
+
+    /// A copy of the local state.
+    pub fn state(&self) -> FabricState {
+        self.with_state(|s| s.clone())
+    }
+
+    /// This instance's Raft view.
+    pub fn metrics(&self) -> ReplicaMetrics {
+        let m = self.raft.metrics().borrow().clone();
+        to_metrics(&m)
+    }
+
+    /// Wait until `pred` holds on the metrics, or `timeout`.
+    pub async fn wait_metrics(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&ReplicaMetrics) -> bool,
+    ) -> Result<ReplicaMetrics, ReplicaError> {
+        let mut rx = self.raft.metrics();
+        let fut = async {
+            loop {
+                let m = to_metrics(&rx.borrow_and_update().clone());
+                if pred(&m) {
+                    return Ok(m);
+                }
+                if rx.changed().await.is_err() {
+                    return Err(ReplicaError::Raft("raft shut down".into()));
+                }
+            }
+        };
+        tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| ReplicaError::Timeout(timeout))?
+    }
+
+    /// Build a snapshot now (compaction then purges the log up to it, keeping
+    /// `logs_kept_after_snapshot` entries).
+    pub async fn trigger_snapshot(&self) -> Result<(), ReplicaError> {
+        self.raft
+            .trigger()
+            .snapshot()
+            .await
+            .map_err(|e| ReplicaError::Raft(e.to_string()))
+    }
+
+    /// Purge the log up to `upto` (only entries already in a snapshot are purged).
+    pub async fn purge_log(&self, upto: u64) -> Result<(), ReplicaError> {
+        self.raft
+            .trigger()
+            .purge_log(upto)
+            .await
+            .map_err(|e| ReplicaError::Raft(e.to_string()))
+    }
+
+    /// Stop Raft and the standalone server. The store stays on disk for a restart.
+    pub async fn shutdown(&self) -> Result<(), ReplicaError> {
+        let r = self.raft.shutdown().await;
+        let mut s = self.server.lock().await;
+        if let Some(tx) = s.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(j) = s.join.take() {
+            j.abort();
+            let _ = j.await;
+        }
+        r.map_err(|e| ReplicaError::Raft(e.to_string()))
+    }
+}
+
+fn to_metrics(m: &openraft::RaftMetrics<NodeId, BasicNode>) -> ReplicaMetrics {
+    let membership = m.membership_config.membership();
+    let voter_ids: BTreeSet<NodeId> = membership.voter_ids().collect();
+    let mut voters = BTreeMap::new();
+    let mut learners = BTreeMap::new();
+    for (id, node) in membership.nodes() {
+        if voter_ids.contains(id) {
+            voters.insert(*id, node.addr.clone());
+        } else {
+            learners.insert(*id, node.addr.clone());
+        }
+    }
+    ReplicaMetrics {
+        node_id: m.id,
+        role: match m.state {
+            ServerState::Leader => Role::Leader,
+            ServerState::Follower => Role::Follower,
+            ServerState::Candidate => Role::Candidate,
+            ServerState::Learner => Role::Learner,
+            ServerState::Shutdown => Role::Shutdown,
+        },
+        term: m.current_term,
+        leader: m.current_leader,
+        last_log_index: m.last_log_index,
+        last_applied: m.last_applied.map(|l| l.index),
+        snapshot_index: m.snapshot.map(|l| l.index),
+        purged_index: m.purged.map(|l| l.index),
+        voters,
+        learners,
+    }
+}
+
+fn forward_err(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> ForwardError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ForwardError::NotLeader {
+            leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)),
+        },
+        other => ForwardError::Failed(other.to_string()),
+    }
+}
+
+/// Run a request on this node's Raft (it must be the leader, else `NotLeader`).
+pub(crate) async fn execute_local(
+    raft: &openraft::Raft<TypeConfig>,
+    req: ForwardRequest,
+) -> Result<ForwardReply, ForwardError> {
+    match req {
+        ForwardRequest::Write(cmd) => {
+            let r = raft.client_write(cmd).await.map_err(forward_err)?;
+            Ok(ForwardReply::Written {
+                log_index: r.log_id.index,
+                outcome: r.data,
+            })
+        }
+        ForwardRequest::AddMember { node_id, addr } => {
+            raft.add_learner(node_id, BasicNode::new(addr), true)
+                .await
+                .map_err(forward_err)?;
+            let r = raft
+                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([node_id])), false)
+                .await
+                .map_err(forward_err)?;
+            Ok(ForwardReply::MembershipChanged {
+                log_index: r.log_id.index,
+            })
+        }
+        ForwardRequest::RemoveMember { node_id } => {
+            let m = raft.metrics().borrow().membership_config.clone();
+            let is_voter = m.membership().voter_ids().any(|v| v == node_id);
+            let change = if is_voter {
+                ChangeMembers::RemoveVoters(BTreeSet::from([node_id]))
+            } else {
+                ChangeMembers::RemoveNodes(BTreeSet::from([node_id]))
+            };
+            let r = raft
+                .change_membership(change, false)
+                .await
+                .map_err(forward_err)?;
+            Ok(ForwardReply::MembershipChanged {
+                log_index: r.log_id.index,
+            })
+        }
+    }
+}
