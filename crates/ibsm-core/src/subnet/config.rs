@@ -57,9 +57,11 @@ pub struct SubnetConfig {
     pub max_operational_vls: u8,
     /// Upper bound on NeighborMTU (the port pair's MTUCap also bounds it).
     pub max_mtu: u8,
-    /// Program SLtoVL on switches (one SMP per input/output port pair: on a
-    /// 48k-LID fat tree that is ~14M SMPs, so it can be turned off when all
-    /// switch VLs map alike). End ports are always programmed.
+    /// Program SLtoVL on switches: one SMP per input/output port pair, ~14M
+    /// SMPs on a k=58 fat tree, which alone would take the bring-up past 10 s.
+    /// Off by default: switch SLtoVL then keeps its power-on mapping (every SL
+    /// on VL0 in the simulator), which is always deadlock-safe for min-hop/
+    /// up-down routing; turn it on for QoS. End ports are always programmed.
     pub switch_sl2vl: bool,
     /// Partitions besides the default one (0xFFFF, every port a full member).
     pub partitions: Vec<Partition>,
@@ -77,7 +79,7 @@ impl Default for SubnetConfig {
             master_sm_sl: 0,
             max_operational_vls: 4,
             max_mtu: 5,
-            switch_sl2vl: true,
+            switch_sl2vl: false,
             partitions: Vec::new(),
         }
     }

@@ -39,6 +39,8 @@ pub struct LidReport {
     pub kept: usize,
     /// Ports that got a LID different from the one they carried.
     pub changed: usize,
+    /// End ports left without a LID (the LID space is exhausted).
+    pub unassigned: usize,
 }
 
 /// The LID space is exhausted.
@@ -74,11 +76,7 @@ impl LidManager {
 
     /// Assign LIDs to every end port of `topo` (switch port 0, CA ports with
     /// a cable, plus `local`), writing them into the topology.
-    pub fn assign(
-        &mut self,
-        topo: &mut Topology,
-        local: Option<(NodeIdx, u8)>,
-    ) -> Result<LidReport, LidExhausted> {
+    pub fn assign(&mut self, topo: &mut Topology, local: Option<(NodeIdx, u8)>) -> LidReport {
         let mut ends: Vec<EndPort> = Vec::new();
         for (idx, node) in topo.iter() {
             if node.is_switch() {
@@ -131,31 +129,52 @@ impl LidManager {
                 }
             }
         }
-        let mut next: u32 = 1;
-        for (i, &(_, _, guid, lmc)) in ends.iter().enumerate() {
+        // Pass 3: new LIDs, end nodes first: when the 49151 unicast LIDs do not
+        // cover every port (a k=58 fat tree has 52,983), CAs need them to talk,
+        // switches are still reachable by directed route.
+        let mut order: Vec<usize> = (0..ends.len()).collect();
+        order.sort_by_key(|&i| ends.get(i).map_or(1, |e| u8::from(e.1 == 0)));
+        // Next candidate per block size: small blocks fill the holes big ones leave.
+        let mut next = [1u32; 8];
+        let mut exhausted: Option<LidExhausted> = None;
+        for i in order {
+            let Some(&(_, _, guid, lmc)) = ends.get(i) else {
+                continue;
+            };
             if out.get(i).copied().flatten().is_some() {
                 continue;
             }
             let size = 1u32 << lmc;
-            let mut base = next.div_ceil(size) * size;
-            loop {
+            let slot = usize::from(lmc.min(7));
+            let mut base = next.get(slot).copied().unwrap_or(1).div_ceil(size) * size;
+            let found = loop {
                 if base + size > u32::from(MAX_UNICAST_LID) + 1 {
-                    return Err(LidExhausted {
-                        port_guid: guid,
-                        size,
-                    });
+                    break false;
                 }
                 // base <= 0xBFFF here.
                 if free(&used, base as u16, size) {
-                    break;
+                    break true;
                 }
                 base += size;
+            };
+            if !found {
+                report.unassigned += 1;
+                exhausted.get_or_insert(LidExhausted {
+                    port_guid: guid,
+                    size,
+                });
+                continue;
             }
             claim(&mut used, base as u16, size);
             if let Some(o) = out.get_mut(i) {
                 *o = Some(base as u16);
             }
-            next = base + size;
+            if let Some(n) = next.get_mut(slot) {
+                *n = base + size;
+            }
+        }
+        if let Some(e) = &exhausted {
+            tracing::error!(%e, unassigned = report.unassigned, "LID space exhausted");
         }
         for (i, &(idx, num, guid, lmc)) in ends.iter().enumerate() {
             let Some(lid) = out.get(i).copied().flatten() else {
@@ -173,7 +192,7 @@ impl LidManager {
                 tracing::warn!(%err, "cannot record LID");
             }
         }
-        Ok(report)
+        report
     }
 }
 

@@ -124,6 +124,8 @@ pub struct SweepReport {
     pub end_nodes: usize,
     /// End ports with a LID.
     pub lids: usize,
+    /// End ports left without a LID (more end ports than unicast LIDs).
+    pub lids_unassigned: usize,
     /// LinearFDBTop programmed.
     pub lft_top: u16,
     /// LFT blocks sent this sweep.
@@ -820,11 +822,12 @@ impl SubnetManager {
             Stage::Discovering(d) if d.is_done() => {
                 self.marks[1] = now;
                 let sweep = self.after_discovery(d.into_result());
-                self.marks[2] = now;
                 self.wake_now = Some(now);
                 (Stage::LidsDone(sweep), true)
             }
-            Stage::LidsDone(mut sweep) => {
+            // Compute phases resume only from handle_timeout (which clears
+            // wake_now), so the phase time is measured between two calls.
+            Stage::LidsDone(mut sweep) if self.wake_now.is_none() => {
                 // LIDs took from marks[1] to now (this call came after the wake-up).
                 self.marks[2] = now;
                 sweep.tables = engine::min_hop(&sweep.res.topology);
@@ -832,7 +835,7 @@ impl SubnetManager {
                 self.wake_now = Some(now);
                 (Stage::RoutingDone(sweep), true)
             }
-            Stage::RoutingDone(mut sweep) => {
+            Stage::RoutingDone(mut sweep) if self.wake_now.is_none() => {
                 self.marks[3] = now;
                 sweep.stage = ProgStage::Distribute;
                 sweep.cursor = 0;
@@ -917,10 +920,9 @@ impl SubnetManager {
                 }
             }
         }
-        match self.lids.assign(&mut res.topology, res.local) {
-            Ok(r) => report.lids = r.assigned,
-            Err(err) => tracing::error!(%err, "LID assignment incomplete"),
-        }
+        let lr = self.lids.assign(&mut res.topology, res.local);
+        report.lids = lr.assigned;
+        report.lids_unassigned = lr.unassigned;
         let master_lid = res
             .local
             .and_then(|(node, port)| res.topology.node(node)?.port(port).map(|p| p.lid))

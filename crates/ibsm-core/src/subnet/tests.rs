@@ -28,6 +28,7 @@ fn cfg() -> SubnetConfig {
             tid_high: 7,
         },
         sweep_interval: Duration::from_secs(1),
+        switch_sl2vl: true,
         ..SubnetConfig::default()
     }
 }
@@ -645,4 +646,34 @@ fn config_is_validated() {
         SubnetManager::new(c).unwrap_err(),
         ConfigError::Duplicate { .. }
     ));
+}
+
+#[test]
+fn lid_space_exhaustion_serves_end_ports_first() {
+    // 3-level k=8: 128 CAs + 80 switches. LMC 7 gives each CA 128 LIDs:
+    // 16384 LIDs, everything fits.
+    let mut topo = gen::fat_tree_3level(8).unwrap();
+    let mut lm = engine::LidManager::new(7);
+    let r = lm.assign(&mut topo, None);
+    assert_eq!(r.unassigned, 0);
+    assert_eq!(r.assigned, 128 + 80);
+    // k=16 with LMC 7: 1024 CAs need 131072 LIDs: 383 get a block, none of the
+    // switches is served before every CA that fits.
+    let mut topo = gen::fat_tree_3level(16).unwrap();
+    let mut lm = engine::LidManager::new(7);
+    let r = lm.assign(&mut topo, None);
+    assert!(r.unassigned > 0);
+    let ca_lids = topo
+        .iter()
+        .filter(|(_, n)| !n.is_switch() && n.ports[1].lid != 0)
+        .count();
+    let sw_lids = topo
+        .iter()
+        .filter(|(_, n)| n.is_switch() && n.ports[0].lid != 0)
+        .count();
+    assert_eq!(ca_lids, 0xBFFF / 128);
+    assert_eq!(
+        sw_lids, 127,
+        "switches take the LIDs below the first aligned CA block and the tail"
+    );
 }
