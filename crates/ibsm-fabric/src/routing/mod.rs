@@ -380,12 +380,75 @@ pub(crate) fn all_pairs_hops(g: &SwitchGraph, threads: usize) -> Result<Vec<u8>,
     Ok(dist)
 }
 
-/// Fill every switch's LFT. `cands(s, d, out)` pushes the egress ports of
-/// switch `s` towards destination switch `d` (nothing = unreachable);
-/// it is never called with `s == d`.
+/// Candidate masks for one source switch, filled by an engine: `ports[j]`
+/// is the j-th port tested, and bit `j` of `masks[d * w ..][j / 64]` (with
+/// `w = ports.len().div_ceil(64)`) says port `j` is an egress towards
+/// destination switch `d`.
+#[derive(Default)]
+pub(crate) struct Cands {
+    pub ports: Vec<u8>,
+    pub masks: Vec<u64>,
+    pub w: usize,
+}
+
+impl Cands {
+    /// Reset for `ports` and `n` destinations.
+    pub fn reset(&mut self, ports: impl Iterator<Item = u8>, n: usize) {
+        self.ports.clear();
+        self.ports.extend(ports);
+        self.w = self.ports.len().div_ceil(64).max(1);
+        self.masks.clear();
+        self.masks.resize(n * self.w, 0);
+    }
+
+    /// Set bit `j` for every destination `d` where `ok(row_t[d], row_s[d])`.
+    /// Written as a straight loop over two byte rows so it vectorises when
+    /// there is one mask word per destination.
+    pub fn mark(&mut self, j: usize, row_t: &[u8], row_s: &[u8], ok: impl Fn(u8, u8) -> bool) {
+        let w = self.w;
+        let shift = j % 64;
+        if w == 1 {
+            for ((m, &a), &b) in self.masks.iter_mut().zip(row_t).zip(row_s) {
+                *m |= u64::from(ok(a, b)) << shift;
+            }
+        } else {
+            let word = j / 64;
+            for ((m, &a), &b) in self.masks.chunks_exact_mut(w).zip(row_t).zip(row_s) {
+                if let Some(x) = m.get_mut(word) {
+                    *x |= u64::from(ok(a, b)) << shift;
+                }
+            }
+        }
+    }
+}
+
+impl Cands {
+    /// Up/down "up" candidates: bit `j` where `ds[d]` is INF (no down-only
+    /// path) and `ut[d] + 1 == us[d]` (finite).
+    pub fn mark_up(&mut self, j: usize, ut: &[u8], us: &[u8], ds: &[u8]) {
+        let w = self.w;
+        let shift = j % 64;
+        let ok = |a: u8, b: u8, c: u8| (c == INF) & (b != INF) & (a.wrapping_add(1) == b);
+        if w == 1 {
+            for (((m, &a), &b), &c) in self.masks.iter_mut().zip(ut).zip(us).zip(ds) {
+                *m |= u64::from(ok(a, b, c)) << shift;
+            }
+        } else {
+            let word = j / 64;
+            for (((m, &a), &b), &c) in self.masks.chunks_exact_mut(w).zip(ut).zip(us).zip(ds) {
+                if let Some(x) = m.get_mut(word) {
+                    *x |= u64::from(ok(a, b, c)) << shift;
+                }
+            }
+        }
+    }
+}
+
+/// Fill every switch's LFT. `cands(s, c)` fills the candidate masks of
+/// source switch `s` for all destinations (the `d == s` entry is ignored).
 pub(crate) fn fill<F>(g: &SwitchGraph, threads: usize, cands: F) -> Vec<Vec<u8>>
 where
-    F: Fn(usize, usize, &mut Vec<u8>) + Sync,
+    F: Fn(usize, &mut Cands) + Sync,
 {
     let n = g.len();
     let len = usize::from(g.lft_top) + 1;
@@ -393,16 +456,17 @@ where
         return Vec::new();
     }
     let threads = threads.clamp(1, n);
-    // Interleave switches over threads so each gets a similar mix of levels.
     let cands = &cands;
+    // Interleave switches over threads so each gets a similar mix of levels.
     let mut parts: Vec<Vec<(usize, Vec<u8>)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
                     let mut out = Vec::with_capacity(n / threads + 1);
-                    let mut c = Vec::with_capacity(64);
+                    let mut c = Cands::default();
                     for s in (t..n).step_by(threads) {
-                        out.push((s, fill_one(g, s, len, &mut c, cands)));
+                        cands(s, &mut c);
+                        out.push((s, fill_one(g, s, len, &c)));
                     }
                     out
                 })
@@ -424,12 +488,13 @@ where
     lfts
 }
 
-fn fill_one<F>(g: &SwitchGraph, s: usize, len: usize, c: &mut Vec<u8>, cands: &F) -> Vec<u8>
-where
-    F: Fn(usize, usize, &mut Vec<u8>),
-{
+fn fill_one(g: &SwitchGraph, s: usize, len: usize, cands: &Cands) -> Vec<u8> {
     let mut lft = vec![UNREACHABLE; len];
     let mut load = [0u32; 256];
+    let w = cands.w;
+    let mut list: Vec<u8> = Vec::with_capacity(64);
+    let mut prev: Option<&[u64]> = None;
+    let mut k = 0usize;
     for (d, blocks) in g.blocks.iter().enumerate() {
         if blocks.is_empty() {
             continue;
@@ -443,32 +508,49 @@ where
             }
             continue;
         }
-        c.clear();
-        cands(s, d, c);
-        if c.is_empty() {
+        let Some(mask) = cands.masks.get(d * w..(d + 1) * w) else {
             continue;
-        }
-        // Start the rotation at the least-loaded candidate.
-        let mut k = 0;
-        let mut best = u32::MAX;
-        for (i, &p) in c.iter().enumerate() {
-            let l = load.get(usize::from(p)).copied().unwrap_or(u32::MAX);
-            if l < best {
-                best = l;
-                k = i;
+        };
+        if prev != Some(mask) {
+            // A new candidate set: list it and start the rotation at its
+            // least-loaded port. The same set again just continues the
+            // rotation, which keeps its ports within 1 of each other.
+            prev = Some(mask);
+            list.clear();
+            for (wi, &word) in mask.iter().enumerate() {
+                let mut bits = word;
+                while bits != 0 {
+                    let j = wi * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if let Some(&p) = cands.ports.get(j) {
+                        list.push(p);
+                    }
+                }
             }
+            k = 0;
+            let mut best = u32::MAX;
+            for (i, &p) in list.iter().enumerate() {
+                let l = load.get(usize::from(p)).copied().unwrap_or(u32::MAX);
+                if l < best {
+                    best = l;
+                    k = i;
+                }
+            }
+        }
+        if list.is_empty() {
+            continue;
         }
         for b in blocks {
             let r = usize::from(b.base)..usize::from(b.base) + usize::from(b.count);
             if let Some(entries) = lft.get_mut(r) {
                 for e in entries {
-                    let p = c.get(k).copied().unwrap_or(UNREACHABLE);
+                    let p = list.get(k).copied().unwrap_or(UNREACHABLE);
                     *e = p;
                     if let Some(l) = load.get_mut(usize::from(p)) {
                         *l += 1;
                     }
                     k += 1;
-                    if k == c.len() {
+                    if k >= list.len() {
                         k = 0;
                     }
                 }
@@ -484,15 +566,15 @@ pub fn min_hop(topo: &Topology, opts: &RoutingOptions) -> Result<ForwardingTable
     let g = SwitchGraph::build(topo)?;
     let n = g.len();
     let dist = all_pairs_hops(&g, opts.threads)?;
-    let lfts = fill(&g, opts.threads, |s, d, out| {
-        let ds = dist.get(s * n + d).copied().unwrap_or(INF);
-        if ds == INF || ds == 0 {
-            return;
-        }
-        for &(p, t) in g.adj.get(s).map_or(&[][..], Vec::as_slice) {
-            if dist.get(t as usize * n + d).copied().unwrap_or(INF) == ds - 1 {
-                out.push(p);
-            }
+    let row = |x: usize| dist.get(x * n..(x + 1) * n).unwrap_or(&[]);
+    let lfts = fill(&g, opts.threads, |s, c| {
+        let adj = g.adj.get(s).map_or(&[][..], Vec::as_slice);
+        c.reset(adj.iter().map(|&(p, _)| p), n);
+        for (j, &(_, t)) in adj.iter().enumerate() {
+            // Neighbor t is one hop closer to d than s is.
+            c.mark(j, row(t as usize), row(s), |dt, ds| {
+                (ds != INF) & (dt.wrapping_add(1) == ds)
+            });
         }
     });
     tracing::debug!(

@@ -108,10 +108,7 @@ pub fn auto_roots(topo: &Topology) -> Result<Vec<u64>, RoutingError> {
 /// `row_a[i] = min(row_a[i], row_b[i] + 1)` (saturating at INF).
 fn relax(a: &mut [u8], b: &[u8]) {
     for (x, &y) in a.iter_mut().zip(b) {
-        let y1 = y.saturating_add(1);
-        if y1 < *x {
-            *x = y1;
-        }
+        *x = (*x).min(y.saturating_add(1));
     }
 }
 
@@ -291,41 +288,25 @@ pub fn up_down(
     if ranked.down.contains(&(INF - 1)) || ranked.up.contains(&(INF - 1)) {
         return Err(RoutingError::TooDeep);
     }
-    // Up and down neighbor lists, so the fill looks at half the ports.
     let pos = &ranked.pos;
     let p = |s: usize| pos.get(s).copied().unwrap_or(0);
-    let mut up_adj: Vec<Vec<(u8, u32)>> = vec![Vec::new(); n];
-    let mut down_adj: Vec<Vec<(u8, u32)>> = vec![Vec::new(); n];
-    for (s, list) in g.adj.iter().enumerate() {
-        for &(port, t) in list {
-            let dst = if p(t as usize) < p(s) {
-                up_adj.get_mut(s)
-            } else {
-                down_adj.get_mut(s)
-            };
-            if let Some(v) = dst {
-                v.push((port, t));
-            }
-        }
-    }
     let (down, up) = (&ranked.down, &ranked.up);
-    let lfts = fill(&g, opts.threads, |s, d, out| {
-        let ds = down.get(s * n + d).copied().unwrap_or(INF);
-        if ds != INF {
-            for &(port, t) in down_adj.get(s).map_or(&[][..], Vec::as_slice) {
-                if down.get(t as usize * n + d).copied().unwrap_or(INF) == ds - 1 {
-                    out.push(port);
-                }
-            }
-            return;
-        }
-        let us = up.get(s * n + d).copied().unwrap_or(INF);
-        if us == INF {
-            return;
-        }
-        for &(port, t) in up_adj.get(s).map_or(&[][..], Vec::as_slice) {
-            if up.get(t as usize * n + d).copied().unwrap_or(INF) == us - 1 {
-                out.push(port);
+    let drow = |x: usize| down.get(x * n..(x + 1) * n).unwrap_or(&[]);
+    let urow = |x: usize| up.get(x * n..(x + 1) * n).unwrap_or(&[]);
+    let lfts = fill(&g, opts.threads, |s, c| {
+        let adj = g.adj.get(s).map_or(&[][..], Vec::as_slice);
+        c.reset(adj.iter().map(|&(port, _)| port), n);
+        let (ds_row, us_row) = (drow(s), urow(s));
+        for (j, &(_, t)) in adj.iter().enumerate() {
+            let t = t as usize;
+            if p(t) > p(s) {
+                // Down: only on a down-only path, one hop shorter.
+                c.mark(j, drow(t), ds_row, |dt, ds| {
+                    (ds != INF) & (dt.wrapping_add(1) == ds)
+                });
+            } else {
+                // Up: only when s has no down-only path to d.
+                c.mark_up(j, urow(t), us_row, ds_row);
             }
         }
     });
