@@ -41,6 +41,9 @@ struct Wire {
     represses: Vec<(Option<u16>, Smp)>,
 }
 
+/// A fault injected into the simulator mid-sweep.
+type Fault = Box<dyn FnMut(&mut Sim)>;
+
 struct Lab {
     topo: Topology,
     sim: Sim,
@@ -52,7 +55,7 @@ struct Lab {
     wire: Wire,
     tid: u64,
     /// Called once when the SM first sends an LFT block (fault injection mid-sweep).
-    on_first_lft: Option<Box<dyn FnMut(&mut Sim)>>,
+    on_first_lft: Option<Fault>,
 }
 
 impl Lab {
@@ -97,13 +100,13 @@ impl Lab {
                             f(&mut self.sim);
                         }
                     }
-                    if smp.method == Method::SET && smp.attr_id == AttributeId::PORT_INFO {
-                        if smp
+                    if smp.method == Method::SET
+                        && smp.attr_id == AttributeId::PORT_INFO
+                        && smp
                             .attribute::<PortInfo>()
                             .is_ok_and(|p| p.client_reregister)
-                        {
-                            self.wire.rereg_sets += 1;
-                        }
+                    {
+                        self.wire.rereg_sets += 1;
                     }
                     if smp.method == Method::TRAP_REPRESS {
                         self.wire.represses.push((o.dlid, smp));
@@ -619,29 +622,35 @@ fn trap_128_is_repressed_and_triggers_a_heavy_sweep() {
 
 #[test]
 fn config_is_validated() {
-    let mut c = SubnetConfig::default();
-    c.lmc = 8;
+    let c = SubnetConfig {
+        lmc: 8,
+        ..SubnetConfig::default()
+    };
     assert!(matches!(
         SubnetManager::new(c).unwrap_err(),
         ConfigError::Lmc(8)
     ));
-    let mut c = SubnetConfig::default();
-    c.partitions = vec![Partition {
-        name: "x".into(),
-        pkey: 0x7FFF,
-        members: vec![],
-    }];
+    let c = SubnetConfig {
+        partitions: vec![Partition {
+            name: "x".into(),
+            pkey: 0x7FFF,
+            members: vec![],
+        }],
+        ..SubnetConfig::default()
+    };
     assert!(matches!(
         SubnetManager::new(c).unwrap_err(),
         ConfigError::PKey { .. }
     ));
-    let mut c = SubnetConfig::default();
     let p = Partition {
         name: "x".into(),
         pkey: 1,
         members: vec![],
     };
-    c.partitions = vec![p.clone(), Partition { pkey: 2, ..p }];
+    let c = SubnetConfig {
+        partitions: vec![p.clone(), Partition { pkey: 2, ..p }],
+        ..SubnetConfig::default()
+    };
     assert!(matches!(
         SubnetManager::new(c).unwrap_err(),
         ConfigError::Duplicate { .. }
