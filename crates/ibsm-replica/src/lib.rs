@@ -1,4 +1,110 @@
-//! ibsm-replica (doc in progress)
+//! Replicated fabric state for ibsm: what a new master needs to take over without
+//! renumbering the fabric, kept on every ibsmd instance by Raft.
+//!
+//! # What is replicated ([`FabricState`])
+//!
+//! guid2lid (port GUID -> LID range), partitions, the SM roster (GUID, priority, last
+//! SMState, last ActCount), the mastership epoch and its holder, the last topology
+//! summary, a digest of every switch's LFT ([`lft_digest`]), and runtime configuration
+//! changed through the control API. Changes are [`Command`]s, one Raft log entry each:
+//!
+//! - [`Command::ClaimMastership`] `{ epoch, sm_guid }`: accepted only if `epoch` is
+//!   greater than the current epoch;
+//! - [`Command::Update`] `{ epoch, ops }`: a master's write, accepted only if `epoch` is
+//!   exactly the current epoch (lower: [`Refusal::StaleEpoch`], a deposed master; higher:
+//!   [`Refusal::UnclaimedEpoch`]); its [`Op`]s apply all or none and are validated
+//!   (unicast LID ranges, 15-bit P_Keys, priority <= 15);
+//! - [`Command::Config`]: runtime configuration, from any instance, no epoch.
+//!
+//! A refused command stays in the log and applies as a no-op on every replica, so the
+//! decision is the same everywhere; the writer gets `Err(ReplicaError::Refused(..))`.
+//!
+//! # How the daemon uses it
+//!
+//! ```ignore
+//! let replica = Replica::start(ReplicaConfig {
+//!     node_id,                                   // --node-id N
+//!     grpc_addr: grpc.clone(),                   // --grpc ADDR (what peers dial)
+//!     listen: Listen::External,                  // ibsmd serves Raft on its control port
+//!     initial_members,                           // --peer ID=ADDR ... (PeerArg: FromStr), incl. self
+//!     data_dir,                                  // --data-dir DIR
+//!     timers: RaftTimers::default(),
+//! }).await?;
+//! Server::builder().add_service(control).add_service(replica.grpc_service()).serve(addr);
+//!
+//! // On becoming MASTER (the SM election said so):
+//! let epoch = replica.claim_mastership(my_port_guid).await?;   // new epoch
+//! let lids = replica.with_state(|s| s.guid2lid_file());        // LidManager::import_guid2lid
+//! // Every write of this master carries `epoch`:
+//! replica.write(Command::Update { epoch, ops: vec![Op::ReplaceGuid2Lid(map), ...] }).await?;
+//! // Err(ReplicaError::Refused(Refusal::StaleEpoch{..})): another master took over: step down.
+//! // Err(ReplicaError::Timeout(_)): no quorum reachable; the write may still commit later.
+//!
+//! replica.state();  replica.with_state(|s| ..);   // local, possibly lagging reads
+//! replica.metrics();                              // role, term, leader, applied, voters, learners
+//! replica.add_member(id, addr).await?; replica.remove_member(id).await?;  // control API
+//! replica.shutdown().await?;
+//! ```
+//!
+//! `write`, `add_member` and `remove_member` work on any instance: a follower forwards
+//! to the Raft leader over the `Forward` RPC (the Raft leader need not be the SM master).
+//! They retry across leader changes until `timers.write_timeout`.
+//!
+//! # Bootstrap and membership
+//!
+//! `initial_members` describes the first cluster. Its lowest id initializes Raft once:
+//! only if its store has never held a vote or a log entry, so restarting with the same
+//! command line never re-bootstraps ([`Replica::bootstrapped`] tells). An instance with
+//! empty `initial_members` is a joiner: it waits until a member calls
+//! [`Replica::add_member`], which adds it as a learner, streams it a snapshot if the log
+//! was compacted, then makes it a voter. If the lowest id never starts, nobody
+//! bootstraps (deliberate: two bootstraps would be two clusters).
+//!
+//! # Storage and durability ([`store`])
+//!
+//! openraft 0.9 (storage v2) over one redb file per instance. Votes and appended entries
+//! are committed (fsync, redb's default durability) before Raft is told they are
+//! stored, so an acknowledged write survives SIGKILL (tests/sigkill.rs). The state
+//! machine is in memory and persisted as snapshots; after a crash it is rebuilt from the
+//! last snapshot plus the log up to the saved committed index. Snapshots are taken
+//! every `snapshot_after_logs` entries, then the log is purged behind them. The store
+//! passes `openraft::testing::Suite` (tests/storage_suite.rs).
+//!
+//! # Transport ([`network`], proto/ibsm/v1/raft.proto)
+//!
+//! tonic, one lazily connected channel per peer reused by every RPC. Bodies are bincode
+//! v1 of openraft's own serde types inside a bytes field with a format tag: both ends
+//! are always this crate, and mirroring openraft's types in protobuf would double them
+//! for no interoperability gain. Snapshots are streamed in 1 MiB chunks on one
+//! client-streaming call and installed whole. [`FaultSwitch`] cuts an instance off in
+//! both directions for partition tests.
+//!
+//! # Timers ([`RaftTimers`]) and the SM polling defaults
+//!
+//! The SM side (ibsmd / ibsm-core election) polls the master every 100 ms and declares
+//! it dead after 3 unanswered polls: a dead master is noticed 300-400 ms after its last
+//! answer and a successor is MASTER 300 ms later, i.e. ~600-700 ms after the crash. The
+//! SM master and the Raft leader are often the same host, so the successor's first act,
+//! `claim_mastership`, needs a Raft leader by then. Hence Raft on a LAN control network:
+//!
+//! - heartbeat 50 ms: loopback/LAN round trips are < 1 ms and an fsync is 1-10 ms, so a
+//!   heartbeat costs nothing; 50 ms lets followers notice a dead leader quickly;
+//! - election timeout 250-500 ms (5-10 heartbeats): a new leader exists 250-500 ms after
+//!   the old one died (plus one vote round, a few ms), before the SM failover completes,
+//!   so the new master's claim commits at once. A false election needs 5+ heartbeats in a
+//!   row lost or late, i.e. a 250 ms stall: more than an fsync hiccup on a loaded host.
+//!   The randomized window (2x) makes split votes rare with 3-5 voters;
+//! - connect timeout 200 ms, write timeout 5 s (the daemon's writes block a sweep at
+//!   most that long when there is no quorum), snapshot stream 10 s.
+//!
+//! Both sets scale the same way: on a slow or congested management network raise the
+//! SM poll interval and the Raft heartbeat / election timeouts together, keeping the
+//! Raft election well under the SM's detection + discovery time.
+//!
+//! # Not done here
+//!
+//! Linearizable reads (reads are local), snapshot streaming from disk (the snapshot is
+//! one in-memory buffer: ~5 MB for a 48k-LID fabric), TLS/authentication of peers.
 
 pub mod network;
 mod replica;
