@@ -161,7 +161,9 @@ fn routed_lids(topo: &Topology) -> Vec<u16> {
 }
 
 /// Walk from every switch to every routed LID; the first failure. Returns
-/// the number of (switch, LID) pairs checked.
+/// the number of (switch, LID) pairs checked. Cost is switches x LIDs x
+/// hops: meant for tests and small fabrics, not for every sweep of a large
+/// one.
 pub fn verify_all_reachable(topo: &Topology, fts: &ForwardingTables) -> Result<usize, WalkError> {
     let lids = routed_lids(topo);
     let mut n = 0;
