@@ -146,7 +146,10 @@ pub enum ReplicaError {
         source: std::io::Error,
     },
     #[error("opening the replica store {path}: {source}")]
-    Store { path: PathBuf, source: StoreError },
+    Store {
+        path: PathBuf,
+        source: Box<StoreError>,
+    },
     #[error("binding the Raft gRPC listener on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -250,21 +253,23 @@ impl Replica {
         let db = loop {
             match open_db(&path) {
                 Ok(db) => break db,
-                Err(StoreError::Redb(redb::Error::DatabaseAlreadyOpen)) if tries < 100 => {
+                Err(StoreError::Redb(e))
+                    if matches!(*e, redb::Error::DatabaseAlreadyOpen) && tries < 100 =>
+                {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 Err(source) => {
                     return Err(ReplicaError::Store {
                         path: path.clone(),
-                        source,
+                        source: Box::new(source),
                     })
                 }
             }
         };
         let sm = StateMachineStore::open(db.clone()).map_err(|source| ReplicaError::Store {
             path: path.clone(),
-            source,
+            source: Box::new(source),
         })?;
         let sm_data = sm.data();
         let fault = FaultSwitch::default();

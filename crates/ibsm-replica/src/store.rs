@@ -41,7 +41,7 @@ const KEY_SNAP_DATA: &str = "data";
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("redb: {0}")]
-    Redb(#[from] redb::Error),
+    Redb(Box<redb::Error>),
     #[error("decoding {what} from the store: {source}")]
     Decode {
         what: &'static str,
@@ -57,11 +57,12 @@ pub enum StoreError {
 macro_rules! from_redb {
     ($($t:ty),*) => {$(
         impl From<$t> for StoreError {
-            fn from(e: $t) -> Self { StoreError::Redb(e.into()) }
+            fn from(e: $t) -> Self { StoreError::Redb(Box::new(e.into())) }
         }
     )*};
 }
 from_redb!(
+    redb::Error,
     redb::DatabaseError,
     redb::TransactionError,
     redb::TableError,
@@ -291,6 +292,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 }
 
+/// A snapshot as stored: its meta and its data (bincode of [`FabricState`]).
+type StoredSnapshot = (SnapshotMeta<NodeId, BasicNode>, Vec<u8>);
+
 /// The in-memory state machine: what has been applied, and the fabric state.
 #[derive(Debug, Default, Clone)]
 pub struct SmData {
@@ -329,9 +333,7 @@ impl StateMachineStore {
         self.data.clone()
     }
 
-    fn load_snapshot(
-        db: &Database,
-    ) -> Result<Option<(SnapshotMeta<NodeId, BasicNode>, Vec<u8>)>, StoreError> {
+    fn load_snapshot(db: &Database) -> Result<Option<StoredSnapshot>, StoreError> {
         let tx = db.begin_read()?;
         let t = tx.open_table(SNAP)?;
         let meta = match t.get(KEY_SNAP_META)? {

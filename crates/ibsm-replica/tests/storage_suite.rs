@@ -22,6 +22,6 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> fo
 }
 
 #[test]
-fn openraft_storage_suite_passes() -> Result<(), StorageError<u64>> {
-    Suite::test_all(RedbBuilder)
+fn openraft_storage_suite_passes() -> Result<(), Box<StorageError<u64>>> {
+    Suite::test_all(RedbBuilder).map_err(Box::new)
 }
