@@ -125,7 +125,9 @@ pub enum ForwardError {
     NotLeader { leader: Option<(NodeId, String)> },
     /// The peer could not be reached.
     Unreachable(String),
-    /// Raft refused the request (e.g. a membership change already in progress).
+    /// A membership change is still in progress: retry shortly.
+    Busy(String),
+    /// Raft refused the request.
     Failed(String),
 }
 

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, Config, ServerState, SnapshotPolicy};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -470,6 +470,10 @@ impl Replica {
                     target = None;
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
+                Err(ForwardError::Busy(m)) => {
+                    tracing::debug!(reason = %m, "membership change in progress, retrying");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
                 Err(ForwardError::Failed(m)) => return Err(ReplicaError::Raft(m)),
             }
         }
@@ -587,6 +591,9 @@ fn forward_err(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> For
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ForwardError::NotLeader {
             leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)),
         },
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(p),
+        )) => ForwardError::Busy(p.to_string()),
         other => ForwardError::Failed(other.to_string()),
     }
 }
