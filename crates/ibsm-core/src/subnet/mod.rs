@@ -15,8 +15,8 @@
 //! 1. **Discovery**: [`crate::discovery::Discovery`] (NodeInfo, NodeDescription,
 //!    SwitchInfo, PortInfo of every port) through the shared MAD agent, many SMPs
 //!    in flight. A node that stops answering is retried by the agent, then left out.
-//! 2. **LIDs**: [`engine::LidManager`] (keeps LIDs by port GUID across sweeps).
-//! 3. **Routing**: [`engine::min_hop`] -> LFT per switch.
+//! 2. **LIDs**: [`ibsm_fabric::lid::LidManager`] (keeps LIDs by port GUID across sweeps).
+//! 3. **Routing**: [`ibsm_fabric::routing::min_hop`] -> LFT per switch.
 //! 4. **Distribution**, all by directed route (it works before any LFT exists):
 //!    SwitchInfo (LinearFDBTop, LifeTimeValue, clears PortStateChange), the LFT
 //!    blocks that differ from what the previous sweep programmed, PortInfo (LID,
@@ -52,7 +52,6 @@
 //! appear or disappear.
 
 mod config;
-pub mod engine;
 mod program;
 #[cfg(test)]
 mod tests;
@@ -70,7 +69,9 @@ use crate::election::{DrRoute, SmPort, SmRoute};
 use crate::transactions::{Event, Transactions};
 
 pub use config::{ConfigError, Membership, Partition, PartitionMember, SubnetConfig};
-pub use engine::ForwardingTables;
+use ibsm_fabric::lid::{LidConfig, LidManager};
+pub use ibsm_fabric::routing::ForwardingTables;
+use ibsm_fabric::routing::{self, RoutingOptions};
 use program::{Op, ProgStage};
 
 /// An SMP to put on the wire.
@@ -380,7 +381,7 @@ pub struct SubnetManager {
     next_light: Option<Duration>,
     wake_now: Option<Duration>,
     marks: [Duration; 6],
-    lids: engine::LidManager,
+    lids: LidManager,
     programmed: Programmed,
     last: Option<DiscoveryResult>,
     last_end_ports: HashSet<u64>,
@@ -397,7 +398,7 @@ impl SubnetManager {
         cfg.validate()?;
         Ok(SubnetManager {
             tx: Transactions::new(cfg.transactions.clone()),
-            lids: engine::LidManager::new(cfg.lmc),
+            lids: LidManager::new(LidConfig { lmc: cfg.lmc }),
             cfg,
             stage: Stage::Idle,
             active: false,
@@ -830,7 +831,15 @@ impl SubnetManager {
             Stage::LidsDone(mut sweep) if self.wake_now.is_none() => {
                 // LIDs took from marks[1] to now (this call came after the wake-up).
                 self.marks[2] = now;
-                sweep.tables = engine::min_hop(&sweep.res.topology);
+                sweep.tables =
+                    match routing::min_hop(&sweep.res.topology, &RoutingOptions::default()) {
+                        Ok(t) => t,
+                        Err(err) => {
+                            // Nothing to program: LFTs stay as they are rather than be cleared.
+                            tracing::error!(%err, "routing failed; LFTs left unchanged");
+                            ForwardingTables::default()
+                        }
+                    };
                 sweep.report.lft_top = sweep.tables.lft_top;
                 self.wake_now = Some(now);
                 (Stage::RoutingDone(sweep), true)
@@ -920,9 +929,19 @@ impl SubnetManager {
                 }
             }
         }
-        let lr = self.lids.assign(&mut res.topology, res.local);
-        report.lids = lr.assigned;
-        report.lids_unassigned = lr.unassigned;
+        match self.lids.assign(&mut res.topology) {
+            Ok(lr) => {
+                report.lids = lr.assigned + lr.kept + lr.changed;
+                report.lids_unassigned = lr.unassigned;
+                if lr.unassigned > 0 {
+                    tracing::error!(
+                        unassigned = lr.unassigned,
+                        "unicast LID space exhausted: ports left without a LID"
+                    );
+                }
+            }
+            Err(err) => tracing::error!(%err, "LID assignment failed"),
+        }
         let master_lid = res
             .local
             .and_then(|(node, port)| res.topology.node(node)?.port(port).map(|p| p.lid))

@@ -662,15 +662,15 @@ fn lid_space_exhaustion_serves_end_ports_first() {
     // 3-level k=8: 128 CAs + 80 switches. LMC 7 gives each CA 128 LIDs:
     // 16384 LIDs, everything fits.
     let mut topo = gen::fat_tree_3level(8).unwrap();
-    let mut lm = engine::LidManager::new(7);
-    let r = lm.assign(&mut topo, None);
+    let mut lm = ibsm_fabric::lid::LidManager::new(ibsm_fabric::lid::LidConfig { lmc: 7 });
+    let r = lm.assign(&mut topo).unwrap();
     assert_eq!(r.unassigned, 0);
-    assert_eq!(r.assigned, 128 + 80);
+    assert_eq!(r.assigned + r.kept, 128 + 80);
     // k=16 with LMC 7: 1024 CAs need 131072 LIDs: 383 get a block, none of the
     // switches is served before every CA that fits.
     let mut topo = gen::fat_tree_3level(16).unwrap();
-    let mut lm = engine::LidManager::new(7);
-    let r = lm.assign(&mut topo, None);
+    let mut lm = ibsm_fabric::lid::LidManager::new(ibsm_fabric::lid::LidConfig { lmc: 7 });
+    let r = lm.assign(&mut topo).unwrap();
     assert!(r.unassigned > 0);
     let ca_lids = topo
         .iter()
