@@ -2,15 +2,29 @@
 //! endpoint. They share one process because the embedded simulator is in-process
 //! (each instance still has its own thread, device, agent and election, and talks to
 //! the others only through SMPs on the simulated fabric).
+//!
+//! Drills: [`Demo::kill`] stops an instance abruptly (its thread stops answering
+//! MADs, its simulator client is detached so the port stops advertising IsSM, like a
+//! SIGKILLed OpenSM whose issm closes) while its gRPC endpoint stays up and answers
+//! `UNAVAILABLE`; [`Demo::restart`] starts it again on the same port with the same
+//! priority, endpoint and metrics. The `ibsm.v1.Demo` gRPC service exposes both, on
+//! every member's endpoint, so `ibsmctl drill kill-master` works against the demo.
+//!
+//! Security: the demo binds loopback only and defaults to plaintext with a warning
+//! (it is a playground, and `ibsmctl status` should work at once); give it a token
+//! ([`DemoOptions::security`], `ibsmd demo --auth-token-file`) to rehearse with one.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_transport::{FabricSpec, SharedSim};
 use tokio::sync::oneshot;
 
+use crate::auth::Security;
 use crate::instance::{Instance, InstanceConfig};
+use crate::metrics::Metrics;
+use crate::server::{InstanceSlot, ServeOptions};
 
 /// Priorities of the demo's instances: distinct, so the expected master is obvious.
 pub const DEMO_PRIORITIES: [u8; 3] = [10, 8, 6];
@@ -76,8 +90,34 @@ pub fn pick_ca_ports(topology: &Topology, count: usize) -> Vec<(NodeIdx, u8, Str
         .collect()
 }
 
-/// One instance of the demo with its gRPC server.
-pub struct Member {
+/// Why a drill was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DemoError {
+    /// No member matches the selector.
+    #[error("{0}")]
+    NotFound(String),
+    /// The member is not in a state the drill applies to.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// The demo is shutting down or the instance could not be started.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Which member a drill is aimed at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// By name (`sm1`...).
+    Name(String),
+    /// By port GUID.
+    Guid(u64),
+    /// Whichever member is MASTER now.
+    Master,
+}
+
+/// One member as seen from outside.
+#[derive(Debug, Clone)]
+pub struct MemberInfo {
     /// `sm1`, `sm2`, ...
     pub name: String,
     /// The CA it is attached to (node description).
@@ -86,38 +126,220 @@ pub struct Member {
     pub priority: u8,
     /// Where its gRPC API listens.
     pub endpoint: SocketAddr,
-    /// The instance.
-    pub instance: Arc<Instance>,
+    /// The instance while it runs.
+    pub instance: Option<Arc<Instance>>,
+    /// Its metrics (kept across restarts).
+    pub metrics: Arc<Metrics>,
+}
+
+impl MemberInfo {
+    /// Whether its instance thread runs.
+    pub fn running(&self) -> bool {
+        self.instance.as_ref().is_some_and(|i| i.is_running())
+    }
+}
+
+struct Member {
+    name: String,
+    host: String,
+    priority: u8,
+    node: NodeIdx,
+    port: u8,
+    endpoint: SocketAddr,
+    slot: InstanceSlot,
+    metrics: Arc<Metrics>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
 impl Member {
-    /// Stop the instance and its gRPC server (a demo "kill").
-    pub async fn kill(&mut self) {
-        let inst = Arc::clone(&self.instance);
-        let _ = tokio::task::spawn_blocking(move || inst.shutdown()).await;
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(server) = self.server.take() {
-            let _ = server.await;
+    fn info(&self) -> MemberInfo {
+        let instance = match self.slot.read() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        MemberInfo {
+            name: self.name.clone(),
+            host: self.host.clone(),
+            priority: self.priority,
+            endpoint: self.endpoint,
+            instance,
+            metrics: Arc::clone(&self.metrics),
         }
     }
+
+    fn take_instance(&self) -> Option<Arc<Instance>> {
+        match self.slot.write() {
+            Ok(mut s) => s.take(),
+            Err(p) => p.into_inner().take(),
+        }
+    }
+}
+
+/// State shared by the demo and the Demo gRPC service of its endpoints.
+pub struct DemoShared {
+    sim: SharedSim,
+    members: Mutex<Vec<Member>>,
+    /// Serialises drills so a kill and a restart of one member never overlap.
+    drills: tokio::sync::Mutex<()>,
+}
+
+/// What the Demo gRPC service holds: a weak reference, so servers do not keep the
+/// demo alive (and no reference cycle forms).
+#[derive(Clone)]
+pub struct DemoHandle(Weak<DemoShared>);
+
+impl std::fmt::Debug for DemoHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DemoHandle")
+    }
+}
+
+impl DemoHandle {
+    fn get(&self) -> Result<Arc<DemoShared>, DemoError> {
+        self.0
+            .upgrade()
+            .ok_or_else(|| DemoError::Unavailable("the demo is shutting down".into()))
+    }
+
+    /// See [`Demo::members`].
+    pub fn members(&self) -> Result<Vec<MemberInfo>, DemoError> {
+        Ok(self.get()?.members())
+    }
+
+    /// See [`Demo::kill`].
+    pub async fn kill(&self, sel: &Selector) -> Result<MemberInfo, DemoError> {
+        self.get()?.kill(sel).await
+    }
+
+    /// See [`Demo::restart`].
+    pub async fn restart(&self, name: &str) -> Result<MemberInfo, DemoError> {
+        self.get()?.restart(name).await
+    }
+}
+
+impl DemoShared {
+    fn members(&self) -> Vec<MemberInfo> {
+        match self.members.lock() {
+            Ok(m) => m.iter().map(Member::info).collect(),
+            Err(p) => p.into_inner().iter().map(Member::info).collect(),
+        }
+    }
+
+    fn find(&self, sel: &Selector) -> Result<usize, DemoError> {
+        let members = self.members();
+        let pos = match sel {
+            Selector::Name(n) => members.iter().position(|m| &m.name == n),
+            Selector::Guid(g) => members
+                .iter()
+                .position(|m| m.instance.as_ref().is_some_and(|i| i.status().guid == *g)),
+            Selector::Master => members.iter().position(|m| {
+                m.instance
+                    .as_ref()
+                    .is_some_and(|i| i.status().state == ibsm_core::election::SmState::Master)
+            }),
+        };
+        pos.ok_or_else(|| {
+            let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+            DemoError::NotFound(match sel {
+                Selector::Name(n) => format!("no demo instance named {n:?} (there are {names:?})"),
+                Selector::Guid(g) => format!("no running demo instance has port GUID {g:#018x}"),
+                Selector::Master => "no demo instance is MASTER right now".into(),
+            })
+        })
+    }
+
+    async fn kill(&self, sel: &Selector) -> Result<MemberInfo, DemoError> {
+        let _drill = self.drills.lock().await;
+        let i = self.find(sel)?;
+        let (inst, info) = {
+            let members = self
+                .members
+                .lock()
+                .map_err(|_| DemoError::Unavailable("demo state poisoned".into()))?;
+            let m = members
+                .get(i)
+                .ok_or_else(|| DemoError::NotFound("member vanished".into()))?;
+            let info = m.info();
+            (m.take_instance(), info)
+        };
+        let Some(inst) = inst else {
+            return Err(DemoError::FailedPrecondition(format!(
+                "{} is already stopped",
+                info.name
+            )));
+        };
+        tracing::warn!(sm = %info.name, "demo drill: killing the instance");
+        let mut info = info;
+        // Keep the instance in the answer so the caller sees what it was.
+        let stopping = Arc::clone(&inst);
+        let _ = tokio::task::spawn_blocking(move || stopping.shutdown()).await;
+        info.instance = Some(inst);
+        Ok(info)
+    }
+
+    async fn restart(&self, name: &str) -> Result<MemberInfo, DemoError> {
+        let _drill = self.drills.lock().await;
+        let i = self.find(&Selector::Name(name.to_string()))?;
+        let mut members = self
+            .members
+            .lock()
+            .map_err(|_| DemoError::Unavailable("demo state poisoned".into()))?;
+        let m = members
+            .get_mut(i)
+            .ok_or_else(|| DemoError::NotFound("member vanished".into()))?;
+        if m.info().instance.is_some() {
+            return Err(DemoError::FailedPrecondition(format!(
+                "{} is running; kill it first",
+                m.name
+            )));
+        }
+        let mut cfg = InstanceConfig::new(&m.name, m.priority);
+        cfg.metrics = Arc::clone(&m.metrics);
+        let inst = spawn_on_sim(&self.sim, m.node, m.port, cfg)
+            .map_err(|e| DemoError::Unavailable(format!("cannot restart {}: {e:#}", m.name)))?;
+        tracing::warn!(sm = %m.name, "demo drill: instance restarted");
+        match m.slot.write() {
+            Ok(mut s) => *s = Some(Arc::new(inst)),
+            Err(p) => *p.into_inner() = Some(Arc::new(inst)),
+        }
+        Ok(m.info())
+    }
+}
+
+/// Options of [`Demo::start_with`].
+#[derive(Debug, Clone, Default)]
+pub struct DemoOptions {
+    /// First gRPC port (0: ephemeral ports, for tests).
+    pub base_port: u16,
+    /// What the endpoints enforce (default: plaintext with a warning, loopback only).
+    pub security: Security,
 }
 
 /// The running demo.
 pub struct Demo {
     /// The shared embedded fabric.
     pub sim: SharedSim,
-    /// The instances, in priority order.
-    pub members: Vec<Member>,
+    shared: Arc<DemoShared>,
 }
 
 impl Demo {
-    /// Start three instances on `spec` (an embedded fabric) with gRPC on
+    /// Start three instances on `spec` (an embedded fabric) with plaintext gRPC on
     /// 127.0.0.1:`base_port`..+2 (`base_port` 0: ephemeral ports, for tests).
     pub async fn start(spec: &FabricSpec, base_port: u16) -> anyhow::Result<Demo> {
+        Demo::start_with(
+            spec,
+            DemoOptions {
+                base_port,
+                security: Security::plaintext(),
+            },
+        )
+        .await
+    }
+
+    /// [`Demo::start`] with options.
+    pub async fn start_with(spec: &FabricSpec, opts: DemoOptions) -> anyhow::Result<Demo> {
+        let base_port = opts.base_port;
         let topology = spec.topology()?.ok_or_else(|| {
             anyhow::anyhow!("the demo needs an embedded fabric (sim:NETFILE or gen:...), not umad")
         })?;
@@ -130,15 +352,21 @@ impl Demo {
             );
         }
         let sim = SharedSim::new(&topology);
-        let mut members = Vec::new();
+        let shared = Arc::new(DemoShared {
+            sim: sim.clone(),
+            members: Mutex::new(Vec::new()),
+            drills: tokio::sync::Mutex::new(()),
+        });
+        let handle = DemoHandle(Arc::downgrade(&shared));
+        let demo = Demo {
+            sim: sim.clone(),
+            shared: Arc::clone(&shared),
+        };
         for (i, ((node, port, host), prio)) in hosts.into_iter().zip(DEMO_PRIORITIES).enumerate() {
             let name = format!("sm{}", i + 1);
-            let inst = Arc::new(spawn_on_sim(
-                &sim,
-                node,
-                port,
-                InstanceConfig::new(&name, prio),
-            )?);
+            let cfg = InstanceConfig::new(&name, prio);
+            let metrics = Arc::clone(&cfg.metrics);
+            let inst = Arc::new(spawn_on_sim(&sim, node, port, cfg)?);
             let port_num = if base_port == 0 {
                 0
             } else {
@@ -148,28 +376,89 @@ impl Demo {
             };
             let addr = SocketAddr::from(([127, 0, 0, 1], port_num));
             let (stop_tx, stop_rx) = oneshot::channel::<()>();
-            let (endpoint, serve) = crate::server::bind(Arc::clone(&inst), addr, async {
-                let _ = stop_rx.await;
-            })
+            let slot = crate::server::slot(inst);
+            let (endpoint, serve) = crate::server::bind_with(
+                Arc::clone(&slot),
+                &name,
+                addr,
+                async {
+                    let _ = stop_rx.await;
+                },
+                ServeOptions {
+                    security: opts.security.clone(),
+                    demo: Some(handle.clone()),
+                },
+            )
             .await?;
             let server = tokio::spawn(serve);
-            members.push(Member {
+            let member = Member {
                 name,
                 host,
                 priority: prio,
+                node,
+                port,
                 endpoint,
-                instance: inst,
+                slot,
+                metrics,
                 stop: Some(stop_tx),
                 server: Some(server),
-            });
+            };
+            match shared.members.lock() {
+                Ok(mut m) => m.push(member),
+                Err(p) => p.into_inner().push(member),
+            }
         }
-        Ok(Demo { sim, members })
+        Ok(demo)
     }
 
-    /// Stop everything.
+    /// The members in priority order (a snapshot).
+    pub fn members(&self) -> Vec<MemberInfo> {
+        self.shared.members()
+    }
+
+    /// What the Demo gRPC service uses.
+    pub fn handle(&self) -> DemoHandle {
+        DemoHandle(Arc::downgrade(&self.shared))
+    }
+
+    /// Abrupt stop of one member's SM (its endpoint stays up, answering UNAVAILABLE).
+    pub async fn kill(&self, sel: &Selector) -> Result<MemberInfo, DemoError> {
+        self.shared.kill(sel).await
+    }
+
+    /// Start a killed member again (same port, priority, endpoint, metrics).
+    pub async fn restart(&self, name: &str) -> Result<MemberInfo, DemoError> {
+        self.shared.restart(name).await
+    }
+
+    /// Stop everything: instances, then servers.
     pub async fn stop(&mut self) {
-        for m in &mut self.members {
-            m.kill().await;
+        let (insts, servers): (Vec<_>, Vec<_>) = {
+            let mut members = match self.shared.members.lock() {
+                Ok(m) => m,
+                Err(p) => p.into_inner(),
+            };
+            members
+                .iter_mut()
+                .map(|m| {
+                    if let Some(stop) = m.stop.take() {
+                        let _ = stop.send(());
+                    }
+                    (m.take_instance(), m.server.take())
+                })
+                .unzip()
+        };
+        for inst in insts.into_iter().flatten() {
+            let _ = tokio::task::spawn_blocking(move || inst.shutdown()).await;
+        }
+        for server in servers.into_iter().flatten() {
+            // Open Watch streams end when their instance stops; do not wait forever.
+            if tokio::time::timeout(std::time::Duration::from_secs(3), server)
+                .await
+                .is_err()
+            {
+                tracing::debug!("a demo gRPC server did not drain in 3 s");
+            }
         }
     }
 }

@@ -43,6 +43,8 @@ use ibsm_mad::{
 use ibsm_transport::MadDevice;
 use tokio::sync::{broadcast, oneshot};
 
+use crate::metrics::{Metrics, SweepKind};
+
 /// High 32 bits of the election's TIDs (restored on responses, see the module doc).
 const ELECTION_TID_HIGH: u64 = 0x5300_0000;
 /// Low 32 bits of the election's first TID; the transactions agent counts from 1.
@@ -71,6 +73,9 @@ pub struct InstanceConfig {
     pub light_sweep_interval: Duration,
     /// Interval between heavy sweeps (full directed-route discovery).
     pub heavy_sweep_interval: Duration,
+    /// Where the instance publishes its Prometheus metrics (shared with `/metrics`;
+    /// the demo keeps one per member across restarts).
+    pub metrics: Arc<Metrics>,
 }
 
 impl InstanceConfig {
@@ -85,6 +90,7 @@ impl InstanceConfig {
             poll_retries: 3,
             light_sweep_interval: Duration::from_secs(2),
             heavy_sweep_interval: Duration::from_secs(10),
+            metrics: Arc::new(Metrics::new()),
         }
     }
 }
@@ -266,6 +272,7 @@ impl Instance {
         let name = cfg.name.clone();
         let thread_status = Arc::clone(&status);
         let thread_events = events.clone();
+        let thread_metrics = Arc::clone(&cfg.metrics);
         let thread = std::thread::Builder::new()
             .name(format!("sm-{name}"))
             .spawn(move || {
@@ -284,6 +291,8 @@ impl Instance {
                     tracing::error!(%err, "SM instance stopped on error");
                 }
                 drop(keepalive);
+                thread_metrics.set_up(false);
+                thread_metrics.set_state(SmState::NotActive);
                 if let Ok(mut s) = thread_status.write() {
                     s.running = false;
                     s.state = SmState::NotActive;
@@ -383,6 +392,8 @@ enum Phase {
 struct Sweep {
     heavy: bool,
     started: Duration,
+    /// When the current phase began (for `ibsm_sweep_phase_seconds`).
+    phase_started: Duration,
     phase: Phase,
     outstanding: usize,
     configured: usize,
@@ -413,6 +424,8 @@ struct Runtime {
     requests: HashMap<u64, (Smp, u16)>,
     request_order: VecDeque<u64>,
     last_sweep: String,
+    /// SMPs the election initiated (SMInfo polls, control packets), for metrics.
+    election_sent: u64,
 }
 
 impl Runtime {
@@ -463,6 +476,7 @@ impl Runtime {
             requests: HashMap::new(),
             request_order: VecDeque::new(),
             last_sweep: String::new(),
+            election_sent: 0,
             cfg,
         })
     }
@@ -807,6 +821,7 @@ impl Runtime {
         };
         self.send_smp(&smp, dlid)?;
         self.election.handle_smps_sent(1);
+        self.election_sent = self.election_sent.saturating_add(1);
         Ok(())
     }
 
@@ -815,6 +830,7 @@ impl Runtime {
         let rec = match &ev {
             ElectionEvent::StateChanged { from, to, .. } => {
                 tracing::info!("{text}");
+                self.cfg.metrics.set_state(*to);
                 if *to == SmState::Master {
                     // Configure at once (the probe that follows a sweep configures).
                     self.next_light = now;
@@ -871,6 +887,11 @@ impl Runtime {
             self.next_heavy = now + self.cfg.heavy_sweep_interval;
         }
         self.next_light = now + self.cfg.light_sweep_interval;
+        self.cfg.metrics.sweep_started(if heavy {
+            SweepKind::Heavy
+        } else {
+            SweepKind::Light
+        });
         let phase = if heavy {
             Phase::Discover(Box::new(Discovery::new(DiscoveryConfig::default())))
         } else {
@@ -879,6 +900,7 @@ impl Runtime {
         self.sweep = Some(Sweep {
             heavy,
             started: now,
+            phase_started: now,
             phase,
             outstanding: 0,
             configured: 0,
@@ -1040,6 +1062,7 @@ impl Runtime {
             return progressed;
         };
         let result = d.into_result();
+        self.phase_done(now, "discover");
         self.discovered(&result);
         self.launch_probe(now);
         if self.sweep.as_ref().is_some_and(|s| s.outstanding == 0) {
@@ -1099,6 +1122,7 @@ impl Runtime {
 
     /// The probe finished: feed the election, read SMInfo of the SM ports, configure.
     fn probe_done(&mut self, now: Duration) {
+        self.phase_done(now, "probe");
         let mut ports = Vec::new();
         for t in &self.targets {
             let Some(pi) = &t.info else {
@@ -1234,7 +1258,24 @@ impl Runtime {
         }
     }
 
+    /// Record how long the current sweep phase took and start the next one's clock.
+    fn phase_done(&mut self, now: Duration, phase: &str) {
+        if let Some(s) = self.sweep.as_mut() {
+            self.cfg
+                .metrics
+                .set_sweep_phase(phase, now.saturating_sub(s.phase_started));
+            s.phase_started = now;
+        }
+    }
+
     fn sweep_done(&mut self, now: Duration) {
+        if self
+            .sweep
+            .as_ref()
+            .is_some_and(|s| matches!(s.phase, Phase::Configure))
+        {
+            self.phase_done(now, "configure");
+        }
         let Some(s) = self.sweep.take() else {
             return;
         };
@@ -1297,6 +1338,17 @@ impl Runtime {
             s.sm_key_rejections = self.election.sm_key_violations();
             s.running = true;
         }
+        let m = &self.cfg.metrics;
+        m.set_up(true);
+        m.set_state(state);
+        m.set_act_count(self.election.act_count());
+        m.set_sm_key_rejections(self.election.sm_key_violations());
+        let c = self.tx.counters();
+        m.set_mad_totals(
+            c.sent.saturating_add(self.election_sent),
+            c.timeouts,
+            c.retries,
+        );
     }
 }
 

@@ -45,10 +45,26 @@
 //! # Demo
 //!
 //! [`demo::Demo`] runs three instances in one process on one embedded fabric (the
-//! simulator is in-process), each with its own gRPC endpoint.
+//! simulator is in-process), each with its own gRPC endpoint, and the `ibsm.v1.Demo`
+//! drills (kill/restart an instance) in [`demo_service`].
+//!
+//! # Security, configuration, metrics
+//!
+//! [`auth`]: bearer token and/or mutual TLS for the gRPC API; the daemon refuses to
+//! start without either unless `--insecure-plaintext` (the demo defaults to plaintext
+//! on loopback, with a warning). [`config`]: `--config FILE` (TOML, every option; the
+//! command line wins; a bad file exits 2 before anything starts). [`metrics`]:
+//! `--metrics ADDR` serves Prometheus text on `/metrics`; the subnet configurator adds
+//! its sweep phases through [`metrics::Metrics::set_sweep_phase`] (the instance's
+//! `InstanceConfig::metrics`). `deploy/` has the systemd unit, container, Kubernetes
+//! manifests and a Grafana dashboard.
 
+pub mod auth;
+pub mod config;
 pub mod demo;
+pub mod demo_service;
 pub mod instance;
+pub mod metrics;
 pub mod server;
 pub mod wire;
 

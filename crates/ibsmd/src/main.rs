@@ -7,66 +7,210 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use ibsm_transport::FabricSpec;
-use ibsmd::demo::Demo;
+use ibsmd::auth::{Security, SecurityOptions, Token};
+use ibsmd::config::{parse_sm_key, FileConfig};
+use ibsmd::demo::{Demo, DemoOptions};
 use ibsmd::{Instance, InstanceConfig};
 
 /// InfiniBand subnet manager daemon.
 #[derive(Debug, Parser)]
-#[command(
-    name = "ibsmd",
-    version,
-    args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true
-)]
+#[command(name = "ibsmd", version, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
-    /// umad[:CA[:PORT]] (kernel or umad2sim) or sim:NETFILE / gen:... (embedded fabric).
-    #[arg(long, required = true, value_parser = FabricSpec::parse)]
+    /// TOML file with any of these options (see deploy/ibsmd.toml); the command line wins.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// umad[:CA[:PORT]] (kernel or umad2sim) or sim:NETFILE / gen:... (embedded fabric). Required.
+    #[arg(long, value_parser = FabricSpec::parse)]
     fabric: Option<FabricSpec>,
-    /// SM priority, 0..=15 (higher wins).
-    #[arg(long, required = true, value_parser = clap::value_parser!(u8).range(0..=15))]
+    /// SM priority, 0..=15 (higher wins). Required.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=15))]
     priority: Option<u8>,
-    /// SM_Key (decimal or 0x hex). OpenSM's default is 1.
-    #[arg(long, default_value = "1", value_parser = parse_key)]
-    sm_key: u64,
-    /// Standby: interval between SMInfo polls of the master.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
-    poll_interval_ms: u64,
-    /// Standby: unanswered polls in a row before the master is declared dead.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
-    poll_retries: u32,
-    /// gRPC control API address (plaintext).
-    #[arg(long, default_value = "127.0.0.1:50051")]
-    grpc: SocketAddr,
+    /// SM_Key (decimal or 0x hex). Default 1 (OpenSM's default).
+    #[arg(long, value_parser = parse_sm_key)]
+    sm_key: Option<u64>,
+    /// Standby: interval between SMInfo polls of the master [default: 100].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    poll_interval_ms: Option<u64>,
+    /// Standby: unanswered polls in a row before the master is declared dead [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    poll_retries: Option<u32>,
+    /// gRPC control API address [default: 127.0.0.1:50051].
+    #[arg(long)]
+    grpc: Option<SocketAddr>,
+    /// Serve Prometheus metrics on http://ADDR/metrics (off unless given).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     /// State directory (created; reserved for the replicated SM state).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Require `authorization: Bearer <token>` on gRPC calls; FILE holds the token (>= 16 visible ASCII chars).
+    #[arg(long, value_name = "FILE")]
+    auth_token_file: Option<PathBuf>,
+    /// TLS certificate chain (PEM) of this server.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) of this server.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// CA (PEM) that client certificates must chain to: mutual TLS.
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
+    /// Run the gRPC API with no authentication at all (loud warning at start).
+    #[arg(long)]
+    insecure_plaintext: bool,
 }
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Three SM instances on one embedded fabric, gRPC on base-port..base-port+2.
+    /// Three SM instances on one embedded fabric, gRPC on base-port..base-port+2 (loopback, plaintext unless --auth-token-file).
     Demo {
-        /// gen:fat-tree:K, gen:fat-tree2:K, gen:random:SEED or sim:NETFILE.
-        #[arg(long, default_value = "gen:fat-tree:4", value_parser = FabricSpec::parse)]
-        fabric: FabricSpec,
-        /// First gRPC port.
-        #[arg(long, default_value_t = 50051)]
-        base_port: u16,
+        /// TOML file; its [demo] table holds these options.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// gen:fat-tree:K, gen:fat-tree2:K, gen:random:SEED or sim:NETFILE [default: gen:fat-tree:4].
+        #[arg(long, value_parser = FabricSpec::parse)]
+        fabric: Option<FabricSpec>,
+        /// First gRPC port [default: 50051].
+        #[arg(long)]
+        base_port: Option<u16>,
+        /// Serve Prometheus metrics of all three instances on http://ADDR/metrics.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
+        /// Require a bearer token on the demo's endpoints too.
+        #[arg(long, value_name = "FILE")]
+        auth_token_file: Option<PathBuf>,
     },
 }
 
-fn parse_key(s: &str) -> Result<u64, String> {
-    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => s.parse(),
-    };
-    r.map_err(|e| format!("SM_Key {s:?} is not a 64-bit number ({e})"))
+/// Exit code for a bad command line or config file.
+const EXIT_USAGE: u8 = 2;
+
+fn load_config(path: Option<&PathBuf>) -> Result<FileConfig, std::process::ExitCode> {
+    match path {
+        None => Ok(FileConfig::default()),
+        Some(p) => FileConfig::load(p).map_err(|e| {
+            eprintln!("ibsmd: {e}");
+            std::process::ExitCode::from(EXIT_USAGE)
+        }),
+    }
+}
+
+/// The daemon's settings after merging the file under the command line.
+struct DaemonSettings {
+    fabric: FabricSpec,
+    priority: u8,
+    sm_key: u64,
+    poll_interval_ms: u64,
+    poll_retries: u32,
+    grpc: SocketAddr,
+    metrics: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    security: SecurityOptions,
+}
+
+fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
+    let fabric = cli
+        .fabric
+        .or(file.fabric)
+        .ok_or("--fabric is required (or `fabric` in --config)")?;
+    let priority = cli
+        .priority
+        .or(file.priority)
+        .ok_or("--priority is required (or `priority` in --config)")?;
+    Ok(DaemonSettings {
+        fabric,
+        priority,
+        sm_key: cli.sm_key.or(file.sm_key).unwrap_or(1),
+        poll_interval_ms: cli
+            .poll_interval_ms
+            .or(file.poll_interval_ms)
+            .unwrap_or(100),
+        poll_retries: cli.poll_retries.or(file.poll_retries).unwrap_or(3),
+        grpc: cli
+            .grpc
+            .or(file.grpc)
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
+        metrics: cli.metrics.or(file.metrics),
+        data_dir: cli.data_dir.or(file.data_dir),
+        security: SecurityOptions {
+            auth_token_file: cli.auth_token_file.or(file.auth_token_file),
+            tls_cert: cli.tls_cert.or(file.tls_cert),
+            tls_key: cli.tls_key.or(file.tls_key),
+            tls_client_ca: cli.tls_client_ca.or(file.tls_client_ca),
+            insecure_plaintext: cli.insecure_plaintext || file.insecure_plaintext.unwrap_or(false),
+        },
+    })
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // Everything from files and flags is checked before anything starts.
+    enum Plan {
+        Daemon(DaemonSettings, Security),
+        Demo(FabricSpec, DemoOptions, Option<SocketAddr>),
+    }
+    let plan = match cli.cmd {
+        Some(Cmd::Demo {
+            config,
+            fabric,
+            base_port,
+            metrics,
+            auth_token_file,
+        }) => {
+            let file = match load_config(config.as_ref()) {
+                Ok(f) => f.demo,
+                Err(code) => return code,
+            };
+            let fabric = match fabric.or(file.fabric) {
+                Some(f) => f,
+                None => match FabricSpec::parse("gen:fat-tree:4") {
+                    Ok(f) => f,
+                    Err(e) => {
+                        eprintln!("ibsmd: default demo fabric: {e}");
+                        return std::process::ExitCode::FAILURE;
+                    }
+                },
+            };
+            let security = match auth_token_file.or(file.auth_token_file) {
+                Some(p) => match Token::from_file(&p) {
+                    Ok(t) => Security::token(t),
+                    Err(e) => {
+                        eprintln!("ibsmd: {e}");
+                        return std::process::ExitCode::from(EXIT_USAGE);
+                    }
+                },
+                None => Security::plaintext(),
+            };
+            let opts = DemoOptions {
+                base_port: base_port.or(file.base_port).unwrap_or(50051),
+                security,
+            };
+            Plan::Demo(fabric, opts, metrics.or(file.metrics))
+        }
+        None => {
+            let file = match load_config(cli.config.as_ref()) {
+                Ok(f) => f,
+                Err(code) => return code,
+            };
+            let settings = match merge(cli, file) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("ibsmd: {e}");
+                    return std::process::ExitCode::from(EXIT_USAGE);
+                }
+            };
+            let security = match settings.security.load() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("ibsmd: {e}");
+                    return std::process::ExitCode::from(EXIT_USAGE);
+                }
+            };
+            Plan::Daemon(settings, security)
+        }
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -88,9 +232,9 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = rt.block_on(async move {
-        match cli.cmd {
-            Some(Cmd::Demo { fabric, base_port }) => run_demo(fabric, base_port).await,
-            None => run_daemon(cli).await,
+        match plan {
+            Plan::Demo(fabric, opts, metrics) => run_demo(fabric, opts, metrics).await,
+            Plan::Daemon(settings, security) => run_daemon(settings, security).await,
         }
     });
     match result {
@@ -126,10 +270,21 @@ async fn shutdown_signal() {
     }
 }
 
-async fn run_daemon(cli: Cli) -> anyhow::Result<()> {
-    let (Some(fabric), Some(priority)) = (cli.fabric, cli.priority) else {
-        anyhow::bail!("--fabric and --priority are required");
-    };
+/// Serve metrics in the background if asked.
+async fn start_metrics(
+    addr: Option<SocketAddr>,
+    instances: Vec<(String, Arc<ibsmd::metrics::Metrics>)>,
+) -> anyhow::Result<()> {
+    if let Some(addr) = addr {
+        let (bound, serve) = ibsmd::metrics::bind(instances, addr, std::future::pending()).await?;
+        tracing::info!(addr = %bound, "Prometheus metrics on http://{bound}/metrics");
+        tokio::spawn(serve);
+    }
+    Ok(())
+}
+
+async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<()> {
+    let (fabric, priority) = (cli.fabric, cli.priority);
     if let Some(dir) = &cli.data_dir {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("--data-dir {}: {e}", dir.display()))?;
@@ -138,9 +293,21 @@ async fn run_daemon(cli: Cli) -> anyhow::Result<()> {
     cfg.sm_key = cli.sm_key;
     cfg.poll_interval = Duration::from_millis(cli.poll_interval_ms);
     cfg.poll_retries = cli.poll_retries;
+    let metrics = Arc::clone(&cfg.metrics);
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;
     let inst = Arc::new(Instance::spawn(cfg, dev, keepalive)?);
-    let (addr, serve) = ibsmd::server::bind(Arc::clone(&inst), cli.grpc, shutdown_signal()).await?;
+    start_metrics(cli.metrics, vec![("ibsmd".to_string(), metrics)]).await?;
+    let (addr, serve) = ibsmd::server::bind_with(
+        ibsmd::server::slot(Arc::clone(&inst)),
+        "ibsmd",
+        cli.grpc,
+        shutdown_signal(),
+        ibsmd::server::ServeOptions {
+            security,
+            demo: None,
+        },
+    )
+    .await?;
     tracing::info!(%addr, "gRPC control API listening");
     let server = tokio::spawn(serve);
     // Stop when the server stops (signal) or the instance dies.
@@ -158,16 +325,33 @@ async fn run_daemon(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_demo(fabric: FabricSpec, base_port: u16) -> anyhow::Result<()> {
-    let mut demo = Demo::start(&fabric, base_port).await?;
+async fn run_demo(
+    fabric: FabricSpec,
+    opts: DemoOptions,
+    metrics: Option<SocketAddr>,
+) -> anyhow::Result<()> {
+    let token = opts.security.token.is_some();
+    let mut demo = Demo::start_with(&fabric, opts).await?;
+    let members = demo.members();
+    start_metrics(
+        metrics,
+        members
+            .iter()
+            .map(|m| (m.name.clone(), Arc::clone(&m.metrics)))
+            .collect(),
+    )
+    .await?;
     println!("ibsmd demo: three SM instances on one embedded fabric (one process: the simulator is in-process)");
-    for m in &demo.members {
+    for m in &members {
         println!(
             "  {} on {:<24} priority {:>2}  gRPC http://{}",
             m.name, m.host, m.priority, m.endpoint
         );
     }
-    if let Some(first) = demo.members.first() {
+    if !token {
+        println!("  (plaintext, no authentication: loopback only; --auth-token-file FILE to require a token)");
+    }
+    if let Some(first) = members.first() {
         println!(
             "try:  cargo run --release -p ibsmctl -- --endpoint http://{} status",
             first.endpoint

@@ -1,20 +1,39 @@
-//! The gRPC control API (`ibsm.v1.Control`) of one SM instance, plus
-//! `grpc.health.v1` and server reflection. Plaintext for now.
+//! The gRPC control API (`ibsm.v1.Control`) of one SM instance, plus the demo drills
+//! (`ibsm.v1.Demo`, see [`crate::demo_service`]), `grpc.health.v1` and server
+//! reflection.
+//!
+//! Security ([`crate::auth`]): TLS (mutual when a client CA is configured) for the
+//! whole server, and the bearer-token interceptor on every service but health.
+//!
+//! The service reaches its instance through an [`InstanceSlot`] rather than holding it,
+//! so the demo can kill and restart an instance behind a live endpoint: while the slot
+//! is empty every call answers `UNAVAILABLE`.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use ibsm_core::election::{ControlPacket, SmState};
 use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::control_server::{Control, ControlServer};
-use tokio::sync::{broadcast, oneshot};
-use tokio_stream::{Stream, StreamExt};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_stream::Stream;
 use tonic::{Request, Response};
 
+use crate::auth::Security;
+use crate::demo::DemoHandle;
+use crate::demo_service::DemoService;
 use crate::instance::{Command, CommandError, EventRecord, Instance, Snapshot};
+
+/// Where a server finds its instance; `None` while it is stopped (demo kill).
+pub type InstanceSlot = Arc<RwLock<Option<Arc<Instance>>>>;
+
+/// A slot holding `inst`.
+pub fn slot(inst: Arc<Instance>) -> InstanceSlot {
+    Arc::new(RwLock::new(Some(inst)))
+}
 
 /// How long Handover and SendControl wait for the outcome before answering "pending".
 const OUTCOME_WAIT: Duration = Duration::from_secs(5);
@@ -69,25 +88,52 @@ fn grpc_err(e: CommandError) -> tonic::Status {
 /// `ibsm.v1.Control` served for one [`Instance`].
 #[derive(Debug, Clone)]
 pub struct ControlService {
-    inst: Arc<Instance>,
+    slot: InstanceSlot,
+    name: String,
 }
 
 impl ControlService {
     /// Serve `inst`.
     pub fn new(inst: Arc<Instance>) -> ControlService {
-        ControlService { inst }
+        let name = inst.name().to_string();
+        ControlService {
+            slot: slot(inst),
+            name,
+        }
+    }
+
+    /// Serve whatever instance `slot` holds at each call (`name` for errors).
+    pub fn with_slot(slot: InstanceSlot, name: impl Into<String>) -> ControlService {
+        ControlService {
+            slot,
+            name: name.into(),
+        }
+    }
+
+    fn inst(&self) -> Result<Arc<Instance>, tonic::Status> {
+        let inst = match self.slot.read() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        inst.ok_or_else(|| {
+            tonic::Status::unavailable(format!(
+                "SM instance {} is not running (stopped by a demo drill; RestartInstance starts it again)",
+                self.name
+            ))
+        })
     }
 
     async fn ask<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<T>) -> Command,
     ) -> Result<T, tonic::Status> {
+        let inst = self.inst()?;
         let (tx, rx) = oneshot::channel();
-        self.inst.send(make(tx)).map_err(grpc_err)?;
+        inst.send(make(tx)).map_err(grpc_err)?;
         rx.await.map_err(|_| {
             tonic::Status::unavailable(format!(
                 "SM instance {} stopped before answering",
-                self.inst.name()
+                inst.name()
             ))
         })
     }
@@ -120,14 +166,14 @@ impl Control for ControlService {
         &self,
         _req: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::Status>, tonic::Status> {
-        Ok(Response::new(status_of(&self.inst.status())))
+        Ok(Response::new(status_of(&self.inst()?.status())))
     }
 
     async fn list_sms(
         &self,
         _req: Request<pb::ListSmsRequest>,
     ) -> Result<Response<pb::ListSmsResponse>, tonic::Status> {
-        let s = self.inst.status();
+        let s = self.inst()?.status();
         let sms = s
             .sms
             .iter()
@@ -158,7 +204,7 @@ impl Control for ControlService {
             .map_err(grpc_err)?;
         // The thread publishes after each round; give it one.
         tokio::time::sleep(Duration::from_millis(30)).await;
-        Ok(Response::new(status_of(&self.inst.status())))
+        Ok(Response::new(status_of(&self.inst()?.status())))
     }
 
     async fn handover(
@@ -166,7 +212,7 @@ impl Control for ControlService {
         req: Request<pb::HandoverRequest>,
     ) -> Result<Response<pb::HandoverResponse>, tonic::Status> {
         let to = req.into_inner().to_guid;
-        let mut rx = self.inst.subscribe();
+        let mut rx = self.inst()?.subscribe();
         let target = self
             .ask(|reply| Command::Handover { to, reply })
             .await?
@@ -215,7 +261,7 @@ impl Control for ControlService {
             ));
         }
         let guid = req.guid;
-        let mut rx = self.inst.subscribe();
+        let mut rx = self.inst()?.subscribe();
         self.ask(|reply| Command::SendControl {
             packet,
             guid,
@@ -238,7 +284,7 @@ impl Control for ControlService {
     ) -> Result<Response<pb::SweepResponse>, tonic::Status> {
         let heavy = req.into_inner().heavy;
         let (tx, rx) = oneshot::channel();
-        self.inst
+        self.inst()?
             .send(Command::Sweep { heavy, reply: tx })
             .map_err(grpc_err)?;
         let summary = tokio::time::timeout(SWEEP_WAIT, rx)
@@ -254,15 +300,44 @@ impl Control for ControlService {
         &self,
         _req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, tonic::Status> {
-        let rx = self.inst.subscribe();
-        let stream = tokio_stream::wrappers::BroadcastStream::new(rx)
-            .filter_map(|r| r.ok().map(|ev| Ok(event_of(ev))));
-        Ok(Response::new(Box::pin(stream)))
+        let mut rx = self.inst()?.subscribe();
+        // Forward until the instance stops (its last event is "stopped") or the client
+        // goes away.
+        let (tx, out) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => {
+                        let last = ev.kind == "stopped";
+                        if tx.send(Ok(event_of(ev))).await.is_err() || last {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::debug!(lost = n, "Watch: a slow client missed events");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(out),
+        )))
     }
 }
 
+/// How a server is secured and what else it serves.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// TLS and/or token; [`Security::plaintext`] only when the operator asked for it.
+    pub security: Security,
+    /// The demo this endpoint belongs to (`None`: the Demo service refuses every call).
+    pub demo: Option<DemoHandle>,
+}
+
 /// Bind `addr` now (so a busy port is an error at start) and return the bound
-/// address and the future that serves until `shutdown` resolves.
+/// address and the future that serves until `shutdown` resolves. Plaintext, no
+/// authentication (with a warning); see [`bind_with`].
 pub async fn bind(
     inst: Arc<Instance>,
     addr: SocketAddr,
@@ -271,24 +346,67 @@ pub async fn bind(
     SocketAddr,
     impl Future<Output = anyhow::Result<()>> + Send + 'static,
 )> {
+    let name = inst.name().to_string();
+    bind_with(slot(inst), &name, addr, shutdown, ServeOptions::default()).await
+}
+
+/// [`bind`] with security and the demo service: serves whatever `slot` holds.
+pub async fn bind_with(
+    slot: InstanceSlot,
+    name: &str,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    opts: ServeOptions,
+) -> anyhow::Result<(
+    SocketAddr,
+    impl Future<Output = anyhow::Result<()>> + Send + 'static,
+)> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen for gRPC on {addr}: {e}"))?;
     let local = listener.local_addr()?;
-    tracing::warn!(
-        addr = %local,
-        "gRPC control API is plaintext (no TLS, no authentication): keep it on loopback or a trusted network"
-    );
+    let sec = &opts.security;
+    if !sec.authenticates() {
+        tracing::warn!(
+            addr = %local,
+            tls = sec.tls.is_some(),
+            "INSECURE: the gRPC control API authenticates nobody (--insecure-plaintext); anyone who can reach it can hand over or disable the SM: keep it on loopback or a trusted network"
+        );
+    } else if sec.tls.is_none() {
+        tracing::warn!(
+            addr = %local,
+            "gRPC control API: bearer token over plaintext HTTP/2; the token can be sniffed off the network: add --tls-cert/--tls-key unless it is on loopback"
+        );
+    } else {
+        tracing::info!(addr = %local, mtls = sec.mtls, token = sec.token.is_some(), "gRPC control API secured with TLS");
+    }
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<ControlServer<ControlService>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(ibsm_proto::FILE_DESCRIPTOR_SET)
         .build_v1()?;
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let router = tonic::transport::Server::builder()
+    let icpt = sec.interceptor();
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = sec.tls.clone() {
+        builder = builder
+            .tls_config(tls)
+            .map_err(|e| anyhow::anyhow!("TLS configuration: {e}"))?;
+    }
+    let router = builder
         .add_service(health_service)
-        .add_service(reflection)
-        .add_service(ControlServer::new(ControlService::new(inst)));
+        .add_service(tonic::service::interceptor::InterceptedService::new(
+            reflection,
+            icpt.clone(),
+        ))
+        .add_service(ControlServer::with_interceptor(
+            ControlService::with_slot(slot, name),
+            icpt.clone(),
+        ))
+        .add_service(ibsm_proto::v1::demo_server::DemoServer::with_interceptor(
+            DemoService::new(opts.demo.clone()),
+            icpt,
+        ));
     let fut = async move {
         router
             .serve_with_incoming_shutdown(incoming, shutdown)

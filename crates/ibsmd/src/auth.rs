@@ -1,0 +1,423 @@
+//! Who may use the gRPC API: a bearer token, mutual TLS, both, or (only when asked
+//! for) nobody checks at all.
+//!
+//! Why both: a bearer token is the easy path for ibsmctl on the SM host (a file only
+//! root can read); mTLS is what a cluster of SMs and orchestration tools want (each
+//! side proves itself, and the Raft traffic of `ibsm-replica` can reuse the same
+//! certificates). The server refuses to start with neither unless
+//! `--insecure-plaintext` is given, and then it warns loudly.
+//!
+//! The token check is a tonic interceptor on every service except `grpc.health.v1`
+//! (health probes from kubelet/systemd carry no credentials and reveal nothing). It
+//! runs before the handler, so a request without valid credentials gets
+//! `UNAUTHENTICATED` and changes nothing. The comparison is constant-time in the
+//! token's content.
+//!
+//! Client side ([`client`]): the metadata key is `authorization`, the value
+//! `Bearer <token>`; [`client::BearerInterceptor`] adds it, [`client::tls_config`]
+//! builds the client's mTLS settings.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+
+/// The metadata key carrying the token.
+pub const AUTHORIZATION: &str = "authorization";
+/// Shortest token accepted (bytes).
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Why credentials could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// A file could not be read.
+    #[error("{what} {}: {source}", path.display())]
+    Read {
+        /// Which option named the file.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The token file's content is not usable.
+    #[error("--auth-token-file {}: {why}", path.display())]
+    BadToken {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// A combination of options that cannot work.
+    #[error("{0}")]
+    Options(String),
+    /// tonic/rustls refused the certificate material.
+    #[error("TLS configuration: {0}")]
+    Tls(String),
+}
+
+/// A bearer token (never printed by `Debug`).
+#[derive(Clone)]
+pub struct Token(Arc<[u8]>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Token(<{} bytes>)", self.0.len())
+    }
+}
+
+impl Token {
+    /// Validate a token: at least [`MIN_TOKEN_LEN`] bytes of visible ASCII (it travels
+    /// in an HTTP/2 header).
+    pub fn new(s: &str) -> Result<Token, String> {
+        if s.len() < MIN_TOKEN_LEN {
+            return Err(format!(
+                "the token is {} bytes; at least {MIN_TOKEN_LEN} are required",
+                s.len()
+            ));
+        }
+        if let Some((i, c)) = s.char_indices().find(|(_, c)| !c.is_ascii_graphic()) {
+            return Err(format!(
+                "byte {i} of the token is {c:?}: only visible ASCII is allowed (no spaces)"
+            ));
+        }
+        Ok(Token(Arc::from(s.as_bytes())))
+    }
+
+    /// Read a token file: its content with surrounding whitespace (the final newline)
+    /// removed. Warns when group or others may read it.
+    pub fn from_file(path: &Path) -> Result<Token, AuthError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AuthError::Read {
+            what: "--auth-token-file",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        #[cfg(unix)]
+        if let Ok(md) = std::fs::metadata(path) {
+            use std::os::unix::fs::PermissionsExt;
+            if md.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode = format_args!("{:o}", md.permissions().mode() & 0o777),
+                    "the token file is readable by group or others; chmod 600 it"
+                );
+            }
+        }
+        Token::new(text.trim()).map_err(|why| AuthError::BadToken {
+            path: path.to_path_buf(),
+            why,
+        })
+    }
+
+    /// The token text.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or("")
+    }
+
+    /// Constant-time (in the content) comparison with a presented token.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        ct_eq(&self.0, presented)
+    }
+}
+
+/// Compare two byte strings in time that depends only on their lengths.
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u64::from(a.len() != b.len());
+    let n = a.len().max(b.len());
+    for i in 0..n {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= u64::from(x ^ y);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// The server's security options, as given on the command line / in the config file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecurityOptions {
+    /// `--auth-token-file`.
+    pub auth_token_file: Option<PathBuf>,
+    /// `--tls-cert` (PEM, may hold the chain).
+    pub tls_cert: Option<PathBuf>,
+    /// `--tls-key` (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// `--tls-client-ca` (PEM): clients must present a certificate signed by it.
+    pub tls_client_ca: Option<PathBuf>,
+    /// `--insecure-plaintext`: allow running with no authentication.
+    pub insecure_plaintext: bool,
+}
+
+/// What the gRPC server enforces, ready to use.
+#[derive(Debug, Clone, Default)]
+pub struct Security {
+    /// Required bearer token.
+    pub token: Option<Token>,
+    /// TLS (with client verification when a client CA was given).
+    pub tls: Option<ServerTlsConfig>,
+    /// Whether clients must present a certificate.
+    pub mtls: bool,
+}
+
+impl Security {
+    /// No TLS, no token (the caller must have been told to run insecure).
+    pub fn plaintext() -> Security {
+        Security::default()
+    }
+
+    /// Only a bearer token.
+    pub fn token(token: Token) -> Security {
+        Security {
+            token: Some(token),
+            ..Security::default()
+        }
+    }
+
+    /// Whether any credential is checked.
+    pub fn authenticates(&self) -> bool {
+        self.token.is_some() || self.mtls
+    }
+
+    /// The interceptor enforcing the token (a no-op without one).
+    pub fn interceptor(&self) -> TokenInterceptor {
+        TokenInterceptor {
+            token: self.token.clone(),
+        }
+    }
+}
+
+fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, AuthError> {
+    std::fs::read(path).map_err(|source| AuthError::Read {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+impl SecurityOptions {
+    /// Check the combination and load every file. Errors say which option is wrong.
+    pub fn load(&self) -> Result<Security, AuthError> {
+        let token = self
+            .auth_token_file
+            .as_deref()
+            .map(Token::from_file)
+            .transpose()?;
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                let identity =
+                    Identity::from_pem(read("--tls-cert", cert)?, read("--tls-key", key)?);
+                let mut cfg = ServerTlsConfig::new().identity(identity);
+                if let Some(ca) = &self.tls_client_ca {
+                    cfg = cfg.client_ca_root(Certificate::from_pem(read("--tls-client-ca", ca)?));
+                }
+                Some(cfg)
+            }
+            (None, None) => {
+                if self.tls_client_ca.is_some() {
+                    return Err(AuthError::Options(
+                        "--tls-client-ca needs --tls-cert and --tls-key (the server's own certificate)"
+                            .into(),
+                    ));
+                }
+                None
+            }
+            (Some(_), None) => {
+                return Err(AuthError::Options(
+                    "--tls-cert is given without --tls-key".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(AuthError::Options(
+                    "--tls-key is given without --tls-cert".into(),
+                ))
+            }
+        };
+        let mtls = tls.is_some() && self.tls_client_ca.is_some();
+        let sec = Security { token, tls, mtls };
+        if !sec.authenticates() && !self.insecure_plaintext {
+            let why = if sec.tls.is_some() {
+                "TLS without --tls-client-ca encrypts but authenticates nobody"
+            } else {
+                "no credentials are configured"
+            };
+            return Err(AuthError::Options(format!(
+                "{why}: give --auth-token-file FILE, or --tls-cert/--tls-key/--tls-client-ca (mutual TLS), \
+                 or --insecure-plaintext to run the control API without authentication"
+            )));
+        }
+        Ok(sec)
+    }
+}
+
+/// tonic interceptor: `authorization: Bearer <token>` must match.
+#[derive(Debug, Clone)]
+pub struct TokenInterceptor {
+    token: Option<Token>,
+}
+
+impl tonic::service::Interceptor for TokenInterceptor {
+    fn call(&mut self, req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let Some(token) = &self.token else {
+            return Ok(req);
+        };
+        let Some(value) = req.metadata().get(AUTHORIZATION) else {
+            return Err(tonic::Status::unauthenticated(
+                "missing credentials: send metadata `authorization: Bearer <token>`",
+            ));
+        };
+        let presented = value.as_bytes();
+        let presented = presented
+            .strip_prefix(b"Bearer ")
+            .or_else(|| presented.strip_prefix(b"bearer "))
+            .unwrap_or(&[]);
+        if token.matches(presented) {
+            Ok(req)
+        } else {
+            Err(tonic::Status::unauthenticated(
+                "invalid credentials: the bearer token does not match",
+            ))
+        }
+    }
+}
+
+/// Client-side pieces for ibsmctl and tests.
+pub mod client {
+    use std::path::Path;
+
+    use tonic::metadata::{Ascii, MetadataValue};
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+
+    use super::{read, AuthError, Token, AUTHORIZATION};
+
+    /// Adds `authorization: Bearer <token>` to every request:
+    /// `ControlClient::with_interceptor(channel, BearerInterceptor::new(token))`.
+    #[derive(Debug, Clone)]
+    pub struct BearerInterceptor {
+        value: MetadataValue<Ascii>,
+    }
+
+    impl BearerInterceptor {
+        /// For a validated token.
+        pub fn new(token: &Token) -> Result<BearerInterceptor, AuthError> {
+            let value = format!("Bearer {}", token.as_str())
+                .parse::<MetadataValue<Ascii>>()
+                .map_err(|e| AuthError::Options(format!("token is not a valid header: {e}")))?;
+            Ok(BearerInterceptor { value })
+        }
+
+        /// Read and validate a token file (same rules as the server's).
+        pub fn from_file(path: &Path) -> Result<BearerInterceptor, AuthError> {
+            BearerInterceptor::new(&Token::from_file(path)?)
+        }
+    }
+
+    impl tonic::service::Interceptor for BearerInterceptor {
+        fn call(
+            &mut self,
+            mut req: tonic::Request<()>,
+        ) -> Result<tonic::Request<()>, tonic::Status> {
+            req.metadata_mut().insert(AUTHORIZATION, self.value.clone());
+            Ok(req)
+        }
+    }
+
+    /// mTLS settings for a client: trust `ca` (the CA that signed the server's
+    /// certificate), present `cert`/`key` when given, and expect the server to be
+    /// `domain` (a DNS name in its certificate; default: the endpoint's host).
+    /// Use with `Channel::from_shared("https://host:port")?.tls_config(cfg)?`.
+    pub fn tls_config(
+        ca: &Path,
+        cert_key: Option<(&Path, &Path)>,
+        domain: Option<&str>,
+    ) -> Result<ClientTlsConfig, AuthError> {
+        let mut cfg =
+            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read("--tls-ca", ca)?));
+        if let Some((cert, key)) = cert_key {
+            cfg = cfg.identity(Identity::from_pem(
+                read("--tls-cert", cert)?,
+                read("--tls-key", key)?,
+            ));
+        }
+        if let Some(d) = domain {
+            cfg = cfg.domain_name(d);
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use tonic::service::Interceptor;
+
+    fn req_with(v: Option<&str>) -> tonic::Request<()> {
+        let mut r = tonic::Request::new(());
+        if let Some(v) = v {
+            r.metadata_mut()
+                .insert(AUTHORIZATION, v.parse().expect("ascii"));
+        }
+        r
+    }
+
+    #[test]
+    fn interceptor_checks_bearer() {
+        let t = Token::new("0123456789abcdef-secret").expect("token");
+        let mut i = Security::token(t).interceptor();
+        assert!(i
+            .call(req_with(Some("Bearer 0123456789abcdef-secret")))
+            .is_ok());
+        for bad in [
+            None,
+            Some("Bearer 0123456789abcdef-secreT"),
+            Some("Bearer 0123456789abcdef-secret2"),
+            Some("0123456789abcdef-secret"),
+            Some("Basic 0123456789abcdef-secret"),
+            Some("Bearer "),
+        ] {
+            let e = i.call(req_with(bad)).expect_err("refused");
+            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn token_rules() {
+        assert!(Token::new("short").is_err());
+        assert!(Token::new("sixteen bytes ok").is_err(), "space refused");
+        assert!(Token::new("0123456789abcdef").is_ok());
+    }
+
+    #[test]
+    fn options_need_credentials_unless_insecure() {
+        let o = SecurityOptions::default();
+        let e = o.load().expect_err("no credentials");
+        assert!(e.to_string().contains("--insecure-plaintext"), "{e}");
+        let o = SecurityOptions {
+            insecure_plaintext: true,
+            ..SecurityOptions::default()
+        };
+        assert!(!o.load().expect("insecure allowed").authenticates());
+        let o = SecurityOptions {
+            tls_client_ca: Some("/nonexistent".into()),
+            ..SecurityOptions::default()
+        };
+        assert!(o.load().is_err());
+        let o = SecurityOptions {
+            tls_cert: Some("/nonexistent".into()),
+            ..SecurityOptions::default()
+        };
+        assert!(o
+            .load()
+            .expect_err("half")
+            .to_string()
+            .contains("--tls-key"));
+    }
+
+    proptest! {
+        #[test]
+        fn ct_eq_is_eq(a in proptest::collection::vec(any::<u8>(), 0..40),
+                       b in proptest::collection::vec(any::<u8>(), 0..40)) {
+            prop_assert_eq!(ct_eq(&a, &b), a == b);
+            prop_assert!(ct_eq(&a, &a));
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! `ibsmd --config FILE`: every command-line option in a TOML file.
+//!
+//! Keys are the long option names with `_` for `-` (`--poll-interval-ms` is
+//! `poll_interval_ms`); the demo's options sit in a `[demo]` table. The command line
+//! overrides the file. Values are validated while the file is parsed, so a wrong value
+//! is reported with its line and column exactly like a syntax error, and an unknown
+//! key is an error too (a typo must not silently fall back to a default).
+//! `deploy/ibsmd.toml` documents every key; a test parses it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use ibsm_transport::FabricSpec;
+use serde::{Deserialize, Deserializer};
+
+/// Why the config file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// It could not be read.
+    #[error("config {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// It is not valid TOML or a value is wrong (the message has line and column).
+    #[error("config {}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// toml's message, with the line, a caret under the culprit and why.
+        message: String,
+        /// 1-based line of the error, when known.
+        line: Option<usize>,
+    },
+}
+
+/// The daemon's settings from a file; `None` where the file says nothing.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `--fabric`.
+    #[serde(default, deserialize_with = "de_fabric")]
+    pub fabric: Option<FabricSpec>,
+    /// `--priority`.
+    #[serde(default, deserialize_with = "de_priority")]
+    pub priority: Option<u8>,
+    /// `--sm-key`.
+    #[serde(default, deserialize_with = "de_sm_key")]
+    pub sm_key: Option<u64>,
+    /// `--poll-interval-ms`.
+    #[serde(default, deserialize_with = "de_poll_interval")]
+    pub poll_interval_ms: Option<u64>,
+    /// `--poll-retries`.
+    #[serde(default, deserialize_with = "de_poll_retries")]
+    pub poll_retries: Option<u32>,
+    /// `--grpc`.
+    #[serde(default, deserialize_with = "de_addr")]
+    pub grpc: Option<SocketAddr>,
+    /// `--metrics`.
+    #[serde(default, deserialize_with = "de_addr")]
+    pub metrics: Option<SocketAddr>,
+    /// `--data-dir`.
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+    /// `--auth-token-file`.
+    #[serde(default)]
+    pub auth_token_file: Option<PathBuf>,
+    /// `--tls-cert`.
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    /// `--tls-key`.
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+    /// `--tls-client-ca`.
+    #[serde(default)]
+    pub tls_client_ca: Option<PathBuf>,
+    /// `--insecure-plaintext`.
+    #[serde(default)]
+    pub insecure_plaintext: Option<bool>,
+    /// `ibsmd demo` options.
+    #[serde(default)]
+    pub demo: DemoFileConfig,
+}
+
+/// The `[demo]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DemoFileConfig {
+    /// `demo --fabric`.
+    #[serde(default, deserialize_with = "de_fabric")]
+    pub fabric: Option<FabricSpec>,
+    /// `demo --base-port`.
+    #[serde(default)]
+    pub base_port: Option<u16>,
+    /// `demo --metrics`.
+    #[serde(default, deserialize_with = "de_addr")]
+    pub metrics: Option<SocketAddr>,
+    /// `demo --auth-token-file`.
+    #[serde(default)]
+    pub auth_token_file: Option<PathBuf>,
+}
+
+fn de_fabric<'de, D: Deserializer<'de>>(d: D) -> Result<Option<FabricSpec>, D::Error> {
+    let s = String::deserialize(d)?;
+    FabricSpec::parse(&s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn de_range<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &str,
+    lo: u64,
+    hi: u64,
+) -> Result<u64, D::Error> {
+    let v = i64::deserialize(d)?;
+    u64::try_from(v)
+        .ok()
+        .filter(|v| (lo..=hi).contains(v))
+        .ok_or_else(|| serde::de::Error::custom(format!("{what} {v} is out of range {lo}..={hi}")))
+}
+
+fn de_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    let v = de_range(d, "priority", 0, 15)?;
+    u8::try_from(v).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn de_poll_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "poll_interval_ms", 1, 60_000).map(Some)
+}
+
+fn de_poll_retries<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let v = de_range(d, "poll_retries", 1, 100)?;
+    u32::try_from(v).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse()
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("{s:?} is not an IP:port address ({e})")))
+}
+
+/// Parse an SM_Key: decimal or `0x` hex.
+pub fn parse_sm_key(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("SM_Key {s:?} is not a 64-bit number ({e})"))
+}
+
+fn de_sm_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Key {
+        Int(i64),
+        Text(String),
+    }
+    match Key::deserialize(d)? {
+        Key::Int(i) => u64::try_from(i).map(Some).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "sm_key {i} is negative; write large keys as a \"0x...\" string"
+            ))
+        }),
+        Key::Text(s) => parse_sm_key(&s).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+impl FileConfig {
+    /// Parse TOML text (`path` is only for messages).
+    pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text.get(..s.start).map_or(0, |t| t.matches('\n').count()) + 1);
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string().trim_end().to_string(),
+                line,
+            }
+        })
+    }
+
+    /// Read and parse a file.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        FileConfig::parse(path, &text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(t: &str) -> Result<FileConfig, ConfigError> {
+        FileConfig::parse(Path::new("t.toml"), t)
+    }
+
+    #[test]
+    fn full_file() {
+        let c = parse(
+            "fabric = \"gen:fat-tree:4\"\npriority = 7\nsm_key = \"0x10\"\npoll_interval_ms = 250\n\
+             poll_retries = 4\ngrpc = \"0.0.0.0:50051\"\nmetrics = \"127.0.0.1:9464\"\n\
+             data_dir = \"/var/lib/ibsm\"\nauth_token_file = \"/etc/ibsm/token\"\n\
+             insecure_plaintext = false\n[demo]\nbase_port = 6000\n",
+        )
+        .expect("valid");
+        assert_eq!(c.priority, Some(7));
+        assert_eq!(c.sm_key, Some(16));
+        assert_eq!(c.poll_interval_ms, Some(250));
+        assert_eq!(c.demo.base_port, Some(6000));
+        assert!(c.fabric.is_some());
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        for (text, line, needle) in [
+            ("priority = 3\npriority = 16\n", 2, "duplicate"),
+            (
+                "fabric = \"gen:fat-tree:4\"\n\npriority = 16\n",
+                3,
+                "out of range",
+            ),
+            ("grpc = \"nowhere\"\n", 1, "IP:port"),
+            ("prority = 3\n", 1, "unknown field"),
+            ("priority = \n", 1, ""),
+            ("[demo]\nbase_port = 70000\n", 2, ""),
+            ("sm_key = \"0xZZ\"\n", 1, "SM_Key"),
+            ("sm_key = -1\n", 1, "negative"),
+            ("fabric = \"bogus:1\"\n", 1, ""),
+        ] {
+            match parse(text) {
+                Err(ConfigError::Parse {
+                    line: Some(l),
+                    message,
+                    ..
+                }) => {
+                    assert_eq!(l, line, "{text:?}: {message}");
+                    assert!(message.contains(needle), "{text:?}: {message}");
+                    assert!(message.contains(&format!("line {line}")), "{message}");
+                }
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn shipped_example_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ibsmd.toml");
+        let c = FileConfig::load(&path).expect("deploy/ibsmd.toml parses");
+        assert!(c.fabric.is_some() && c.priority.is_some());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(text in "\\PC{0,200}") {
+            let _ = parse(&text);
+        }
+    }
+}

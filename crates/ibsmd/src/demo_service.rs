@@ -1,0 +1,128 @@
+//! `ibsm.v1.Demo`: kill and restart drills for `ibsmd demo`.
+//!
+//! A separate service rather than new `Control` RPCs so that a production daemon's
+//! control surface is unchanged and clients generated before it keep working. Every
+//! server registers it; outside the demo it answers `FAILED_PRECONDITION` to every
+//! call, so a drill can never stop a production SM.
+
+use ibsm_proto::v1 as pb;
+use ibsm_proto::v1::demo_server::Demo as DemoRpc;
+use tonic::{Request, Response, Status};
+
+use crate::demo::{DemoError, DemoHandle, MemberInfo, Selector};
+
+/// The service; `None` outside demo mode.
+#[derive(Debug, Clone)]
+pub struct DemoService {
+    demo: Option<DemoHandle>,
+}
+
+impl DemoService {
+    /// Serve drills for `demo` (or refuse them all with `None`).
+    pub fn new(demo: Option<DemoHandle>) -> DemoService {
+        DemoService { demo }
+    }
+
+    fn demo(&self) -> Result<&DemoHandle, Status> {
+        self.demo.as_ref().ok_or_else(|| {
+            Status::failed_precondition(
+                "demo drills are only available in `ibsmd demo`; this daemon manages a real fabric",
+            )
+        })
+    }
+}
+
+fn status_of(e: DemoError) -> Status {
+    match e {
+        DemoError::NotFound(m) => Status::not_found(m),
+        DemoError::FailedPrecondition(m) => Status::failed_precondition(m),
+        DemoError::Unavailable(m) => Status::unavailable(m),
+    }
+}
+
+fn pb_instance(m: &MemberInfo) -> pb::DemoInstance {
+    let snap = m.instance.as_ref().map(|i| i.status());
+    pb::DemoInstance {
+        name: m.name.clone(),
+        guid: snap.as_ref().map_or(0, |s| s.guid),
+        endpoint: m.endpoint.to_string(),
+        running: snap.as_ref().is_some_and(|s| s.running),
+        state: snap
+            .as_ref()
+            .filter(|s| s.running)
+            .map_or(pb::SmState::Notactive, |s| match s.state {
+                ibsm_core::election::SmState::NotActive => pb::SmState::Notactive,
+                ibsm_core::election::SmState::Discovering => pb::SmState::Discovering,
+                ibsm_core::election::SmState::Standby => pb::SmState::Standby,
+                ibsm_core::election::SmState::Master => pb::SmState::Master,
+            }) as i32,
+        priority: u32::from(m.priority),
+        host: m.host.clone(),
+    }
+}
+
+/// Turn a request's selectors into one [`Selector`]; exactly one must be set.
+pub fn selector(req: &pb::KillInstanceRequest) -> Result<Selector, Status> {
+    let mut sels = Vec::new();
+    if !req.name.is_empty() {
+        sels.push(Selector::Name(req.name.clone()));
+    }
+    if req.guid != 0 {
+        sels.push(Selector::Guid(req.guid));
+    }
+    if req.master {
+        sels.push(Selector::Master);
+    }
+    match sels.len() {
+        1 => sels
+            .pop()
+            .ok_or_else(|| Status::internal("selector vanished")),
+        0 => Err(Status::invalid_argument(
+            "say which instance: name, guid or master = true",
+        )),
+        _ => Err(Status::invalid_argument(
+            "give exactly one of name, guid and master = true",
+        )),
+    }
+}
+
+#[tonic::async_trait]
+impl DemoRpc for DemoService {
+    async fn list_instances(
+        &self,
+        _req: Request<pb::ListInstancesRequest>,
+    ) -> Result<Response<pb::ListInstancesResponse>, Status> {
+        let members = self.demo()?.members().map_err(status_of)?;
+        Ok(Response::new(pb::ListInstancesResponse {
+            instances: members.iter().map(pb_instance).collect(),
+        }))
+    }
+
+    async fn kill_instance(
+        &self,
+        req: Request<pb::KillInstanceRequest>,
+    ) -> Result<Response<pb::DemoInstance>, Status> {
+        let demo = self.demo()?;
+        let sel = selector(req.get_ref())?;
+        let killed = demo.kill(&sel).await.map_err(status_of)?;
+        let mut out = pb_instance(&killed);
+        // Report what it was, not what it is now (stopped).
+        out.running = false;
+        Ok(Response::new(out))
+    }
+
+    async fn restart_instance(
+        &self,
+        req: Request<pb::RestartInstanceRequest>,
+    ) -> Result<Response<pb::DemoInstance>, Status> {
+        let demo = self.demo()?;
+        let name = req.into_inner().name;
+        if name.is_empty() {
+            return Err(Status::invalid_argument(
+                "name is required (sm1, sm2, ...; ListInstances shows them)",
+            ));
+        }
+        let m = demo.restart(&name).await.map_err(status_of)?;
+        Ok(Response::new(pb_instance(&m)))
+    }
+}
