@@ -194,6 +194,11 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
+/// Names of every metric family `/metrics` serves (dashboards are checked against it).
+pub fn metric_names() -> Vec<&'static str> {
+    FAMILIES.iter().map(|f| f.name).collect()
+}
+
 fn escape_label(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for c in v.chars() {

@@ -55,6 +55,7 @@ fn higher_priority_ibsmd_is_master_and_the_other_takes_over_after_sigkill() {
             prio,
             "--grpc",
             "127.0.0.1:0",
+            "--insecure-plaintext",
         ])
         .stdout(Stdio::null())
         .stderr(log);

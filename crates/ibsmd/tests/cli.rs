@@ -1,0 +1,190 @@
+//! The `ibsmd` binary's start-up checks: a bad config file or missing credentials
+//! exit 2 with a precise message before any device or port is opened; a good config
+//! file starts the daemon and the command line overrides it.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const IBSMD: &str = env!("CARGO_BIN_EXE_ibsmd");
+
+/// Kills the child on drop (also on panic).
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(IBSMD)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ibsmd");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let p = dir.path().join(name);
+    let mut f = std::fs::File::create(&p).expect("create");
+    f.write_all(text.as_bytes()).expect("write");
+    p.display().to_string()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+#[test]
+fn malformed_config_exits_2_with_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let cfg = write(
+        &dir,
+        "bad.toml",
+        &format!(
+            "fabric = \"gen:fat-tree:4\"\ngrpc = \"127.0.0.1:{port}\"\ninsecure_plaintext = true\npriority = 99\n"
+        ),
+    );
+    let (code, err) = run(&["--config", &cfg]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 4"), "{err}");
+    assert!(err.contains("priority 99 is out of range"), "{err}");
+    assert!(err.contains("bad.toml"), "{err}");
+    // Nothing started: the gRPC port is still free.
+    assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok());
+
+    let cfg = write(
+        &dir,
+        "typo.toml",
+        "fabric = \"gen:fat-tree:4\"\npriorty = 3\n",
+    );
+    let (code, err) = run(&["--config", &cfg]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("line 2") && err.contains("unknown field"),
+        "{err}"
+    );
+
+    let (code, err) = run(&["--config", "/nonexistent/ibsmd.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/ibsmd.toml"), "{err}");
+}
+
+#[test]
+fn credentials_are_required_unless_insecure() {
+    let (code, err) = run(&["--fabric", "gen:fat-tree:4", "--priority", "5"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--insecure-plaintext"), "{err}");
+    assert!(err.contains("--auth-token-file"), "{err}");
+    let (code, err) = run(&["--priority", "5", "--insecure-plaintext"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--fabric is required"), "{err}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let short = write(&dir, "short", "abc\n");
+    let (code, err) = run(&[
+        "--fabric",
+        "gen:fat-tree:4",
+        "--priority",
+        "5",
+        "--auth-token-file",
+        &short,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at least 16"), "{err}");
+}
+
+#[test]
+fn config_file_starts_the_daemon_and_the_command_line_wins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let grpc = free_port();
+    let metrics = free_port();
+    // The file says priority 3; the command line says 12.
+    let cfg = write(
+        &dir,
+        "ok.toml",
+        &format!(
+            "fabric = \"gen:fat-tree:4\"\npriority = 3\ngrpc = \"127.0.0.1:{grpc}\"\n\
+             metrics = \"127.0.0.1:{metrics}\"\ninsecure_plaintext = true\n"
+        ),
+    );
+    let child = Command::new(IBSMD)
+        .args(["--config", &cfg, "--priority", "12"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut child = Reaped(child);
+    let addr = SocketAddr::from(([127, 0, 0, 1], metrics));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(st) = child.0.try_wait().expect("wait") {
+            panic!("ibsmd exited early: {st}");
+        }
+        if let Ok(body) = get_metrics(addr) {
+            if body.contains("ibsm_sm_state{sm=\"ibsmd\"} 3") {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "ibsmd never became MASTER");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The priority came from the command line (gRPC is plaintext as configured).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    let prio = rt.block_on(async {
+        let mut c = ibsm_proto::v1::control_client::ControlClient::connect(format!(
+            "http://127.0.0.1:{grpc}"
+        ))
+        .await
+        .expect("connect");
+        c.get_status(ibsm_proto::v1::GetStatusRequest {})
+            .await
+            .expect("status")
+            .into_inner()
+            .priority
+    });
+    assert_eq!(prio, 12);
+    let _ = child.0.kill();
+    let out = child.0.wait_with_output_safe();
+    assert!(out.contains("INSECURE"), "no loud warning:\n{out}");
+}
+
+trait WaitOutput {
+    fn wait_with_output_safe(&mut self) -> String;
+}
+
+impl WaitOutput for Child {
+    fn wait_with_output_safe(&mut self) -> String {
+        use std::io::Read;
+        let _ = self.wait();
+        let mut s = String::new();
+        if let Some(e) = self.stderr.as_mut() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+}
+
+fn get_metrics(addr: SocketAddr) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    c.set_read_timeout(Some(Duration::from_secs(2)))?;
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
+    let mut s = String::new();
+    c.read_to_string(&mut s)?;
+    Ok(s)
+}
