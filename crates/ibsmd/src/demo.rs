@@ -130,6 +130,8 @@ pub struct MemberInfo {
     pub instance: Option<Arc<Instance>>,
     /// Its metrics (kept across restarts).
     pub metrics: Arc<Metrics>,
+    /// For a member just killed: its status right before the kill (state, GUID...).
+    pub before_kill: Option<crate::instance::Snapshot>,
 }
 
 impl MemberInfo {
@@ -165,6 +167,7 @@ impl Member {
             endpoint: self.endpoint,
             instance,
             metrics: Arc::clone(&self.metrics),
+            before_kill: None,
         }
     }
 
@@ -271,10 +274,9 @@ impl DemoShared {
         };
         tracing::warn!(sm = %info.name, "demo drill: killing the instance");
         let mut info = info;
-        // Keep the instance in the answer so the caller sees what it was.
-        let stopping = Arc::clone(&inst);
-        let _ = tokio::task::spawn_blocking(move || stopping.shutdown()).await;
-        info.instance = Some(inst);
+        info.before_kill = Some(inst.status());
+        let _ = tokio::task::spawn_blocking(move || inst.shutdown()).await;
+        info.instance = None;
         Ok(info)
     }
 

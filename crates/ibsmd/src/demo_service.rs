@@ -41,7 +41,10 @@ fn status_of(e: DemoError) -> Status {
 }
 
 fn pb_instance(m: &MemberInfo) -> pb::DemoInstance {
-    let snap = m.instance.as_ref().map(|i| i.status());
+    let snap = m
+        .before_kill
+        .clone()
+        .or_else(|| m.instance.as_ref().map(|i| i.status()));
     pb::DemoInstance {
         name: m.name.clone(),
         guid: snap.as_ref().map_or(0, |s| s.guid),
@@ -105,8 +108,8 @@ impl DemoRpc for DemoService {
         let demo = self.demo()?;
         let sel = selector(req.get_ref())?;
         let killed = demo.kill(&sel).await.map_err(status_of)?;
+        // GUID and state are those right before the kill; running is now false.
         let mut out = pb_instance(&killed);
-        // Report what it was, not what it is now (stopped).
         out.running = false;
         Ok(Response::new(out))
     }
