@@ -161,7 +161,11 @@ async fn demo_elects_one_master_and_fails_over() {
         .into_inner();
     assert_eq!(killed.name, "sm1");
     assert_eq!(killed.guid, guid);
-    assert_eq!(killed.state, SmState::Master as i32, "state before the kill");
+    assert_eq!(
+        killed.state,
+        SmState::Master as i32,
+        "state before the kill"
+    );
     assert!(!killed.running);
     // The killed endpoint stays up but its SM is gone.
     let e = ControlClient::connect(format!("http://{}", eps[0]))
