@@ -30,7 +30,9 @@
 //!     data_dir,                                  // --data-dir DIR
 //!     timers: RaftTimers::default(),
 //! }).await?;
-//! Server::builder().add_service(control).add_service(replica.grpc_service()).serve(addr);
+//! // TCP_NODELAY matters: without it Nagle + delayed ACK add ~40 ms to each commit.
+//! Server::builder().tcp_nodelay(true)
+//!     .add_service(control).add_service(replica.grpc_service()).serve(addr);
 //!
 //! // On becoming MASTER (the SM election said so):
 //! let epoch = replica.claim_mastership(my_port_guid).await?;   // new epoch
@@ -100,6 +102,13 @@
 //! Both sets scale the same way: on a slow or congested management network raise the
 //! SM poll interval and the Raft heartbeat / election timeouts together, keeping the
 //! Raft election well under the SM's detection + discovery time.
+//!
+//! # Measured (benches/replica.rs, `cargo bench -p ibsm-replica`, 2-core VM)
+//!
+//! One update committed on 3 nodes over loopback: p50 1.0 ms, p99 6.1 ms (fsync on
+//! every append on leader and followers). A 48,000-LID fabric's state (48k guid2lid,
+//! 53k-node / 124k-link topology, 4.2k LFT digests) is a 4.7 MB snapshot; a new
+//! instance added to the cluster receives and installs it and becomes a voter in ~60 ms.
 //!
 //! # Not done here
 //!

