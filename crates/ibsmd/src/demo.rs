@@ -389,6 +389,7 @@ impl Demo {
                 ServeOptions {
                     security: opts.security.clone(),
                     demo: Some(handle.clone()),
+                    ..ServeOptions::default()
                 },
             )
             .await?;

@@ -304,7 +304,7 @@ async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<(
         shutdown_signal(),
         ibsmd::server::ServeOptions {
             security,
-            demo: None,
+            ..ibsmd::server::ServeOptions::default()
         },
     )
     .await?;

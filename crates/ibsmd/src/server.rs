@@ -326,13 +326,38 @@ impl Control for ControlService {
     }
 }
 
+/// Adds more services to an endpoint's router (e.g. the Raft service of
+/// `ibsm-replica`): called with the router and the endpoint's token interceptor, so
+/// the service can be wrapped (`XServer::with_interceptor(svc, icpt)`) and is covered
+/// by the same TLS.
+pub type ServiceHook = Arc<
+    dyn Fn(
+            tonic::transport::server::Router,
+            crate::auth::TokenInterceptor,
+        ) -> tonic::transport::server::Router
+        + Send
+        + Sync,
+>;
+
 /// How a server is secured and what else it serves.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ServeOptions {
     /// TLS and/or token; [`Security::plaintext`] only when the operator asked for it.
     pub security: Security,
     /// The demo this endpoint belongs to (`None`: the Demo service refuses every call).
     pub demo: Option<DemoHandle>,
+    /// More services on the same port, under the same security.
+    pub extra_services: Option<ServiceHook>,
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("security", &self.security)
+            .field("demo", &self.demo)
+            .field("extra_services", &self.extra_services.is_some())
+            .finish()
+    }
 }
 
 /// Bind `addr` now (so a busy port is an error at start) and return the bound
@@ -405,8 +430,12 @@ pub async fn bind_with(
         ))
         .add_service(ibsm_proto::v1::demo_server::DemoServer::with_interceptor(
             DemoService::new(opts.demo.clone()),
-            icpt,
+            icpt.clone(),
         ));
+    let router = match &opts.extra_services {
+        Some(hook) => hook(router, icpt),
+        None => router,
+    };
     let fut = async move {
         router
             .serve_with_incoming_shutdown(incoming, shutdown)

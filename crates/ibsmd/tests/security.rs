@@ -18,6 +18,9 @@ use ibsmd::{Instance, InstanceConfig};
 use tokio::sync::oneshot;
 use tonic::transport::{Channel, Endpoint};
 
+/// Set by the extra-services hook (where the Raft service will be added).
+static HOOK_CALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 const TOKEN: &str = "s3cret-token-for-tests-0123456789";
 
 /// One SM on a small embedded fabric, served with `security`; stops on drop.
@@ -59,7 +62,13 @@ async fn serve(security: Security) -> Served {
         },
         ServeOptions {
             security,
-            demo: None,
+            extra_services: Some(Arc::new(
+                |router: tonic::transport::server::Router, _icpt: ibsmd::auth::TokenInterceptor| {
+                    HOOK_CALLED.store(true, std::sync::atomic::Ordering::SeqCst);
+                    router
+                },
+            )),
+            ..ServeOptions::default()
         },
     )
     .await
@@ -92,6 +101,7 @@ fn bearer(v: &str) -> impl tonic::service::Interceptor + Clone {
 async fn bearer_token_is_required_and_checked() {
     let token = Token::new(TOKEN).expect("token");
     let s = serve(Security::token(token.clone())).await;
+    assert!(HOOK_CALLED.load(std::sync::atomic::Ordering::SeqCst));
     let ch = Endpoint::from_shared(format!("http://{}", s.addr))
         .expect("uri")
         .connect()
