@@ -188,3 +188,76 @@ fn get_metrics(addr: SocketAddr) -> std::io::Result<String> {
     c.read_to_string(&mut s)?;
     Ok(s)
 }
+
+/// Every key `--config` accepts (serde lists them when it meets an unknown one).
+fn config_keys(table: &str) -> Vec<String> {
+    let text = format!("{table}zz_not_a_key = 1\n");
+    let err = match ibsmd::config::FileConfig::parse(std::path::Path::new("k.toml"), &text) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("an unknown key was accepted"),
+    };
+    let list = err
+        .split_once("expected one of")
+        .map(|(_, l)| l)
+        .unwrap_or_else(|| panic!("no key list in {err}"));
+    list.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// deploy/ibsmd.toml must document every key (set or commented out as `#key =`), and
+/// every long option of `ibsmd --help` must be settable in the file.
+#[test]
+fn every_option_is_documented_in_the_example_config() {
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ibsmd.toml"),
+    )
+    .expect("deploy/ibsmd.toml");
+    let documented = |k: &str| {
+        example.lines().any(|l| {
+            let l = l.trim_start_matches('#').trim_start();
+            l.strip_prefix(k)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+    };
+    let top = config_keys("");
+    assert!(top.len() >= 13, "{top:?}");
+    for k in top.iter().filter(|k| *k != "demo") {
+        assert!(documented(k), "deploy/ibsmd.toml does not document `{k}`");
+    }
+    for k in config_keys("[demo]\n") {
+        assert!(
+            documented(&k),
+            "deploy/ibsmd.toml does not document [demo] `{k}`"
+        );
+    }
+    let (code, help) = {
+        let out = Command::new(IBSMD).arg("--help").output().expect("--help");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(0));
+    // Option lines look like `  -h, --help` or `      --fabric <FABRIC>`.
+    let flags = help
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("--")));
+    for flag in flags {
+        let flag = flag.trim_end_matches([',', '.']);
+        if matches!(flag, "help" | "version" | "config" | "") {
+            continue;
+        }
+        let key = flag.replace('-', "_");
+        let key = if key == "peer" {
+            "peers".to_string()
+        } else {
+            key
+        };
+        assert!(top.contains(&key), "--{flag} has no config key ({top:?})");
+    }
+}
