@@ -79,6 +79,24 @@ pub struct FileConfig {
     /// `--insecure-plaintext`.
     #[serde(default)]
     pub insecure_plaintext: Option<bool>,
+    /// `--lmc`.
+    #[serde(default)]
+    pub lmc: Option<u8>,
+    /// `--routing` (`minhop` or `updown`).
+    #[serde(default, deserialize_with = "de_routing")]
+    pub routing: Option<String>,
+    /// `--root-guid`, as an array of strings.
+    #[serde(default)]
+    pub root_guid: Option<Vec<String>>,
+    /// `--sweep-interval-s`.
+    #[serde(default)]
+    pub sweep_interval_s: Option<u64>,
+    /// `--partition`, as an array of `NAME=PKEY:GUID[:full|limited],...` strings.
+    #[serde(default, deserialize_with = "de_partitions")]
+    pub partition: Option<Vec<String>>,
+    /// `--smp-window`.
+    #[serde(default)]
+    pub smp_window: Option<u64>,
     /// `ibsmd demo` options.
     #[serde(default)]
     pub demo: DemoFileConfig,
@@ -120,6 +138,20 @@ fn de_range<'de, D: Deserializer<'de>>(
         .ok()
         .filter(|v| (lo..=hi).contains(v))
         .ok_or_else(|| serde::de::Error::custom(format!("{what} {v} is out of range {lo}..={hi}")))
+}
+
+fn de_routing<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    crate::subnet_opts::parse_routing(&s).map_err(serde::de::Error::custom)?;
+    Ok(Some(s))
+}
+
+fn de_partitions<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let v = Vec::<String>::deserialize(d)?;
+    for p in &v {
+        crate::subnet_opts::parse_partition(p).map_err(serde::de::Error::custom)?;
+    }
+    Ok(Some(v))
 }
 
 fn de_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {

@@ -7,22 +7,51 @@
 //! driven by `recv(timeout)`. The thread wakes at least every [`MAX_WAIT`] to read its
 //! command channel, so commands are served within that time.
 //!
-//! Routing of what arrives (by the low 32 bits of the TID, because a Linux kernel
-//! rewrites the high 32 bits of requests with its agent id): responses whose low half
-//! is at or above [`ELECTION_TID_LOW`] belong to the election (its TIDs start there),
-//! other responses to the transactions agent; SubnGet/SubnSet(SMInfo), trap 144 and
-//! TrapRepress go to the election, which answers through us (the response is built from
-//! the request, see `wire`). Other traps schedule a heavy sweep.
+//! # Who owns which TIDs
 //!
-//! Sweeps: a *heavy* sweep is a directed-route discovery followed by a *probe*
-//! (SubnGet(PortInfo) of every CA port and switch port 0, which tells LIDs, port states
-//! and which ports advertise IsSM); a *light* sweep is the probe alone, over the ports
-//! the last discovery found. The SM ports found feed [`Election::handle_sweep`], and
-//! their SMInfo is read for `ListSms`. Only a MASTER then *configures*: a LID for every
-//! CA port and switch port 0 that has none (a small allocator that keeps the LIDs ports
-//! already carry), MasterSMLID pointing at itself, and CA ports walked Init -> Armed ->
-//! Active. Routing tables, switch external ports, P_Keys and the rest come with the
-//! subnet-management issue.
+//! Three MAD initiators share the device: the election (SMInfo polls and control
+//! packets), this runtime's own [`Transactions`] agent (the standby's sweeps, SMInfo
+//! reads for `ListSms`) and, while MASTER, the [`SubnetManager`] (with an agent of
+//! its own). What arrives is routed by the low 32 bits of the TID, because a Linux
+//! kernel rewrites the high 32 bits of requests with its agent id:
+//!
+//! | low 32 bits of the TID | owner |
+//! |---|---|
+//! | `0x8000_0000..` | the election (its TIDs start at [`ELECTION_TID_LOW`]) |
+//! | `0x7000_0000..0x8000_0000` | the blocking bootstrap queries |
+//! | `0x4000_0000..0x5000_0000` | the runtime's agent ([`RUNTIME_TID`]) |
+//! | `0x0000_0000..0x4000_0000` | the subnet manager's agent ([`SUBNET_TID`]) |
+//!
+//! Both agents count their low halves from 1, so on the way out the runtime *folds*
+//! each agent's counter into its range (keeps the low 28 or 30 bits and sets the
+//! range's base) and on the way back *unfolds* it: the agent's real counter is the
+//! one, among the values with those low bits, just below the number of SMPs the agent
+//! has sent so far (its counter advances once per transmission). That is exact as long
+//! as an answer comes back within 2^28 transmissions of its request, i.e. always. The
+//! agents need no change and match responses exactly as before.
+//!
+//! Requests: SubnGet/SubnSet(SMInfo), trap 144 and TrapRepress go to the election,
+//! which answers through us (the response is built from the request, see `wire`).
+//! Other traps go to the subnet manager while MASTER (it represses them and sweeps),
+//! else they are repressed here and schedule a heavy discovery.
+//!
+//! # Sweeps
+//!
+//! Not MASTER (DISCOVERING, STANDBY): a *heavy* sweep is a directed-route discovery
+//! followed by a *probe* (SubnGet(PortInfo) of every CA port and switch port 0, which
+//! tells LIDs, port states and which ports advertise IsSM); a *light* sweep is the
+//! probe alone, over the ports the last discovery found. The SM ports found feed
+//! [`Election::handle_sweep`], and their SMInfo is read for `ListSms`. Nothing is
+//! configured.
+//!
+//! MASTER: the election's MASTER calls [`SubnetManager::become_master`]: a heavy sweep
+//! that assigns LIDs, computes and programs LFTs, PortInfo, P_Keys, SLtoVL/VLArb, walks
+//! every link Init -> Armed -> Active and sets ClientReregister; it logs "subnet up"
+//! when done. Its light sweeps, traps and a heavy sweep every `heavy_sweep_interval`
+//! follow. The SM ports its heavy sweeps find feed [`Election::handle_sweep`], the SMPs
+//! it sends move ActCount ([`SubnetManager::take_smps_sent`]), its phase times go to
+//! the metrics (`ibsm_sweep_phase_seconds{phase}`). Leaving MASTER calls
+//! [`SubnetManager::stop`] and the standby sweeps resume.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::mpsc;
@@ -35,10 +64,10 @@ use ibsm_core::election::{
     ControlPacket, DrRoute, Election, ElectionConfig, ElectionError, ElectionEvent, SmPort,
     SmRoute, SmState,
 };
+use ibsm_core::subnet::{SubnetConfig, SubnetEvent, SubnetManager, SweepKind as SubnetSweep};
 use ibsm_core::transactions::{Event, Transactions, TransactionsConfig};
 use ibsm_mad::{
-    AttributeId, CapabilityMask, Method, NodeInfo, PhysPortState, PortInfo, PortState, Smp,
-    SmpAttribute, SmpRoute, MAD_SIZE,
+    AttributeId, CapabilityMask, Method, NodeInfo, PortInfo, Smp, SmpAttribute, SmpRoute, MAD_SIZE,
 };
 use ibsm_transport::MadDevice;
 use tokio::sync::{broadcast, oneshot};
@@ -51,6 +80,63 @@ const ELECTION_TID_HIGH: u64 = 0x5300_0000;
 pub const ELECTION_TID_LOW: u32 = 0x8000_0000;
 /// Low 32 bits of the bootstrap queries' TIDs.
 const BOOT_TID_LOW: u32 = 0x7000_0000;
+
+/// A range of low TID halves on the wire that one agent's counter is folded into
+/// (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TidRange {
+    /// First low half of the range.
+    pub base: u32,
+    /// Bits of the agent's counter kept; the range is `base..base + 2^bits`.
+    pub bits: u32,
+}
+
+/// The runtime's own agent: `0x4000_0000..0x5000_0000`.
+pub const RUNTIME_TID: TidRange = TidRange {
+    base: 0x4000_0000,
+    bits: 28,
+};
+/// The subnet manager's agent: `0x0000_0000..0x4000_0000`.
+pub const SUBNET_TID: TidRange = TidRange { base: 0, bits: 30 };
+
+impl TidRange {
+    fn mask(self) -> u32 {
+        (1u32 << self.bits) - 1
+    }
+
+    /// Whether a low half on the wire is in this range.
+    pub fn contains(self, wire: u32) -> bool {
+        wire & !self.mask() == self.base
+    }
+
+    /// The wire low half for the agent's counter value `low`.
+    pub fn fold(self, low: u32) -> u32 {
+        self.base | (low & self.mask())
+    }
+
+    /// The agent's counter value for a wire low half, given how many SMPs the agent
+    /// has sent (its counter is then about `sent + 1`; 2^16 of slack covers the
+    /// values it skips).
+    pub fn unfold(self, wire: u32, sent: u64) -> u32 {
+        let span = 1u64 << self.bits;
+        let mask = u64::from(self.mask());
+        let horizon = sent.wrapping_add(1 << 16);
+        let mut c = (horizon & !mask) | (u64::from(wire) & mask);
+        if c > horizon {
+            c = c.wrapping_sub(span);
+        }
+        c as u32
+    }
+}
+
+/// The low half of a MAD's TID (bytes 12..16 of the common header).
+fn wire_tid_low(mad: &[u8; MAD_SIZE]) -> u32 {
+    u32::from_be_bytes([mad[12], mad[13], mad[14], mad[15]])
+}
+
+fn set_wire_tid_low(mad: &mut [u8; MAD_SIZE], low: u32) {
+    mad[12..16].copy_from_slice(&low.to_be_bytes());
+}
 /// Longest sleep in `recv`, so commands are read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(20);
 /// Requests kept for building responses; older ones are dropped.
@@ -76,11 +162,15 @@ pub struct InstanceConfig {
     /// Where the instance publishes its Prometheus metrics (shared with `/metrics`;
     /// the demo keeps one per member across restarts).
     pub metrics: Arc<Metrics>,
+    /// What the MASTER configures (LMC, routing engine, partitions, light-sweep
+    /// interval, SMP window...). Checked by [`Instance::spawn`].
+    pub subnet: SubnetConfig,
 }
 
 impl InstanceConfig {
     /// Defaults: 100 ms x 3 polling (see the crate doc for the trade-off), SM_Key 1,
-    /// light sweep every 2 s, heavy sweep every 10 s.
+    /// light sweep every 2 s (standby probe and the master's configurator alike),
+    /// heavy sweep every 10 s.
     pub fn new(name: impl Into<String>, priority: u8) -> InstanceConfig {
         InstanceConfig {
             name: name.into(),
@@ -91,6 +181,10 @@ impl InstanceConfig {
             light_sweep_interval: Duration::from_secs(2),
             heavy_sweep_interval: Duration::from_secs(10),
             metrics: Arc::new(Metrics::new()),
+            subnet: SubnetConfig {
+                sweep_interval: Duration::from_secs(2),
+                ..SubnetConfig::default()
+            },
         }
     }
 }
@@ -266,6 +360,8 @@ impl Instance {
         device: Box<dyn MadDevice + Send>,
         keepalive: Box<dyn Send>,
     ) -> anyhow::Result<Instance> {
+        SubnetManager::new(cfg.subnet.clone())
+            .map_err(|e| anyhow::anyhow!("SM {}: subnet configuration: {e}", cfg.name))?;
         let (cmd_tx, cmd_rx) = mpsc::channel();
         let status = Arc::new(RwLock::new(Snapshot::new(&cfg.name)));
         let (events, _) = broadcast::channel(256);
@@ -367,7 +463,6 @@ impl Drop for Instance {
 enum Job {
     Disc(DiscoveryToken),
     Probe(usize),
-    Configure { target: usize, step: u8 },
     PeerSmInfo(u64),
 }
 
@@ -385,7 +480,6 @@ struct Target {
 enum Phase {
     Discover(Box<Discovery>),
     Probe,
-    Configure,
 }
 
 #[derive(Debug)]
@@ -396,7 +490,6 @@ struct Sweep {
     phase_started: Duration,
     phase: Phase,
     outstanding: usize,
-    configured: usize,
     replies: Vec<oneshot::Sender<String>>,
 }
 
@@ -419,7 +512,12 @@ struct Runtime {
     targets: Vec<Target>,
     nodes: usize,
     unreachable: usize,
-    lids: BTreeMap<u64, u16>,
+    /// The MASTER's configurator (idle unless MASTER).
+    subnet: SubnetManager,
+    /// SMPs the subnet manager initiated, over all masterships (metrics).
+    subnet_sent: u64,
+    /// `Sweep` commands answered by the subnet manager's next heavy sweep.
+    subnet_replies: Vec<oneshot::Sender<String>>,
     peers: BTreeMap<u64, PeerView>,
     requests: HashMap<u64, (Smp, u16)>,
     request_order: VecDeque<u64>,
@@ -446,6 +544,8 @@ impl Runtime {
         ecfg.tid_base = (ELECTION_TID_HIGH << 32) | u64::from(ELECTION_TID_LOW);
         let mut election = Election::new(ecfg, Duration::ZERO)
             .map_err(|e| anyhow::anyhow!("SM {}: {e}", cfg.name))?;
+        let subnet = SubnetManager::new(cfg.subnet.clone())
+            .map_err(|e| anyhow::anyhow!("SM {}: subnet configuration: {e}", cfg.name))?;
         election.set_local_lid(lid);
         tracing::info!(
             port_guid = format_args!("{port_guid:#018x}"),
@@ -471,7 +571,9 @@ impl Runtime {
             targets: Vec::new(),
             nodes: 0,
             unreachable: 0,
-            lids: BTreeMap::new(),
+            subnet,
+            subnet_sent: 0,
+            subnet_replies: Vec::new(),
             peers: BTreeMap::new(),
             requests: HashMap::new(),
             request_order: VecDeque::new(),
@@ -504,7 +606,15 @@ impl Runtime {
             if self.election.poll_timeout().is_some_and(|t| t <= now) {
                 self.election.handle_timeout(now);
             }
-            if self.sweep.is_none() {
+            if self.subnet.poll_timeout().is_some_and(|t| t <= now) {
+                self.subnet.handle_timeout(now);
+            }
+            if self.subnet.is_active() {
+                if !self.subnet.is_sweeping() && now >= self.next_heavy {
+                    self.next_heavy = now + self.cfg.heavy_sweep_interval;
+                    self.subnet.start_heavy_sweep(now);
+                }
+            } else if self.sweep.is_none() {
                 if self.heavy_wanted || now >= self.next_heavy {
                     self.start_sweep(now, true);
                 } else if now >= self.next_light || !self.waiting_replies.is_empty() {
@@ -515,13 +625,21 @@ impl Runtime {
             self.publish();
             let now = self.now();
             let mut until = now + MAX_WAIT;
-            for t in [self.tx.poll_timeout(), self.election.poll_timeout()]
-                .into_iter()
-                .flatten()
+            for t in [
+                self.tx.poll_timeout(),
+                self.election.poll_timeout(),
+                self.subnet.poll_timeout(),
+            ]
+            .into_iter()
+            .flatten()
             {
                 until = until.min(t);
             }
-            if self.sweep.is_none() {
+            if self.subnet.is_active() {
+                if !self.subnet.is_sweeping() {
+                    until = until.min(self.next_heavy);
+                }
+            } else if self.sweep.is_none() {
                 until = until.min(self.next_light).min(self.next_heavy);
             }
             if let Some(mad) = self.dev.recv(until.saturating_sub(now))? {
@@ -570,6 +688,11 @@ impl Runtime {
                         other => CommandError::InvalidArgument(other.to_string()),
                     });
                 let _ = reply.send(r);
+            }
+            Command::Sweep { reply, .. } if self.subnet.is_active() => {
+                // The configurator has no on-demand light sweep: a heavy one answers both.
+                self.subnet.start_heavy_sweep(now);
+                self.subnet_replies.push(reply);
             }
             Command::Sweep { heavy, reply } => {
                 if heavy {
@@ -665,8 +788,15 @@ impl Runtime {
                     let from = crate::wire::arrival_route(&smp, 0);
                     self.election.handle_message(now, from, msg);
                 }
-            } else if low < BOOT_TID_LOW {
-                self.tx.handle_incoming(now, mad);
+            } else if RUNTIME_TID.contains(low) {
+                let mut m = *mad;
+                set_wire_tid_low(&mut m, RUNTIME_TID.unfold(low, self.tx.counters().sent));
+                self.tx.handle_incoming(now, &m);
+            } else if SUBNET_TID.contains(low) && self.subnet.is_active() {
+                let mut m = *mad;
+                let sent = self.subnet.metrics().smps_sent;
+                set_wire_tid_low(&mut m, SUBNET_TID.unfold(low, sent));
+                self.subnet.handle_incoming(now, &m);
             }
             return Ok(());
         }
@@ -686,6 +816,10 @@ impl Runtime {
                     _ => 0,
                 };
                 if matches!(msg, ibsm_core::election::SmInfoMsg::Trap144 { .. }) {
+                    if self.subnet.is_active() {
+                        // A port's capabilities changed (an SM appeared...): re-read them.
+                        self.subnet.start_heavy_sweep(now);
+                    }
                     let _ = self.events.send(record(
                         "trap",
                         format!("trap 144 from LID {hint}"),
@@ -696,6 +830,19 @@ impl Runtime {
                 self.remember_request(smp, hint);
                 let from = crate::wire::arrival_route(&smp, hint);
                 self.election.handle_message(now, from, msg);
+            }
+            None if smp.method == Method::TRAP && self.subnet.is_active() => {
+                // The configurator represses it and sweeps (trap 128: a link changed).
+                let _ = self.events.send(record(
+                    "trap",
+                    format!(
+                        "trap received (attribute {:?}): handled by the master",
+                        smp.attr_id
+                    ),
+                    None,
+                    None,
+                ));
+                self.subnet.handle_incoming(now, mad);
             }
             None if smp.method == Method::TRAP => {
                 // Another trap (link state change...): acknowledge it and re-discover.
@@ -777,10 +924,34 @@ impl Runtime {
                 self.on_tx_event(now, ev);
             }
             progressed |= self.advance_sweep(now);
-            while let Some(mad) = self.tx.poll_transmit() {
+            while let Some(mut mad) = self.tx.poll_transmit() {
                 progressed = true;
+                let low = RUNTIME_TID.fold(wire_tid_low(&mad));
+                set_wire_tid_low(&mut mad, low);
                 self.dev.send(&mad)?;
                 self.election.handle_smps_sent(1);
+            }
+            while let Some(out) = self.subnet.poll_transmit() {
+                progressed = true;
+                let mut mad = out.mad;
+                // TrapRepress carries the trap's TID; requests carry the agent's.
+                if mad[3] != Method::TRAP_REPRESS.0 {
+                    let low = SUBNET_TID.fold(wire_tid_low(&mad));
+                    set_wire_tid_low(&mut mad, low);
+                }
+                match out.dlid {
+                    Some(l) if l != 0 => self.dev.send_lid(l, &mad)?,
+                    _ => self.dev.send(&mad)?,
+                }
+            }
+            let n = self.subnet.take_smps_sent();
+            if n > 0 {
+                self.election.handle_smps_sent(n);
+                self.subnet_sent = self.subnet_sent.saturating_add(u64::from(n));
+            }
+            while let Some(ev) = self.subnet.poll_event() {
+                progressed = true;
+                self.on_subnet_event(now, ev);
             }
             while let Some(t) = self.election.poll_transmit() {
                 progressed = true;
@@ -831,21 +1002,33 @@ impl Runtime {
             ElectionEvent::StateChanged { from, to, .. } => {
                 tracing::info!("{text}");
                 self.cfg.metrics.set_state(*to);
-                if *to == SmState::Master {
-                    // Configure at once (the probe that follows a sweep configures).
-                    self.next_light = now;
-                }
-                if *from == SmState::Master {
-                    if let Some(s) = &self.sweep {
-                        if matches!(s.phase, Phase::Configure) {
-                            tracing::info!("no longer master: port configuration stops");
-                        }
+                if *to == SmState::Master && !self.subnet.is_active() {
+                    // The configurator takes over the sweeps; a standby sweep in
+                    // progress is dropped and its callers wait for the master's.
+                    if let Some(s) = self.sweep.take() {
+                        self.subnet_replies.extend(s.replies);
                     }
+                    self.subnet_replies
+                        .extend(self.waiting_replies.drain(..).map(|(_, r)| r));
+                    self.next_heavy = now + self.cfg.heavy_sweep_interval;
+                    tracing::info!("master: configuring the subnet (heavy sweep)");
+                    self.subnet.become_master(now);
+                }
+                if *from == SmState::Master && *to != SmState::Master && self.subnet.is_active() {
+                    tracing::info!("no longer master: subnet configuration stops");
+                    self.subnet.stop();
+                    self.waiting_replies
+                        .extend(self.subnet_replies.drain(..).map(|r| (true, r)));
+                    self.heavy_wanted = true;
                 }
                 record("state", text, Some(*from), Some(*to))
             }
             ElectionEvent::HeavySweepRequested => {
-                self.heavy_wanted = true;
+                if self.subnet.is_active() {
+                    self.subnet.start_heavy_sweep(now);
+                } else {
+                    self.heavy_wanted = true;
+                }
                 tracing::info!("{text}");
                 record("sweep", text, None, None)
             }
@@ -903,7 +1086,6 @@ impl Runtime {
             phase_started: now,
             phase,
             outstanding: 0,
-            configured: 0,
             replies,
         });
         if !heavy {
@@ -957,51 +1139,6 @@ impl Runtime {
                 }
                 self.finish_one(now, Phase::Probe);
             }
-            Job::Configure { target, step } => {
-                let ok = smp.as_ref().is_some_and(|s| s.status == 0);
-                if !ok {
-                    tracing::warn!(
-                        port_guid =
-                            self.targets
-                                .get(target)
-                                .map(|t| format_args!("{:#018x}", t.port_guid).to_string()),
-                        status = smp.map(|s| s.status),
-                        "PortInfo Set failed"
-                    );
-                } else if step == 1 && self.election.state() == SmState::Master {
-                    // Armed -> Active.
-                    // The image to write is the one the Set returned (LID and
-                    // MasterSMLID as just written), not the probe's.
-                    let written = smp.as_ref().and_then(|s| s.attribute::<PortInfo>().ok());
-                    if let (Some(t), Some(mut pi)) = (self.targets.get(target), written) {
-                        let was = t.info.map(|i| i.port_state);
-                        {
-                            if !t.is_switch && was == Some(PortState::Init) {
-                                pi.port_state = PortState::Active;
-                                pi.port_physical_state = PhysPortState::NoChange;
-                                if let Ok(set) = Smp::try_set_dr(
-                                    &t.path,
-                                    AttributeId::PORT_INFO,
-                                    u32::from(t.port),
-                                    0,
-                                    pi.encode(),
-                                ) {
-                                    self.tx.submit(now, set, Job::Configure { target, step: 2 });
-                                    if let Some(s) = self.sweep.as_mut() {
-                                        s.outstanding += 1;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                if ok {
-                    if let Some(s) = self.sweep.as_mut() {
-                        s.configured += 1;
-                    }
-                }
-                self.finish_one(now, Phase::Configure);
-            }
             Job::PeerSmInfo(guid) => {
                 if let Some(smp) = smp.filter(|s| s.status == 0) {
                     if let Some(msg) = crate::wire::decode_for_election(&smp) {
@@ -1026,9 +1163,8 @@ impl Runtime {
         if s.outstanding > 0 {
             return;
         }
-        match phase {
-            Phase::Probe => self.probe_done(now),
-            _ => self.sweep_done(now),
+        if matches!(phase, Phase::Probe) {
+            self.probe_done(now);
         }
     }
 
@@ -1120,7 +1256,7 @@ impl Runtime {
         self.targets = targets;
     }
 
-    /// The probe finished: feed the election, read SMInfo of the SM ports, configure.
+    /// The probe finished: feed the election, read SMInfo of the SM ports.
     fn probe_done(&mut self, now: Duration) {
         self.phase_done(now, "probe");
         let mut ports = Vec::new();
@@ -1140,10 +1276,19 @@ impl Runtime {
                 });
             }
         }
+        self.sm_ports_found(now, &ports);
+        if self.sweep.as_ref().is_some_and(|s| s.outstanding == 0) {
+            self.sweep_done(now);
+        }
+    }
+
+    /// A sweep (ours or the master's) found these SM ports: keep `peers` to them,
+    /// read their SMInfo for `ListSms`, and tell the election.
+    fn sm_ports_found(&mut self, now: Duration, ports: &[SmPort]) {
         let present: BTreeSet<u64> = ports.iter().map(|p| p.guid).collect();
         self.peers
             .retain(|g, _| present.contains(g) && *g != self.port_guid);
-        for p in &ports {
+        for p in ports {
             if p.guid == self.port_guid {
                 continue;
             }
@@ -1163,98 +1308,100 @@ impl Runtime {
                 }
             }
         }
-        self.election.handle_sweep(now, &ports);
-        if self.election.state() == SmState::Master {
-            self.configure(now);
-        }
-        if self.sweep.as_ref().is_some_and(|s| s.outstanding == 0) {
-            self.sweep_done(now);
-        }
+        self.election.handle_sweep(now, ports);
     }
 
-    /// MASTER only: LIDs, MasterSMLID, CA ports to Active.
-    fn configure(&mut self, now: Duration) {
-        // LIDs ports carry stay theirs; the allocator fills the holes, ours first.
-        let mut used: BTreeSet<u16> = self
-            .targets
-            .iter()
-            .filter_map(|t| t.info.map(|i| i.lid))
-            .filter(|l| *l != 0)
-            .collect();
-        used.extend(self.lids.values().copied());
-        let mut order: Vec<usize> = (0..self.targets.len()).collect();
-        order.sort_by_key(|&i| self.targets.get(i).map(|t| t.port_guid != self.port_guid));
-        let mut next = 1u16;
-        for &i in &order {
-            let Some(t) = self.targets.get(i) else {
-                continue;
-            };
-            let Some(pi) = t.info else { continue };
-            if pi.lid != 0 {
-                self.lids.insert(t.port_guid, pi.lid);
-                continue;
+    /// What the MASTER's configurator reports.
+    fn on_subnet_event(&mut self, now: Duration, ev: SubnetEvent) {
+        match ev {
+            SubnetEvent::SubnetUp { phases, report } => {
+                let text = format!(
+                    "subnet up: {} nodes ({} switches), {} LIDs, LinearFDBTop {:#06x}, {} SMPs, {:.3} s",
+                    report.nodes,
+                    report.switches,
+                    report.lids,
+                    report.lft_top,
+                    report.smps,
+                    phases.total().as_secs_f64()
+                );
+                let _ = self.events.send(record("sweep", text, None, None));
             }
-            if self.lids.contains_key(&t.port_guid) {
-                continue;
+            SubnetEvent::SweepDone {
+                kind: SubnetSweep::Heavy,
+                phases,
+                report,
+            } => {
+                self.cfg.metrics.sweep_started(SweepKind::Heavy);
+                let m = &self.cfg.metrics;
+                m.set_sweep_phase("discover", phases.discovery);
+                m.set_sweep_phase("lid", phases.lids);
+                m.set_sweep_phase("routing", phases.routing);
+                m.set_sweep_phase("distribution", phases.distribution);
+                m.set_sweep_phase("activation", phases.activation);
+                // Our own LID as the configurator assigned it.
+                let local_lid = self.subnet.last_discovery().and_then(|res| {
+                    let (n, p) = res.local?;
+                    res.topology.node(n)?.port(p).map(|p| p.lid)
+                });
+                if let Some(lid) = local_lid.filter(|l| *l != 0 && *l != self.lid) {
+                    self.lid = lid;
+                    self.election.set_local_lid(lid);
+                }
+                self.nodes = report.nodes;
+                self.unreachable = report.unreachable;
+                self.sm_ports_found(now, &report.sm_ports);
+                self.next_heavy = now + self.cfg.heavy_sweep_interval;
+                let summary = format!(
+                    "master heavy sweep: {} nodes, {} switches, {} LIDs, {} SM ports, {} unreachable, {} LFT blocks, {} PortInfo sets, {} ports Active, {} SMPs, {} failures, {} ms",
+                    report.nodes,
+                    report.switches,
+                    report.lids,
+                    report.sm_ports.len() + 1,
+                    report.unreachable,
+                    report.lft_blocks_sent,
+                    report.port_info_sets,
+                    report.ports_activated,
+                    report.smps,
+                    report.failures,
+                    phases.total().as_millis()
+                );
+                let _ = self
+                    .events
+                    .send(record("sweep", summary.clone(), None, None));
+                for r in self.subnet_replies.drain(..) {
+                    let _ = r.send(summary.clone());
+                }
+                self.last_sweep = summary;
             }
-            while used.contains(&next) {
-                next = next.saturating_add(1);
+            SubnetEvent::SweepDone { .. } => {
+                self.cfg.metrics.sweep_started(SweepKind::Light);
             }
-            if next >= 0xC000 {
-                tracing::error!("unicast LID space exhausted");
-                break;
+            SubnetEvent::TopologyChanged {
+                added,
+                removed,
+                links_changed,
+            } => {
+                let text = format!(
+                    "topology changed: {} nodes added, {} removed, {links_changed} cables changed",
+                    added.len(),
+                    removed.len()
+                );
+                let _ = self.events.send(record("sweep", text, None, None));
             }
-            used.insert(next);
-            self.lids.insert(t.port_guid, next);
-        }
-        let my_lid = self.lids.get(&self.port_guid).copied().unwrap_or(self.lid);
-        let mut n = 0;
-        for i in order {
-            let Some(t) = self.targets.get(i) else {
-                continue;
-            };
-            let Some(mut pi) = t.info else { continue };
-            let lid = self.lids.get(&t.port_guid).copied().unwrap_or(pi.lid);
-            let state_walk =
-                !t.is_switch && matches!(pi.port_state, PortState::Init | PortState::Armed);
-            if pi.lid == lid && pi.master_sm_lid == my_lid && !state_walk {
-                continue;
+            SubnetEvent::Trap144 { issuer_lid, .. } => {
+                let _ = self.events.send(record(
+                    "trap",
+                    format!("trap 144 from LID {issuer_lid}"),
+                    None,
+                    None,
+                ));
             }
-            tracing::debug!(
-                port_guid = format_args!("{:#018x}", t.port_guid),
-                lid = pi.lid,
-                new_lid = lid,
-                master_sm_lid = pi.master_sm_lid,
-                state = ?pi.port_state,
-                "configuring port"
-            );
-            pi.lid = lid;
-            pi.master_sm_lid = my_lid;
-            pi.port_physical_state = PhysPortState::NoChange;
-            pi.port_state = match pi.port_state {
-                PortState::Init if !t.is_switch => PortState::Armed,
-                PortState::Armed if !t.is_switch => PortState::Active,
-                _ => PortState::NoChange,
-            };
-            let attr_mod = if t.is_switch { 0 } else { u32::from(t.port) };
-            if let Ok(set) =
-                Smp::try_set_dr(&t.path, AttributeId::PORT_INFO, attr_mod, 0, pi.encode())
-            {
-                self.tx
-                    .submit(now, set, Job::Configure { target: i, step: 1 });
-                n += 1;
+            SubnetEvent::Notice(n) => {
+                tracing::debug!(trap = n.trap_number(), "notice for the SA (no SA yet)");
             }
-        }
-        if n > 0 {
-            tracing::info!(
-                ports = n,
-                lid = my_lid,
-                "master: configuring ports (LID, MasterSMLID, state)"
-            );
-        }
-        if let Some(s) = self.sweep.as_mut() {
-            s.phase = Phase::Configure;
-            s.outstanding = n;
+            SubnetEvent::Unsolicited(smp) => {
+                tracing::trace!(attr = ?smp.attr_id, "configurator passed a request on");
+            }
         }
     }
 
@@ -1269,28 +1416,20 @@ impl Runtime {
     }
 
     fn sweep_done(&mut self, now: Duration) {
-        if self
-            .sweep
-            .as_ref()
-            .is_some_and(|s| matches!(s.phase, Phase::Configure))
-        {
-            self.phase_done(now, "configure");
-        }
         let Some(s) = self.sweep.take() else {
             return;
         };
         let sm_ports = self.peers.len() + 1;
         let summary = format!(
-            "{} sweep: {} nodes, {} ports probed, {} SM ports, {} unreachable, {} ports configured, {} ms",
+            "{} sweep: {} nodes, {} ports probed, {} SM ports, {} unreachable, {} ms",
             if s.heavy { "heavy" } else { "light" },
             self.nodes,
             self.targets.len(),
             sm_ports,
             self.unreachable,
-            s.configured,
             now.saturating_sub(s.started).as_millis()
         );
-        if s.heavy || s.configured > 0 {
+        if s.heavy {
             tracing::info!("{summary}");
         } else {
             tracing::debug!("{summary}");
@@ -1345,7 +1484,9 @@ impl Runtime {
         m.set_sm_key_rejections(self.election.sm_key_violations());
         let c = self.tx.counters();
         m.set_mad_totals(
-            c.sent.saturating_add(self.election_sent),
+            c.sent
+                .saturating_add(self.election_sent)
+                .saturating_add(self.subnet_sent),
             c.timeouts,
             c.retries,
         );
@@ -1388,4 +1529,34 @@ fn local_get<A: SmpAttribute>(
         }
     }
     anyhow::bail!("the local port did not answer SubnGet({attr:?}) after 10 tries")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tid_ranges_are_disjoint_from_each_other_and_the_election() {
+        for low in [0u32, 1, 0x3FFF_FFFF, 0x4000_0000, 0x0FFF_FFFF, u32::MAX] {
+            let r = RUNTIME_TID.fold(low);
+            let s = SUBNET_TID.fold(low);
+            assert!(RUNTIME_TID.contains(r) && !SUBNET_TID.contains(r));
+            assert!(SUBNET_TID.contains(s) && !RUNTIME_TID.contains(s));
+            for w in [r, s] {
+                assert!(w < BOOT_TID_LOW, "{w:#x}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// An answer to any of the last 2^20 requests unfolds to the agent's TID,
+        /// whatever the counter, also across the 2^28/2^30/2^32 wraps.
+        #[test]
+        fn unfold_inverts_fold(sent in 1u64..(1u64 << 34), back in 0u64..(1 << 20)) {
+            let low = (sent.saturating_sub(back)) as u32;
+            for r in [RUNTIME_TID, SUBNET_TID] {
+                proptest::prop_assert_eq!(r.unfold(r.fold(low), sent), low);
+            }
+        }
+    }
 }

@@ -66,6 +66,7 @@ pub mod demo_service;
 pub mod instance;
 pub mod metrics;
 pub mod server;
+pub mod subnet_opts;
 pub mod wire;
 
 pub use instance::{Command, CommandError, EventRecord, Instance, InstanceConfig, Snapshot};

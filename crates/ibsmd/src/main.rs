@@ -60,6 +60,24 @@ struct Cli {
     /// Run the gRPC API with no authentication at all (loud warning at start).
     #[arg(long)]
     insecure_plaintext: bool,
+    /// Master: LMC, 2^LMC LIDs per end port, 0..=7 [default: 0].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
+    lmc: Option<u8>,
+    /// Master: routing engine, minhop or updown [default: minhop].
+    #[arg(long)]
+    routing: Option<String>,
+    /// Master: up/down root switch NodeGUID (repeatable; default: found automatically).
+    #[arg(long, value_name = "GUID")]
+    root_guid: Vec<String>,
+    /// Master: seconds between light sweeps [default: 2].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    sweep_interval_s: Option<u64>,
+    /// Master: partition NAME=PKEY:GUID[:full|limited],... (repeatable).
+    #[arg(long, value_name = "SPEC")]
+    partition: Vec<String>,
+    /// Master: SMPs kept in flight, 1..=1024 [default: 64].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    smp_window: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,6 +126,7 @@ struct DaemonSettings {
     metrics: Option<SocketAddr>,
     data_dir: Option<PathBuf>,
     security: SecurityOptions,
+    subnet: ibsm_core::subnet::SubnetConfig,
 }
 
 fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
@@ -119,7 +138,29 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
         .priority
         .or(file.priority)
         .ok_or("--priority is required (or `priority` in --config)")?;
+    let subnet = ibsmd::subnet_opts::SubnetOptions {
+        lmc: cli.lmc.or(file.lmc),
+        routing: cli.routing.or(file.routing),
+        root_guids: if cli.root_guid.is_empty() {
+            file.root_guid.unwrap_or_default()
+        } else {
+            cli.root_guid
+        },
+        sweep_interval_s: cli.sweep_interval_s.or(file.sweep_interval_s),
+        partitions: if cli.partition.is_empty() {
+            file.partition.unwrap_or_default()
+        } else {
+            cli.partition
+        },
+        smp_window: cli
+            .smp_window
+            .or(file.smp_window)
+            .and_then(|w| usize::try_from(w).ok()),
+    }
+    .to_config()
+    .map_err(|e| e.to_string())?;
     Ok(DaemonSettings {
+        subnet,
         fabric,
         priority,
         sm_key: cli.sm_key.or(file.sm_key).unwrap_or(1),
@@ -293,6 +334,7 @@ async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<(
     cfg.sm_key = cli.sm_key;
     cfg.poll_interval = Duration::from_millis(cli.poll_interval_ms);
     cfg.poll_retries = cli.poll_retries;
+    cfg.subnet = cli.subnet;
     let metrics = Arc::clone(&cfg.metrics);
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;
     let inst = Arc::new(Instance::spawn(cfg, dev, keepalive)?);

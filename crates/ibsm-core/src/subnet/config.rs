@@ -37,6 +37,20 @@ pub struct Partition {
 
 /// Tunables of the [`super::SubnetManager`]. Encodings are IBA's (MTU 1=256 .. 5=4096,
 /// OperationalVLs 1=VL0, 2=VL0-1, 3=VL0-3, 4=VL0-7, 5=VL0-14).
+/// Which routing engine computes the LFTs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RoutingEngine {
+    /// [`ibsm_fabric::routing::min_hop`]: shortest paths, balanced over equal-cost
+    /// ports. Not deadlock-free on every topology (it is on fat trees).
+    #[default]
+    MinHop,
+    /// [`ibsm_fabric::routing::up_down`]: deadlock-free on any topology.
+    UpDown {
+        /// Root switch NodeGUIDs; empty: found automatically.
+        roots: Vec<u64>,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubnetConfig {
     /// The MAD agent: SMPs in flight (window), timeout, retries.
@@ -65,6 +79,8 @@ pub struct SubnetConfig {
     pub switch_sl2vl: bool,
     /// Partitions besides the default one (0xFFFF, every port a full member).
     pub partitions: Vec<Partition>,
+    /// Routing engine (min-hop by default).
+    pub routing: RoutingEngine,
 }
 
 impl Default for SubnetConfig {
@@ -81,6 +97,7 @@ impl Default for SubnetConfig {
             max_mtu: 5,
             switch_sl2vl: false,
             partitions: Vec::new(),
+            routing: RoutingEngine::MinHop,
         }
     }
 }

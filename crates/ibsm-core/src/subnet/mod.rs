@@ -16,7 +16,8 @@
 //!    SwitchInfo, PortInfo of every port) through the shared MAD agent, many SMPs
 //!    in flight. A node that stops answering is retried by the agent, then left out.
 //! 2. **LIDs**: [`ibsm_fabric::lid::LidManager`] (keeps LIDs by port GUID across sweeps).
-//! 3. **Routing**: [`ibsm_fabric::routing::min_hop`] -> LFT per switch.
+//! 3. **Routing**: [`ibsm_fabric::routing::min_hop`] (default) or
+//!    [`ibsm_fabric::routing::up_down`] ([`SubnetConfig::routing`]) -> LFT per switch.
 //! 4. **Distribution**, all by directed route (it works before any LFT exists):
 //!    SwitchInfo (LinearFDBTop, LifeTimeValue, clears PortStateChange), the LFT
 //!    blocks that differ from what the previous sweep programmed, PortInfo (LID,
@@ -68,7 +69,9 @@ use crate::discovery::{Discovery, DiscoveryResult, DiscoveryToken};
 use crate::election::{DrRoute, SmPort, SmRoute};
 use crate::transactions::{Event, Transactions};
 
-pub use config::{ConfigError, Membership, Partition, PartitionMember, SubnetConfig};
+pub use config::{
+    ConfigError, Membership, Partition, PartitionMember, RoutingEngine, SubnetConfig,
+};
 use ibsm_fabric::lid::{LidConfig, LidManager};
 pub use ibsm_fabric::routing::ForwardingTables;
 use ibsm_fabric::routing::{self, RoutingOptions};
@@ -831,15 +834,23 @@ impl SubnetManager {
             Stage::LidsDone(mut sweep) if self.wake_now.is_none() => {
                 // LIDs took from marks[1] to now (this call came after the wake-up).
                 self.marks[2] = now;
-                sweep.tables =
-                    match routing::min_hop(&sweep.res.topology, &RoutingOptions::default()) {
-                        Ok(t) => t,
-                        Err(err) => {
-                            // Nothing to program: LFTs stay as they are rather than be cleared.
-                            tracing::error!(%err, "routing failed; LFTs left unchanged");
-                            ForwardingTables::default()
-                        }
-                    };
+                let opts = RoutingOptions::default();
+                let computed = match &self.cfg.routing {
+                    RoutingEngine::MinHop => routing::min_hop(&sweep.res.topology, &opts),
+                    RoutingEngine::UpDown { roots } => routing::up_down(
+                        &sweep.res.topology,
+                        (!roots.is_empty()).then_some(roots.as_slice()),
+                        &opts,
+                    ),
+                };
+                sweep.tables = match computed {
+                    Ok(t) => t,
+                    Err(err) => {
+                        // Nothing to program: LFTs stay as they are rather than be cleared.
+                        tracing::error!(%err, "routing failed; LFTs left unchanged");
+                        ForwardingTables::default()
+                    }
+                };
                 sweep.report.lft_top = sweep.tables.lft_top;
                 self.wake_now = Some(now);
                 (Stage::RoutingDone(sweep), true)
