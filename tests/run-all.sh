@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export IBSM_REQUIRE_LAB=1   # integration tests fail, never skip, when a lab tool is missing
 cargo fmt --all -- --check
+./tests/check-invariants.sh
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked

@@ -423,19 +423,14 @@ mod tests {
     }
 
     #[test]
-    fn three_level_k58_builds_fast() {
-        let start = std::time::Instant::now();
+    fn three_level_k58_builds() {
         let t = fat_tree_3level(58).unwrap();
-        let took = start.elapsed();
         let c = t.counts();
         assert_eq!(c.hcas, 48_778);
         assert_eq!(c.switches, 4205);
         assert_eq!(c.nodes, 52_983);
         assert_eq!(c.links, 48_778 + 58 * 29 * 29 * 2);
         assert!(t.is_connected());
-        // Generous for an unoptimized test build on a shared 2-core box; the
-        // release build takes well under a second.
-        assert!(took.as_secs() < 10, "k=58 took {took:?}");
     }
 
     #[test]
