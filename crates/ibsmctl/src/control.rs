@@ -16,7 +16,9 @@ use ibsm_proto::v1::{
 };
 use serde_json::json;
 use thiserror::Error;
-use tonic::transport::{Channel, Endpoint};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::Code;
 
 use crate::args::fmt_guid;
@@ -29,7 +31,7 @@ pub enum CtlError {
     Usage(String),
     #[error("cannot connect to {endpoint}: {detail}")]
     Connect { endpoint: String, detail: String },
-    #[error("{rpc} on {endpoint}: {} ({:?}): {}", .status.code().description(), .status.code(), .status.message())]
+    #[error("{rpc} on {endpoint}: {} ({:?}): {}{}", .status.code().description(), .status.code(), .status.message(), auth_hint(.status.code()))]
     Rpc {
         rpc: &'static str,
         endpoint: String,
@@ -41,6 +43,13 @@ pub enum CtlError {
         endpoint: String,
         timeout: Duration,
     },
+}
+
+fn auth_hint(code: Code) -> &'static str {
+    match code {
+        Code::Unauthenticated => " (give --token-file FILE or $IBSM_TOKEN_FILE, or mutual TLS)",
+        _ => "",
+    }
 }
 
 impl CtlError {
@@ -104,6 +113,64 @@ pub struct Target {
     pub connect_timeout: Duration,
     pub rpc_timeout: Duration,
     pub json: bool,
+    pub auth: Auth,
+}
+
+/// Credentials: ibsmd refuses to serve without a bearer token or mutual TLS unless
+/// it runs with `--insecure-plaintext`.
+#[derive(Debug, Clone, Default)]
+pub struct Auth {
+    /// File holding the bearer token (sent as `authorization: Bearer <token>`).
+    pub token_file: Option<std::path::PathBuf>,
+    /// CA certificate (PEM) that signed the server's certificate (https endpoints).
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Client certificate and key (PEM) for mutual TLS.
+    pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// DNS name expected in the server's certificate (default: the endpoint's host).
+    pub tls_domain: Option<String>,
+}
+
+/// Adds the bearer token, when there is one, to every request.
+#[derive(Debug, Clone)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+type Client = ControlClient<InterceptedService<Channel, Bearer>>;
+
+/// Read a token file: its content without surrounding whitespace; at least 16
+/// visible ASCII bytes (what ibsmd accepts).
+pub fn read_token(path: &std::path::Path) -> Result<MetadataValue<Ascii>, CtlError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CtlError::Usage(format!("--token-file {}: {e}", path.display())))?;
+    let token = text.trim();
+    if token.len() < 16 {
+        return Err(CtlError::Usage(format!(
+            "--token-file {}: the token is {} bytes; at least 16 are required",
+            path.display(),
+            token.len()
+        )));
+    }
+    if let Some((i, c)) = token.char_indices().find(|(_, c)| !c.is_ascii_graphic()) {
+        return Err(CtlError::Usage(format!(
+            "--token-file {}: byte {i} is {c:?}: only visible ASCII is allowed",
+            path.display()
+        )));
+    }
+    format!("Bearer {token}")
+        .parse()
+        .map_err(|e| CtlError::Usage(format!("--token-file {}: {e}", path.display())))
+}
+
+fn read_pem(what: &str, path: &std::path::Path) -> Result<Vec<u8>, CtlError> {
+    std::fs::read(path).map_err(|e| CtlError::Usage(format!("{what} {}: {e}", path.display())))
 }
 
 /// Run `req` against `target`, printing its result on stdout.
@@ -210,14 +277,41 @@ fn print_status(s: &ibsm_proto::v1::Status, json_out: bool) {
     }
 }
 
-async fn connect(target: &Target) -> Result<ControlClient<Channel>, CtlError> {
-    let endpoint = Endpoint::from_shared(target.endpoint.clone())
+async fn connect(target: &Target) -> Result<Client, CtlError> {
+    let bearer = Bearer(match &target.auth.token_file {
+        Some(p) => Some(read_token(p)?),
+        None => None,
+    });
+    let mut endpoint = Endpoint::from_shared(target.endpoint.clone())
         .map_err(|e| CtlError::Usage(format!("invalid endpoint {:?}: {e}", target.endpoint)))?
         .connect_timeout(target.connect_timeout);
+    let a = &target.auth;
+    if target.endpoint.starts_with("https://") {
+        let mut tls = ClientTlsConfig::new();
+        if let Some(ca) = &a.ca_cert {
+            tls = tls.ca_certificate(Certificate::from_pem(read_pem("--ca-cert", ca)?));
+        }
+        if let Some((cert, key)) = &a.client_cert {
+            tls = tls.identity(Identity::from_pem(
+                read_pem("--client-cert", cert)?,
+                read_pem("--client-key", key)?,
+            ));
+        }
+        if let Some(d) = &a.tls_domain {
+            tls = tls.domain_name(d.clone());
+        }
+        endpoint = endpoint
+            .tls_config(tls)
+            .map_err(|e| CtlError::Usage(format!("TLS settings: {}", error_chain(&e))))?;
+    } else if a.ca_cert.is_some() || a.client_cert.is_some() {
+        return Err(CtlError::Usage(
+            "--ca-cert/--client-cert need an https:// endpoint".into(),
+        ));
+    }
     let connecting = endpoint.connect();
     // The connect timeout covers TCP; this one also covers the HTTP/2 handshake.
     match tokio::time::timeout(target.connect_timeout + Duration::from_secs(1), connecting).await {
-        Ok(Ok(channel)) => Ok(ControlClient::new(channel)),
+        Ok(Ok(channel)) => Ok(ControlClient::with_interceptor(channel, bearer)),
         Ok(Err(e)) => Err(CtlError::Connect {
             endpoint: target.endpoint.clone(),
             detail: error_chain(&e),

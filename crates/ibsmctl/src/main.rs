@@ -8,6 +8,11 @@
 //!   an ibsmd over its gRPC control API (`ibsm.v1.Control`) at `--endpoint`
 //!   (default `http://127.0.0.1:50051`, or `$IBSM_ENDPOINT`).
 //!
+//! Credentials: ibsmd serves only with a bearer token or mutual TLS (unless it runs
+//! `--insecure-plaintext`): give `--token-file FILE` (or `$IBSM_TOKEN_FILE`), and for
+//! an `https://` endpoint `--ca-cert`, plus `--client-cert/--client-key` for mTLS.
+//! A refused call (`UNAUTHENTICATED`) exits 1 with a hint.
+//!
 //! Every command prints a human table by default and JSON with `--json` (GUIDs as
 //! `"0x%016x"` strings, SM states by their IBA names; see `render`).
 //!
@@ -55,6 +60,21 @@ struct Cli {
     /// Deadline for each RPC, in milliseconds.
     #[arg(long, global = true, default_value_t = 10_000, value_name = "MS")]
     rpc_timeout_ms: u64,
+    /// File holding ibsmd's bearer token (see ibsmd --auth-token-file).
+    #[arg(long, global = true, env = "IBSM_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// CA certificate (PEM) of an https:// endpoint.
+    #[arg(long, global = true, env = "IBSM_CA_CERT", value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS.
+    #[arg(long, global = true, value_name = "FILE", requires = "client_key")]
+    client_cert: Option<PathBuf>,
+    /// Client key (PEM) for mutual TLS.
+    #[arg(long, global = true, value_name = "FILE", requires = "client_cert")]
+    client_key: Option<PathBuf>,
+    /// DNS name expected in the server's certificate (default: the endpoint's host).
+    #[arg(long, global = true, value_name = "NAME")]
+    tls_domain: Option<String>,
     /// Deadline for connecting to the endpoint, in milliseconds.
     #[arg(long, global = true, default_value_t = 3_000, value_name = "MS")]
     connect_timeout_ms: u64,
@@ -192,6 +212,12 @@ fn main() -> ExitCode {
                 connect_timeout: Duration::from_millis(cli.connect_timeout_ms.max(1)),
                 rpc_timeout: Duration::from_millis(cli.rpc_timeout_ms.max(1)),
                 json,
+                auth: control::Auth {
+                    token_file: cli.token_file,
+                    ca_cert: cli.ca_cert,
+                    client_cert: cli.client_cert.zip(cli.client_key),
+                    tls_domain: cli.tls_domain,
+                },
             };
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

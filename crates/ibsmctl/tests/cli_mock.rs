@@ -175,6 +175,11 @@ impl Control for MockSm {
 /// Start a mock on 127.0.0.1:<ephemeral> in a background thread; it lives until the
 /// test process exits.
 fn start_mock(state: SmState) -> (SocketAddr, MockSm) {
+    start_mock_with(state, None)
+}
+
+/// Like ibsmd's token check: `authorization: Bearer <token>` or UNAUTHENTICATED.
+fn start_mock_with(state: SmState, token: Option<&'static str>) -> (SocketAddr, MockSm) {
     let mock = MockSm(Arc::new(Mutex::new(Recorded {
         priority: 10,
         state: state as i32,
@@ -196,8 +201,22 @@ fn start_mock(state: SmState) -> (SocketAddr, MockSm) {
             tx.send(listener.local_addr().expect("local addr"))
                 .expect("report addr");
             let incoming = tonic::transport::server::TcpIncoming::from(listener);
+            let check = move |req: Request<()>| -> Result<Request<()>, tonic::Status> {
+                let Some(t) = token else { return Ok(req) };
+                let got = req
+                    .metadata()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok());
+                if got == Some(format!("Bearer {t}").as_str()) {
+                    Ok(req)
+                } else {
+                    Err(tonic::Status::unauthenticated(
+                        "missing or wrong bearer token",
+                    ))
+                }
+            };
             tonic::transport::Server::builder()
-                .add_service(ControlServer::new(svc))
+                .add_service(ControlServer::with_interceptor(svc, check))
                 .serve_with_incoming(incoming)
                 .await
                 .expect("mock server");
@@ -394,4 +413,41 @@ fn completions() {
         );
     }
     assert_eq!(ctl(None, &["completions", "tcsh"]).status.code(), Some(2));
+}
+
+#[test]
+fn bearer_token_from_file_or_environment() {
+    const TOKEN: &str = "0123456789abcdef-secret";
+    let (addr, mock) = start_mock_with(SmState::Master, Some(TOKEN));
+    let dir = std::env::temp_dir().join(format!("ibsmctl-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).expect("token file");
+    let path = file.to_string_lossy().into_owned();
+
+    let o = ctl(Some(addr), &["status"]);
+    assert_eq!(o.status.code(), Some(1), "no token: UNAUTHENTICATED");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--token-file"));
+    let v = json(&ctl(
+        Some(addr),
+        &["--token-file", &path, "status", "--json"],
+    ));
+    assert_eq!(v["state"], "MASTER");
+    let out = Command::new(env!("CARGO_BIN_EXE_ibsmctl"))
+        .env("IBSM_TOKEN_FILE", &file)
+        .args(["--endpoint", &format!("http://{addr}"), "sms"])
+        .output()
+        .expect("running ibsmctl");
+    ok(&out);
+    // Too short a token is refused locally (2) before any connection.
+    let short = dir.join("short");
+    std::fs::write(&short, "abc").expect("short token file");
+    let o = ctl(
+        Some(addr),
+        &["--token-file", &short.to_string_lossy(), "status"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+    // The rejected call never reached the service.
+    assert_eq!(mock.rec().calls, vec!["GetStatus", "ListSms"]);
 }
