@@ -64,6 +64,12 @@ pub struct FileConfig {
     /// `--data-dir`.
     #[serde(default)]
     pub data_dir: Option<PathBuf>,
+    /// `--node-id`: this instance's id in the replication cluster.
+    #[serde(default, deserialize_with = "de_node_id")]
+    pub node_id: Option<u64>,
+    /// `--peer ID=ADDR`, repeated: the first replication cluster, this node included.
+    #[serde(default, deserialize_with = "de_peers")]
+    pub peers: Option<Vec<ibsm_replica::PeerArg>>,
     /// `--auth-token-file`.
     #[serde(default)]
     pub auth_token_file: Option<PathBuf>,
@@ -118,6 +124,24 @@ pub struct DemoFileConfig {
     /// `demo --auth-token-file`.
     #[serde(default)]
     pub auth_token_file: Option<PathBuf>,
+    /// `demo --data-dir`.
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+}
+
+fn de_node_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "node_id", 1, i64::MAX as u64).map(Some)
+}
+
+fn de_peers<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<ibsm_replica::PeerArg>>, D::Error> {
+    let v = Vec::<String>::deserialize(d)?;
+    v.iter()
+        .map(|p| p.parse::<ibsm_replica::PeerArg>())
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 fn de_fabric<'de, D: Deserializer<'de>>(d: D) -> Result<Option<FabricSpec>, D::Error> {
@@ -248,6 +272,12 @@ mod tests {
         assert_eq!(c.poll_interval_ms, Some(250));
         assert_eq!(c.demo.base_port, Some(6000));
         assert!(c.fabric.is_some());
+        let c = parse("node_id = 2\npeers = [\"1=10.0.0.1:50051\", \"2=10.0.0.2:50051\"]\n")
+            .expect("valid");
+        assert_eq!(c.node_id, Some(2));
+        let peers = c.peers.expect("peers");
+        assert_eq!(peers.len(), 2);
+        assert_eq!(peers[1].addr, "10.0.0.2:50051");
     }
 
     #[test]
@@ -266,6 +296,9 @@ mod tests {
             ("sm_key = \"0xZZ\"\n", 1, "SM_Key"),
             ("sm_key = -1\n", 1, "negative"),
             ("fabric = \"bogus:1\"\n", 1, ""),
+            ("node_id = 0\n", 1, "out of range"),
+            ("peers = [\"1=127.0.0.1:1\", \"x=h:2\"]\n", 1, "node id"),
+            ("peers = [\"1\"]\n", 1, "ID=HOST:PORT"),
         ] {
             match parse(text) {
                 Err(ConfigError::Parse {

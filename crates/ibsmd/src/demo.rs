@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use crate::auth::Security;
 use crate::instance::{Instance, InstanceConfig};
 use crate::metrics::Metrics;
+use crate::replication::{ClusterConfig, Replication};
 use crate::server::{InstanceSlot, ServeOptions};
 
 /// Priorities of the demo's instances: distinct, so the expected master is obvious.
@@ -316,6 +317,9 @@ pub struct DemoOptions {
     pub base_port: u16,
     /// What the endpoints enforce (default: plaintext with a warning, loopback only).
     pub security: Security,
+    /// Where the members' replicas live (`sm1/`, `sm2/`, `sm3/` under it). `None`: a
+    /// fresh directory under the system temp dir, removed when the demo stops.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 /// The running demo.
@@ -323,6 +327,10 @@ pub struct Demo {
     /// The shared embedded fabric.
     pub sim: SharedSim,
     shared: Arc<DemoShared>,
+    /// The members' replicas (a three-node Raft cluster), in member order.
+    replicas: Vec<Arc<Replication>>,
+    /// A temp data dir to remove at stop.
+    temp_dir: Option<std::path::PathBuf>,
 }
 
 impl Demo {
@@ -334,6 +342,7 @@ impl Demo {
             DemoOptions {
                 base_port,
                 security: Security::plaintext(),
+                data_dir: None,
             },
         )
         .await
@@ -360,15 +369,10 @@ impl Demo {
             drills: tokio::sync::Mutex::new(()),
         });
         let handle = DemoHandle(Arc::downgrade(&shared));
-        let demo = Demo {
-            sim: sim.clone(),
-            shared: Arc::clone(&shared),
-        };
-        for (i, ((node, port, host), prio)) in hosts.into_iter().zip(DEMO_PRIORITIES).enumerate() {
-            let name = format!("sm{}", i + 1);
-            let cfg = InstanceConfig::new(&name, prio);
-            let metrics = Arc::clone(&cfg.metrics);
-            let inst = Arc::new(spawn_on_sim(&sim, node, port, cfg)?);
+        // The endpoints are bound first: the replicas (one three-node Raft cluster on
+        // the same ports) must know every member's address before they start.
+        let mut listeners = Vec::new();
+        for i in 0..DEMO_PRIORITIES.len() {
             let port_num = if base_port == 0 {
                 0
             } else {
@@ -377,18 +381,73 @@ impl Demo {
                 })?
             };
             let addr = SocketAddr::from(([127, 0, 0, 1], port_num));
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen for gRPC on {addr}: {e}"))?;
+            listeners.push(l);
+        }
+        let mut members_at = std::collections::BTreeMap::new();
+        for (i, l) in listeners.iter().enumerate() {
+            members_at.insert(u64::try_from(i)? + 1, l.local_addr()?.to_string());
+        }
+        let (root, temp_dir) = match &opts.data_dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                let d = std::env::temp_dir().join(format!(
+                    "ibsmd-demo-{}-{}",
+                    std::process::id(),
+                    members_at
+                        .values()
+                        .next()
+                        .map_or(String::new(), |a| a.replace([':', '.'], "_"))
+                ));
+                (d.clone(), Some(d))
+            }
+        };
+        let mut replicas = Vec::new();
+        for (id, addr) in &members_at {
+            let r = Replication::start(ClusterConfig {
+                node_id: *id,
+                grpc_addr: addr.clone(),
+                initial_members: members_at.clone(),
+                data_dir: root.join(format!("sm{id}")),
+                timers: ClusterConfig::timers_for_daemon(),
+                token: opts.security.token.as_ref().map(|t| t.as_str().to_string()),
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("demo replica {id}: {e}"))?;
+            replicas.push(r);
+        }
+        let demo = Demo {
+            sim: sim.clone(),
+            shared: Arc::clone(&shared),
+            replicas: replicas.clone(),
+            temp_dir,
+        };
+        for (i, (((node, port, host), prio), (listener, repl))) in hosts
+            .into_iter()
+            .zip(DEMO_PRIORITIES)
+            .zip(listeners.into_iter().zip(replicas))
+            .enumerate()
+        {
+            let name = format!("sm{}", i + 1);
+            let cfg = InstanceConfig::new(&name, prio);
+            let metrics = Arc::clone(&cfg.metrics);
+            let inst = Arc::new(spawn_on_sim(&sim, node, port, cfg)?);
             let (stop_tx, stop_rx) = oneshot::channel::<()>();
             let slot = crate::server::slot(inst);
-            let (endpoint, serve) = crate::server::bind_with(
+            repl.follow(Arc::clone(&slot));
+            let (endpoint, serve) = crate::server::serve_listener(
                 Arc::clone(&slot),
                 &name,
-                addr,
+                listener,
                 async {
                     let _ = stop_rx.await;
                 },
                 ServeOptions {
                     security: opts.security.clone(),
                     demo: Some(handle.clone()),
+                    replication: Some(repl),
                     ..ServeOptions::default()
                 },
             )
@@ -462,6 +521,12 @@ impl Demo {
             {
                 tracing::debug!("a demo gRPC server did not drain in 3 s");
             }
+        }
+        for r in self.replicas.drain(..) {
+            r.shutdown().await;
+        }
+        if let Some(d) = self.temp_dir.take() {
+            let _ = std::fs::remove_dir_all(d);
         }
     }
 }

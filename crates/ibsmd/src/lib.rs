@@ -60,11 +60,13 @@
 //! manifests and a Grafana dashboard.
 
 pub mod auth;
+pub mod cluster_service;
 pub mod config;
 pub mod demo;
 pub mod demo_service;
 pub mod instance;
 pub mod metrics;
+pub mod replication;
 pub mod server;
 pub mod subnet_opts;
 pub mod wire;

@@ -42,9 +42,16 @@ struct Cli {
     /// Serve Prometheus metrics on http://ADDR/metrics (off unless given).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
-    /// State directory (created; reserved for the replicated SM state).
+    /// State directory (created); with --node-id it holds the replicated fabric state.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// This instance's id in the replication cluster (Raft on the --grpc port; needs --data-dir).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    node_id: Option<u64>,
+    /// A member of the first replication cluster, ID=HOST:PORT, this node included (repeat).
+    /// The lowest id bootstraps it once. Without --peer, --node-id waits for Cluster/AddMember.
+    #[arg(long = "peer", value_name = "ID=ADDR")]
+    peers: Vec<ibsm_replica::PeerArg>,
     /// Require `authorization: Bearer <token>` on gRPC calls; FILE holds the token (>= 16 visible ASCII chars).
     #[arg(long, value_name = "FILE")]
     auth_token_file: Option<PathBuf>,
@@ -99,6 +106,9 @@ enum Cmd {
         /// Require a bearer token on the demo's endpoints too.
         #[arg(long, value_name = "FILE")]
         auth_token_file: Option<PathBuf>,
+        /// Where the three replicas live (sm1/ sm2/ sm3/ under it) [default: a temp dir removed at exit].
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -125,6 +135,8 @@ struct DaemonSettings {
     grpc: SocketAddr,
     metrics: Option<SocketAddr>,
     data_dir: Option<PathBuf>,
+    node_id: Option<u64>,
+    peers: Vec<ibsm_replica::PeerArg>,
     security: SecurityOptions,
     subnet: ibsm_core::subnet::SubnetConfig,
 }
@@ -175,6 +187,12 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
         metrics: cli.metrics.or(file.metrics),
         data_dir: cli.data_dir.or(file.data_dir),
+        node_id: cli.node_id.or(file.node_id),
+        peers: if cli.peers.is_empty() {
+            file.peers.unwrap_or_default()
+        } else {
+            cli.peers
+        },
         security: SecurityOptions {
             auth_token_file: cli.auth_token_file.or(file.auth_token_file),
             tls_cert: cli.tls_cert.or(file.tls_cert),
@@ -189,7 +207,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // Everything from files and flags is checked before anything starts.
     enum Plan {
-        Daemon(DaemonSettings, Security),
+        Daemon(Box<DaemonSettings>, Security),
         Demo(FabricSpec, DemoOptions, Option<SocketAddr>),
     }
     let plan = match cli.cmd {
@@ -199,6 +217,7 @@ fn main() -> std::process::ExitCode {
             base_port,
             metrics,
             auth_token_file,
+            data_dir,
         }) => {
             let file = match load_config(config.as_ref()) {
                 Ok(f) => f.demo,
@@ -227,6 +246,7 @@ fn main() -> std::process::ExitCode {
             let opts = DemoOptions {
                 base_port: base_port.or(file.base_port).unwrap_or(50051),
                 security,
+                data_dir: data_dir.or(file.data_dir),
             };
             Plan::Demo(fabric, opts, metrics.or(file.metrics))
         }
@@ -249,7 +269,7 @@ fn main() -> std::process::ExitCode {
                     return std::process::ExitCode::from(EXIT_USAGE);
                 }
             };
-            Plan::Daemon(settings, security)
+            Plan::Daemon(Box::new(settings), security)
         }
     };
     tracing_subscriber::fmt()
@@ -257,7 +277,7 @@ fn main() -> std::process::ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("info,ibsm_core::election=warn")
+                tracing_subscriber::EnvFilter::new("info,ibsm_core::election=warn,openraft=warn")
             }),
         )
         .init();
@@ -275,7 +295,7 @@ fn main() -> std::process::ExitCode {
     let result = rt.block_on(async move {
         match plan {
             Plan::Demo(fabric, opts, metrics) => run_demo(fabric, opts, metrics).await,
-            Plan::Daemon(settings, security) => run_daemon(settings, security).await,
+            Plan::Daemon(settings, security) => run_daemon(*settings, security).await,
         }
     });
     match result {
@@ -325,11 +345,12 @@ async fn start_metrics(
 }
 
 async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<()> {
-    let (fabric, priority) = (cli.fabric, cli.priority);
+    let (fabric, priority) = (cli.fabric.clone(), cli.priority);
     if let Some(dir) = &cli.data_dir {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("--data-dir {}: {e}", dir.display()))?;
     }
+    let repl = start_replication(&cli, &security).await?;
     let mut cfg = InstanceConfig::new("ibsmd", priority);
     cfg.sm_key = cli.sm_key;
     cfg.poll_interval = Duration::from_millis(cli.poll_interval_ms);
@@ -339,13 +360,18 @@ async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<(
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;
     let inst = Arc::new(Instance::spawn(cfg, dev, keepalive)?);
     start_metrics(cli.metrics, vec![("ibsmd".to_string(), metrics)]).await?;
+    let slot = ibsmd::server::slot(Arc::clone(&inst));
+    if let Some(r) = &repl {
+        r.follow(Arc::clone(&slot));
+    }
     let (addr, serve) = ibsmd::server::bind_with(
-        ibsmd::server::slot(Arc::clone(&inst)),
+        slot,
         "ibsmd",
         cli.grpc,
         shutdown_signal(),
         ibsmd::server::ServeOptions {
             security,
+            replication: repl.clone(),
             ..ibsmd::server::ServeOptions::default()
         },
     )
@@ -364,7 +390,52 @@ async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<(
         _ = died => { anyhow::bail!("the SM instance stopped; see the log above"); }
     }
     tokio::task::spawn_blocking(move || inst.shutdown()).await?;
+    if let Some(r) = repl {
+        r.shutdown().await;
+    }
     Ok(())
+}
+
+/// The replica when `--node-id` is given (see `ibsmd::replication`).
+async fn start_replication(
+    cli: &DaemonSettings,
+    security: &Security,
+) -> anyhow::Result<Option<Arc<ibsmd::replication::Replication>>> {
+    let Some(node_id) = cli.node_id else {
+        if !cli.peers.is_empty() {
+            anyhow::bail!("--peer needs --node-id (this instance's id among the peers)");
+        }
+        return Ok(None);
+    };
+    let data_dir = cli
+        .data_dir
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("--node-id needs --data-dir (where the replica lives)"))?;
+    if security.tls.is_some() {
+        anyhow::bail!("replication (--node-id) does not run over TLS yet: the Raft peer transport is plaintext; use a bearer token on a trusted network");
+    }
+    let mut initial_members = std::collections::BTreeMap::new();
+    for p in &cli.peers {
+        if let Some(old) = initial_members.insert(p.node_id, p.addr.clone()) {
+            anyhow::bail!(
+                "--peer {}={}: node {} is given twice (also {old})",
+                p.node_id,
+                p.addr,
+                p.node_id
+            );
+        }
+    }
+    let cfg = ibsmd::replication::ClusterConfig {
+        node_id,
+        grpc_addr: cli.grpc.to_string(),
+        initial_members,
+        data_dir,
+        timers: ibsmd::replication::ClusterConfig::timers_for_daemon(),
+        token: security.token.as_ref().map(|t| t.as_str().to_string()),
+    };
+    let r = ibsmd::replication::Replication::start(cfg).await?;
+    tracing::info!(node_id, peers = cli.peers.len(), "replication started");
+    Ok(Some(r))
 }
 
 async fn run_demo(

@@ -23,9 +23,11 @@ use tokio_stream::Stream;
 use tonic::{Request, Response};
 
 use crate::auth::Security;
+use crate::cluster_service::ClusterService;
 use crate::demo::DemoHandle;
 use crate::demo_service::DemoService;
 use crate::instance::{Command, CommandError, EventRecord, Instance, Snapshot};
+use crate::replication::Replication;
 
 /// Where a server finds its instance; `None` while it is stopped (demo kill).
 pub type InstanceSlot = Arc<RwLock<Option<Arc<Instance>>>>;
@@ -37,6 +39,8 @@ pub fn slot(inst: Arc<Instance>) -> InstanceSlot {
 
 /// How long Handover and SendControl wait for the outcome before answering "pending".
 const OUTCOME_WAIT: Duration = Duration::from_secs(5);
+/// How long a planned handover waits for the target's replica to catch up.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
 /// How long Sweep waits for the sweep to finish.
 const SWEEP_WAIT: Duration = Duration::from_secs(120);
 
@@ -49,8 +53,15 @@ fn pb_state(s: SmState) -> pb::SmState {
     }
 }
 
-fn status_of(s: &Snapshot) -> pb::Status {
+fn status_of(s: &Snapshot, repl: Option<&Replication>) -> pb::Status {
+    let r = repl.map(|r| r.status()).unwrap_or_default();
     pb::Status {
+        epoch: r.epoch,
+        raft_role: r.raft_role,
+        raft_term: r.term,
+        raft_leader: r.leader,
+        applied_index: r.applied_index,
+        degraded: r.degraded,
         guid: s.guid,
         lid: u32::from(s.lid),
         priority: u32::from(s.priority),
@@ -61,8 +72,17 @@ fn status_of(s: &Snapshot) -> pb::Status {
         last_sweep: s.last_sweep.clone(),
         node_name: s.name.clone(),
         sm_key_rejections: u32::try_from(s.sm_key_rejections).unwrap_or(u32::MAX),
-        ..pb::Status::default()
     }
+}
+
+/// The standby a handover to "the best standby" picks: highest priority, then lowest
+/// GUID (0 if none).
+fn best_standby(s: &Snapshot) -> u64 {
+    s.sms
+        .iter()
+        .filter(|p| !p.is_self && p.state == Some(SmState::Standby))
+        .max_by(|a, b| a.priority.cmp(&b.priority).then(b.guid.cmp(&a.guid)))
+        .map_or(0, |p| p.guid)
 }
 
 fn event_of(r: EventRecord) -> pb::Event {
@@ -90,6 +110,7 @@ fn grpc_err(e: CommandError) -> tonic::Status {
 pub struct ControlService {
     slot: InstanceSlot,
     name: String,
+    repl: Option<Arc<Replication>>,
 }
 
 impl ControlService {
@@ -99,6 +120,7 @@ impl ControlService {
         ControlService {
             slot: slot(inst),
             name,
+            repl: None,
         }
     }
 
@@ -107,7 +129,15 @@ impl ControlService {
         ControlService {
             slot,
             name: name.into(),
+            repl: None,
         }
+    }
+
+    /// Report `repl`'s epoch/Raft fields in `GetStatus`, and make a planned handover
+    /// wait until the target's replica has caught up.
+    pub fn with_replication(mut self, repl: Option<Arc<Replication>>) -> ControlService {
+        self.repl = repl;
+        self
     }
 
     fn inst(&self) -> Result<Arc<Instance>, tonic::Status> {
@@ -166,7 +196,10 @@ impl Control for ControlService {
         &self,
         _req: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::Status>, tonic::Status> {
-        Ok(Response::new(status_of(&self.inst()?.status())))
+        Ok(Response::new(status_of(
+            &self.inst()?.status(),
+            self.repl.as_deref(),
+        )))
     }
 
     async fn list_sms(
@@ -204,7 +237,10 @@ impl Control for ControlService {
             .map_err(grpc_err)?;
         // The thread publishes after each round; give it one.
         tokio::time::sleep(Duration::from_millis(30)).await;
-        Ok(Response::new(status_of(&self.inst()?.status())))
+        Ok(Response::new(status_of(
+            &self.inst()?.status(),
+            self.repl.as_deref(),
+        )))
     }
 
     async fn handover(
@@ -212,6 +248,19 @@ impl Control for ControlService {
         req: Request<pb::HandoverRequest>,
     ) -> Result<Response<pb::HandoverResponse>, tonic::Status> {
         let to = req.into_inner().to_guid;
+        if let Some(repl) = &self.repl {
+            // A planned handover goes only to a replica that has caught up.
+            let target = if to != 0 {
+                to
+            } else {
+                best_standby(&self.inst()?.status())
+            };
+            if target != 0 {
+                repl.wait_caught_up(target, CATCH_UP_WAIT)
+                    .await
+                    .map_err(|e| tonic::Status::failed_precondition(e.to_string()))?;
+            }
+        }
         let mut rx = self.inst()?.subscribe();
         let target = self
             .ask(|reply| Command::Handover { to, reply })
@@ -348,6 +397,9 @@ pub struct ServeOptions {
     pub demo: Option<DemoHandle>,
     /// More services on the same port, under the same security.
     pub extra_services: Option<ServiceHook>,
+    /// The replica: its Raft service and `ibsm.v1.Cluster` are served too, and
+    /// `GetStatus` reports its epoch and Raft view.
+    pub replication: Option<Arc<Replication>>,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -356,6 +408,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("security", &self.security)
             .field("demo", &self.demo)
             .field("extra_services", &self.extra_services.is_some())
+            .field("replication", &self.replication)
             .finish()
     }
 }
@@ -389,6 +442,21 @@ pub async fn bind_with(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen for gRPC on {addr}: {e}"))?;
+    serve_listener(slot, name, listener, shutdown, opts).await
+}
+
+/// [`bind_with`] on a listener bound earlier (the replicas of a cluster must know
+/// every member's address before any server starts).
+pub async fn serve_listener(
+    slot: InstanceSlot,
+    name: &str,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    opts: ServeOptions,
+) -> anyhow::Result<(
+    SocketAddr,
+    impl Future<Output = anyhow::Result<()>> + Send + 'static,
+)> {
     let local = listener.local_addr()?;
     let sec = &opts.security;
     if !sec.authenticates() {
@@ -425,9 +493,18 @@ pub async fn bind_with(
             icpt.clone(),
         ))
         .add_service(ControlServer::with_interceptor(
-            ControlService::with_slot(slot, name),
+            ControlService::with_slot(slot, name).with_replication(opts.replication.clone()),
             icpt.clone(),
         ))
+        .add_service(
+            ibsm_proto::v1::cluster_server::ClusterServer::with_interceptor(
+                ClusterService::new(opts.replication.clone()),
+                icpt.clone(),
+            ),
+        )
+        // Raft between members: no token (the peer transport carries none), see
+        // crate::replication ("Security").
+        .add_optional_service(opts.replication.as_ref().map(|r| r.grpc_service()))
         .add_service(ibsm_proto::v1::demo_server::DemoServer::with_interceptor(
             DemoService::new(opts.demo.clone()),
             icpt.clone(),

@@ -1,0 +1,699 @@
+//! The daemon side of the replicated fabric state ([`ibsm_replica`]): what a master
+//! writes, what a new master reads, and when the daemon calls itself "degraded".
+//!
+//! # Who does what
+//!
+//! [`Replication`] wraps one [`Replica`] (Raft over the daemon's own gRPC port) and a
+//! background *writer* task. The SM instance thread never waits for Raft: every call it
+//! makes here ([`Replication::become_master`], [`Replication::publish`],
+//! [`Replication::seed`], [`Replication::status`]) is a local, non-blocking operation,
+//! so a failover is never slower because of replication, and a master without quorum
+//! keeps sweeping and programming the fabric from its local copy.
+//!
+//! The writer task:
+//!
+//! 1. on mastership, claims a new epoch ([`Command::ClaimMastership`], local epoch + 1;
+//!    a `StaleEpoch` refusal only means the local copy lagged: it retries);
+//! 2. then writes what the master last [`published`](Replication::publish) (guid2lid,
+//!    topology summary, LFT digests) as the *difference* from the replicated state,
+//!    in one [`Command::Update`] carrying the epoch;
+//! 3. retries every [`RETRY`] while a write times out (no quorum): the master is then
+//!    **degraded**, keeps every assignment it makes in the pending record, and the
+//!    first write that commits after quorum returns reconciles them all (the record is
+//!    the whole desired state, not a queue of deltas, so nothing is lost or replayed
+//!    out of order);
+//! 4. a `StaleEpoch` refusal of an update means another master claimed a higher epoch
+//!    meanwhile: this one is **deposed**, stops writing, and its pending record is
+//!    dropped (the fabric-level SMInfo election demotes it as well).
+//!
+//! Degraded = this instance wants to write (it is MASTER) and either its last claim or
+//! write did not commit, or its Raft view has no leader. It is cleared by the next
+//! committed write.
+//!
+//! # What a new master takes over ([`Seed`])
+//!
+//! guid2lid (fed to `LidManager::import_guid2lid`, so a port that lost its LID gets the
+//! replicated one back and no replicated LID is handed to another port), the last
+//! topology summary and the LFT digest of every switch.
+//!
+//! # Planned handover
+//!
+//! [`Replication::wait_caught_up`]: before a HANDOVER goes out, the target's replica
+//! must have applied everything this instance has in its log. Each instance registers
+//! its SM port GUID -> Raft node id in the replicated config (`sm.<guid>.node`); the
+//! target's applied index is read from its `GetStatus` on the address it joined with.
+//! A target outside the cluster (OpenSM, an ibsmd without --node-id) is not waited for.
+//!
+//! # Security
+//!
+//! The Raft service is served next to the control API but without its bearer-token
+//! interceptor (the replica's peer transport carries no token) and over plaintext
+//! (the peer transport does not speak TLS): `--peer` with `--tls-cert` is refused at
+//! start. Run the cluster on a trusted management network.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use ibsm_core::election::SmState;
+use ibsm_replica::{
+    Command, ConfigChange, FabricState, LftDigest, LidRange, Listen, NodeId, Op, RaftTimers,
+    Refusal, Replica, ReplicaConfig, ReplicaError, ReplicaMetrics, Role, TopologySummary,
+};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::server::InstanceSlot;
+
+/// How often the writer retries a claim or write that did not commit.
+pub const RETRY: Duration = Duration::from_millis(250);
+/// How long one claim or write may wait for a quorum before the master is degraded.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The replicated-config key that maps an SM port GUID to its Raft node id.
+pub fn sm_node_key(guid: u64) -> String {
+    format!("sm.{guid:016x}.node")
+}
+
+/// How to start the replica of this daemon (`--node-id`, `--grpc`, `--peer`, `--data-dir`).
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This instance's Raft node id.
+    pub node_id: NodeId,
+    /// `host:port` the peers dial (the daemon's gRPC address).
+    pub grpc_addr: String,
+    /// The first cluster, this node included; empty: join later through AddMember.
+    pub initial_members: BTreeMap<NodeId, String>,
+    /// Where `replica.redb` lives.
+    pub data_dir: PathBuf,
+    /// Raft timers; [`ClusterConfig::timers_for_daemon`] by default.
+    pub timers: RaftTimers,
+    /// Bearer token to present on the peers' control API (handover catch-up check).
+    pub token: Option<String>,
+}
+
+impl ClusterConfig {
+    /// The replica's defaults with a [`WRITE_TIMEOUT`] write timeout (the writer retries
+    /// by itself, so a short timeout only makes "degraded" show sooner).
+    pub fn timers_for_daemon() -> RaftTimers {
+        RaftTimers {
+            write_timeout: WRITE_TIMEOUT,
+            ..RaftTimers::default()
+        }
+    }
+}
+
+/// What a master publishes after a sweep: the whole desired replicated record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FabricRecord {
+    /// Port GUID -> LIDs as programmed.
+    pub guid2lid: BTreeMap<u64, LidRange>,
+    /// The discovered topology.
+    pub topology: Option<TopologySummary>,
+    /// Switch node GUID -> digest of the LFT it holds.
+    pub lft_digests: BTreeMap<u64, LftDigest>,
+}
+
+/// What a new master takes over from its local replica.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seed {
+    /// Mastership epoch of the local copy.
+    pub epoch: u64,
+    /// guid2lid map.
+    pub guid2lid: BTreeMap<u64, LidRange>,
+    /// The same, as OpenSM's guid2lid text (`LidManager::import_guid2lid`).
+    pub guid2lid_file: String,
+    /// Last topology summary.
+    pub topology: Option<TopologySummary>,
+    /// Switch node GUID -> LFT digest.
+    pub lft_digests: BTreeMap<u64, LftDigest>,
+}
+
+/// The replication part of `GetStatus`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplStatus {
+    /// Mastership epoch of the local copy.
+    pub epoch: u64,
+    /// `leader`, `follower`, `candidate`, `learner`, `shutdown`.
+    pub raft_role: String,
+    /// Raft term.
+    pub term: u64,
+    /// Raft leader's node id (0: none).
+    pub leader: u64,
+    /// Last applied log index.
+    pub applied_index: u64,
+    /// MASTER without a committed claim/write or without a Raft leader.
+    pub degraded: bool,
+    /// The epoch this instance holds as master (committed claim).
+    pub held_epoch: Option<u64>,
+    /// Another master claimed a higher epoch while this one wrote.
+    pub deposed: bool,
+}
+
+/// Errors of the cluster operations.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicationError {
+    /// From the replica.
+    #[error(transparent)]
+    Replica(#[from] ReplicaError),
+    /// The handover target has not caught up in time.
+    #[error("the target's replica (node {node}) applied {applied} of {want} entries within {waited:?}: not handing over to a replica that would lose state")]
+    Lagging {
+        /// Target node.
+        node: NodeId,
+        /// What it applied.
+        applied: u64,
+        /// What it must apply.
+        want: u64,
+        /// How long we waited.
+        waited: Duration,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    /// Bumped on every mastership change, so a writer result for an older mastership
+    /// is ignored.
+    generation: u64,
+    /// SM port GUID while MASTER.
+    master_guid: Option<u64>,
+    held_epoch: Option<u64>,
+    desired: Option<FabricRecord>,
+    degraded: bool,
+    deposed: bool,
+    /// Our SM port GUID to register (`sm.<guid>.node`), until it committed.
+    register: Option<u64>,
+    registered: Option<u64>,
+    stop: bool,
+}
+
+/// The daemon's replica plus its writer task. See the module doc.
+pub struct Replication {
+    replica: Arc<Replica>,
+    shared: Arc<Mutex<Shared>>,
+    wake: Arc<Notify>,
+    token: Option<String>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    watcher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Replication {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replication")
+            .field("node_id", &self.replica.node_id())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::Leader => "leader",
+        Role::Follower => "follower",
+        Role::Candidate => "candidate",
+        Role::Learner => "learner",
+        Role::Shutdown => "shutdown",
+    }
+}
+
+/// The ops that turn `have` into `want` (sets only: a port GUID stays remembered after
+/// its port leaves, like OpenSM's guid2lid; a digest is replaced, never dropped).
+pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
+    let mut ops = Vec::new();
+    for (g, r) in &want.guid2lid {
+        if have.guid2lid.get(g) != Some(r) {
+            ops.push(Op::SetGuid2Lid {
+                port_guid: *g,
+                range: *r,
+            });
+        }
+    }
+    if let Some(t) = &want.topology {
+        if have.topology.as_ref() != Some(t) {
+            ops.push(Op::SetTopology(t.clone()));
+        }
+    }
+    for (g, d) in &want.lft_digests {
+        if have.lft_digests.get(g) != Some(d) {
+            ops.push(Op::SetLftDigest {
+                switch_guid: *g,
+                digest: *d,
+            });
+        }
+    }
+    ops
+}
+
+impl Replication {
+    /// Start the replica (serving nothing itself: add [`Replication::grpc_service`] to
+    /// the daemon's server, see `server::ServeOptions::replication`) and the writer.
+    pub async fn start(cfg: ClusterConfig) -> Result<Arc<Replication>, ReplicaError> {
+        let replica = Replica::start(ReplicaConfig {
+            node_id: cfg.node_id,
+            grpc_addr: cfg.grpc_addr.clone(),
+            listen: Listen::External,
+            initial_members: cfg.initial_members.clone(),
+            data_dir: cfg.data_dir.clone(),
+            timers: cfg.timers.clone(),
+        })
+        .await?;
+        if replica.bootstrapped() {
+            tracing::info!(node_id = cfg.node_id, "replication cluster bootstrapped");
+        }
+        let replica = Arc::new(replica);
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let wake = Arc::new(Notify::new());
+        let writer = tokio::spawn(writer(
+            Arc::clone(&replica),
+            Arc::clone(&shared),
+            Arc::clone(&wake),
+        ));
+        Ok(Arc::new(Replication {
+            replica,
+            shared,
+            wake,
+            token: cfg.token,
+            writer: Mutex::new(Some(writer)),
+            watcher: Mutex::new(None),
+        }))
+    }
+
+    /// The replica (metrics, membership, raw state).
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
+    }
+
+    /// The Raft gRPC service for the daemon's tonic server.
+    pub fn grpc_service(
+        &self,
+    ) -> ibsm_replica::pb::raft_server::RaftServer<ibsm_replica::network::RaftGrpc> {
+        self.replica.grpc_service()
+    }
+
+    /// This instance's SM became MASTER on port `sm_guid`: claim a new epoch and write
+    /// from now on. Non-blocking.
+    pub fn become_master(&self, sm_guid: u64) {
+        {
+            let mut s = lock(&self.shared);
+            if s.master_guid == Some(sm_guid) {
+                return;
+            }
+            s.generation += 1;
+            s.master_guid = Some(sm_guid);
+            s.held_epoch = None;
+            s.desired = None;
+            s.deposed = false;
+            s.degraded = false;
+        }
+        tracing::info!(
+            sm_guid = format_args!("{sm_guid:#018x}"),
+            "replication: claiming mastership"
+        );
+        self.wake.notify_one();
+    }
+
+    /// No longer MASTER: stop writing (a pending record is dropped: the next master
+    /// owns the fabric now).
+    pub fn stop_master(&self) {
+        let mut s = lock(&self.shared);
+        if s.master_guid.is_none() {
+            return;
+        }
+        s.generation += 1;
+        s.master_guid = None;
+        s.held_epoch = None;
+        s.desired = None;
+        s.degraded = false;
+    }
+
+    /// A master's desired replicated record after a sweep (replaces an unwritten one).
+    pub fn publish(&self, record: FabricRecord) {
+        {
+            let mut s = lock(&self.shared);
+            if s.master_guid.is_none() {
+                return;
+            }
+            s.desired = Some(record);
+        }
+        self.wake.notify_one();
+    }
+
+    /// Register this instance's SM port GUID (for handover catch-up checks).
+    pub fn register_sm(&self, guid: u64) {
+        {
+            let mut s = lock(&self.shared);
+            if s.registered == Some(guid) || s.register == Some(guid) {
+                return;
+            }
+            s.register = Some(guid);
+        }
+        self.wake.notify_one();
+    }
+
+    /// What a new master takes over (local read).
+    pub fn seed(&self) -> Seed {
+        self.replica.with_state(|s| Seed {
+            epoch: s.epoch,
+            guid2lid: s.guid2lid.clone(),
+            guid2lid_file: s.guid2lid_file(),
+            topology: s.topology.clone(),
+            lft_digests: s.lft_digests.clone(),
+        })
+    }
+
+    /// Epoch, Raft role/term/leader, applied index, degraded.
+    pub fn status(&self) -> ReplStatus {
+        let m = self.replica.metrics();
+        let epoch = self.replica.with_state(|s| s.epoch);
+        let s = lock(&self.shared);
+        let no_leader = m.leader.is_none();
+        ReplStatus {
+            epoch,
+            raft_role: role_name(m.role).to_string(),
+            term: m.term,
+            leader: m.leader.unwrap_or(0),
+            applied_index: m.last_applied.unwrap_or(0),
+            degraded: s.master_guid.is_some() && (s.degraded || no_leader),
+            held_epoch: s.held_epoch,
+            deposed: s.deposed,
+        }
+    }
+
+    /// Raft metrics.
+    pub fn metrics(&self) -> ReplicaMetrics {
+        self.replica.metrics()
+    }
+
+    /// Follow the SM instance in `slot` (it may be replaced, as by a demo restart):
+    /// register its port GUID, and become / stop being the writing master with its
+    /// SMInfo state. Replaces an earlier watcher.
+    pub fn follow(self: &Arc<Self>, slot: InstanceSlot) {
+        let me = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            loop {
+                let inst = match slot.read() {
+                    Ok(s) => s.clone(),
+                    Err(p) => p.into_inner().clone(),
+                };
+                match inst {
+                    Some(inst) if inst.is_running() => {
+                        let st = inst.status();
+                        if st.guid != 0 {
+                            me.register_sm(st.guid);
+                        }
+                        if st.state == SmState::Master && st.guid != 0 {
+                            me.become_master(st.guid);
+                        } else {
+                            me.stop_master();
+                        }
+                    }
+                    _ => me.stop_master(),
+                }
+                if lock(&me.shared).stop {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        let old = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(task);
+        if let Some(old) = old {
+            old.abort();
+        }
+    }
+
+    /// Wait until the replica of the SM with port GUID `target` has applied every entry
+    /// in this instance's log (a planned handover must not go to a lagging replica).
+    /// Returns at once when the target is not a known cluster member.
+    pub async fn wait_caught_up(
+        &self,
+        target: u64,
+        limit: Duration,
+    ) -> Result<(), ReplicationError> {
+        let node = self.replica.with_state(|s| {
+            s.config
+                .get(&sm_node_key(target))
+                .and_then(|v| v.parse::<NodeId>().ok())
+        });
+        let Some(node) = node else {
+            tracing::info!(
+                target = format_args!("{target:#018x}"),
+                "handover target is not a replication member: not waiting for it"
+            );
+            return Ok(());
+        };
+        let m = self.replica.metrics();
+        let Some(addr) = m
+            .voters
+            .get(&node)
+            .or_else(|| m.learners.get(&node))
+            .cloned()
+        else {
+            return Ok(());
+        };
+        let want = m.last_log_index.unwrap_or(0);
+        let start = std::time::Instant::now();
+        let mut applied = 0;
+        loop {
+            if node == self.replica.node_id() {
+                return Ok(());
+            }
+            if let Ok(a) = peer_applied(&addr, self.token.as_deref()).await {
+                applied = a;
+                if a >= want {
+                    tracing::info!(
+                        node,
+                        applied = a,
+                        want,
+                        waited_ms = start.elapsed().as_millis() as u64,
+                        "handover target's replica has caught up"
+                    );
+                    return Ok(());
+                }
+            }
+            if start.elapsed() >= limit {
+                return Err(ReplicationError::Lagging {
+                    node,
+                    applied,
+                    want,
+                    waited: limit,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stop the writer and Raft (the store stays on disk).
+    pub async fn shutdown(&self) {
+        lock(&self.shared).stop = true;
+        self.wake.notify_one();
+        let tasks = [
+            self.writer.lock().unwrap_or_else(|p| p.into_inner()).take(),
+            self.watcher
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        ];
+        for t in tasks.into_iter().flatten() {
+            t.abort();
+            let _ = t.await;
+        }
+        if let Err(e) = self.replica.shutdown().await {
+            tracing::debug!(%e, "replica shutdown");
+        }
+    }
+}
+
+/// The applied index a peer reports in `GetStatus`.
+async fn peer_applied(addr: &str, token: Option<&str>) -> Result<u64, String> {
+    use ibsm_proto::v1::control_client::ControlClient;
+    let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_millis(300))
+        .timeout(Duration::from_millis(500))
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut c = ControlClient::new(ch);
+    let mut req = tonic::Request::new(ibsm_proto::v1::GetStatusRequest {});
+    if let Some(t) = token {
+        let v = format!("Bearer {t}")
+            .parse()
+            .map_err(|_| "token is not a valid header value".to_string())?;
+        req.metadata_mut().insert("authorization", v);
+    }
+    let st = c.get_status(req).await.map_err(|e| e.to_string())?;
+    Ok(st.into_inner().applied_index)
+}
+
+enum Step {
+    Claim(u64, u64),
+    Write(u64, u64, FabricRecord),
+    Register(u64),
+    Idle,
+}
+
+/// What the writer does after a step.
+enum Next {
+    /// Progress: look for more work at once.
+    Again,
+    /// A claim or write did not commit: try again after [`RETRY`].
+    Retry,
+    /// Nothing to do: wait for news (or the retry tick).
+    Wait,
+}
+
+/// The writer task (see the module doc).
+async fn writer(replica: Arc<Replica>, shared: Arc<Mutex<Shared>>, wake: Arc<Notify>) {
+    loop {
+        let step = {
+            let s = lock(&shared);
+            if s.stop {
+                return;
+            }
+            match (s.master_guid, s.held_epoch, &s.desired) {
+                (Some(g), None, _) if !s.deposed => Step::Claim(s.generation, g),
+                (Some(_), Some(e), Some(d)) => Step::Write(s.generation, e, d.clone()),
+                _ => match s.register {
+                    Some(g) => Step::Register(g),
+                    None => Step::Idle,
+                },
+            }
+        };
+        let next = match step {
+            Step::Idle => Next::Wait,
+            Step::Claim(generation, guid) => claim(&replica, &shared, generation, guid).await,
+            Step::Write(generation, epoch, want) => {
+                write(&replica, &shared, generation, epoch, want).await
+            }
+            Step::Register(guid) => register(&replica, &shared, guid).await,
+        };
+        match next {
+            Next::Again => tokio::task::yield_now().await,
+            Next::Retry | Next::Wait => {
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(RETRY) => {}
+                }
+            }
+        }
+    }
+}
+
+async fn claim(replica: &Replica, shared: &Mutex<Shared>, generation: u64, guid: u64) -> Next {
+    match replica.claim_mastership(guid).await {
+        Ok(epoch) => {
+            let mut s = lock(shared);
+            if s.generation == generation {
+                s.held_epoch = Some(epoch);
+                if s.degraded {
+                    tracing::info!(epoch, "replication: quorum is back");
+                }
+                s.degraded = false;
+                tracing::info!(epoch, "replication: mastership epoch claimed");
+            }
+            Next::Again
+        }
+        Err(ReplicaError::Refused(Refusal::StaleEpoch { current, .. })) => {
+            // Our copy lagged behind a newer epoch; it is catching up: claim above it.
+            tracing::debug!(current, "epoch claim raced a newer epoch; retrying");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Next::Again
+        }
+        Err(e) => {
+            let mut s = lock(shared);
+            if s.generation == generation && !s.degraded {
+                tracing::warn!(%e, "replication: cannot claim the mastership epoch (no quorum?): DEGRADED, running the fabric from the local replica");
+                s.degraded = true;
+            }
+            Next::Retry
+        }
+    }
+}
+
+async fn write(
+    replica: &Replica,
+    shared: &Mutex<Shared>,
+    generation: u64,
+    epoch: u64,
+    want: FabricRecord,
+) -> Next {
+    let ops = replica.with_state(|have| diff_ops(have, &want));
+    let done = |s: &mut Shared| {
+        if s.generation == generation && s.desired.as_ref() == Some(&want) {
+            s.desired = None;
+        }
+    };
+    if ops.is_empty() {
+        done(&mut lock(shared));
+        return Next::Again;
+    }
+    let n = ops.len();
+    match replica.write(Command::Update { epoch, ops }).await {
+        Ok(r) => {
+            let mut s = lock(shared);
+            if s.generation == generation {
+                if s.degraded {
+                    tracing::info!(
+                        epoch,
+                        ops = n,
+                        "replication: quorum is back; the assignments made meanwhile are replicated"
+                    );
+                }
+                s.degraded = false;
+            }
+            done(&mut s);
+            tracing::debug!(epoch, ops = n, log_index = r.log_index, "replicated");
+            Next::Again
+        }
+        Err(ReplicaError::Refused(Refusal::StaleEpoch { current, .. })) => {
+            let mut s = lock(shared);
+            if s.generation == generation {
+                tracing::warn!(
+                    epoch,
+                    current,
+                    "replication: another master holds a newer epoch: deposed, not writing"
+                );
+                s.deposed = true;
+                s.held_epoch = None;
+                s.desired = None;
+            }
+            Next::Again
+        }
+        Err(e) => {
+            let mut s = lock(shared);
+            if s.generation == generation && !s.degraded {
+                tracing::warn!(%e, "replication: write did not commit (no quorum?): DEGRADED, keeping the assignments to reconcile");
+                s.degraded = true;
+            }
+            Next::Retry
+        }
+    }
+}
+
+async fn register(replica: &Replica, shared: &Mutex<Shared>, guid: u64) -> Next {
+    let node = replica.node_id().to_string();
+    let key = sm_node_key(guid);
+    let already = replica.with_state(|s| s.config.get(&key) == Some(&node));
+    let ok = already
+        || replica
+            .write(Command::Config(ConfigChange::Set { key, value: node }))
+            .await
+            .is_ok();
+    if !ok {
+        return Next::Retry;
+    }
+    let mut s = lock(shared);
+    if s.register == Some(guid) {
+        s.register = None;
+        s.registered = Some(guid);
+    }
+    Next::Again
+}
