@@ -8,7 +8,7 @@
 //! [`Election::poll_timeout`]. Time is a `Duration` since the driver's epoch; nothing
 //! here reads a clock or does I/O. Messages are [`SmInfoMsg`] (what the election
 //! needs of an SMP) so the model checker in `ibsm-testkit` can explore them cheaply;
-//! the daemon converts to and from `ibsm_mad::Smp` at the edge.
+//! [`wire`] converts them to and from `ibsm_mad::Smp` at the edge (daemon and simulator alike).
 //!
 //! # The rules (precisely)
 //!
@@ -96,6 +96,7 @@
 mod config;
 mod machine;
 mod types;
+pub mod wire;
 
 pub use config::{
     ElectionConfig, ElectionConfigError, ElectionError, InjectedFault, SmKeyPolicy, MAX_PRIORITY,
