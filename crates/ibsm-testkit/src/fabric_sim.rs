@@ -68,7 +68,14 @@ pub struct FabricSimConfig {
     pub fault_every: Duration,
     /// Length of the quiet phase.
     pub quiet_for: Duration,
-    /// Bound on a dual-master stretch (see the module doc).
+    /// Bound on a dual-master stretch (see the module doc). The default, 6 s, is the
+    /// worst path to a handover with the default timers: a higher SM that came back
+    /// while the master was not looking (IsSM appearing raises no trap 144 in the
+    /// simulator, nor on most HCAs) is found by the lower master's next heavy sweep
+    /// (`heavy_sweep_interval`, 3 s) or by a light sweep that saw a port change
+    /// (`sweep_interval`, 1 s), whose SMInfo query and HANDOVER then take at most
+    /// `master_poll_interval` (1 s) plus `handover_timeout` x (1 + `handover_retries`)
+    /// (0.8 s). 300 seeds measured at most 2.7 s.
     pub handover_window: Duration,
     /// After the quiet phase starts, exactly one (the best) master from this time on.
     pub converge_within: Duration,
@@ -130,10 +137,15 @@ pub struct FabricSimOutcome {
     pub master_sm_lid_checks: u32,
     /// The final master's GUID.
     pub master: u64,
+    /// Times mastership moved to another SM (failovers and handovers).
+    pub master_changes: u32,
     /// MADs the simulator delivered.
     pub delivered: u64,
     /// Virtual time at the end.
     pub end: Duration,
+    /// Directed-route TrapRepress the simulator refused (a known ibsm-sim gap, see
+    /// `fabric_sim_node`), over the live SMs at the end.
+    pub refused_dr_trap_repress: u32,
 }
 
 /// A violated invariant, with what is needed to replay it.
@@ -208,6 +220,12 @@ struct Run<'a> {
     faults: Vec<String>,
     transitions: Vec<String>,
     master_sm_lid_checks: u32,
+    /// The last step that ended with more than one SM in MASTER: a sweep that overlapped
+    /// it may have been overwritten by the other master.
+    last_multi_master: Option<Duration>,
+    /// The last SM seen as sole master, and how often that changed.
+    last_master: Option<u64>,
+    master_changes: u32,
     faulty: bool,
     quiet_since: Option<Duration>,
     clean_sweep_after_converge: bool,
@@ -351,6 +369,9 @@ impl<'a> Run<'a> {
             faults: Vec::new(),
             transitions: Vec::new(),
             master_sm_lid_checks: 0,
+            last_multi_master: None,
+            last_master: None,
+            master_changes: 0,
             faulty: false,
             quiet_since: None,
             clean_sweep_after_converge: false,
@@ -370,8 +391,15 @@ impl<'a> Run<'a> {
             dual_master_total: self.dual_total,
             master_sm_lid_checks: self.master_sm_lid_checks,
             master: self.masters().first().map_or(0, |&i| self.slot_guid(i)),
+            master_changes: self.master_changes,
             delivered: self.sim.stats().delivered,
             end: self.now,
+            refused_dr_trap_repress: self
+                .slots
+                .iter()
+                .filter_map(|s| s.node.as_ref())
+                .map(|n| n.refused_dr_trap_repress)
+                .sum(),
         }
     }
 
@@ -837,6 +865,10 @@ impl<'a> Run<'a> {
                             .count();
                         let clean = report.failures == 0
                             && started >= self.last_fault
+                            && match self.last_multi_master {
+                                Some(t) => started > t,
+                                None => true,
+                            }
                             && (self.now > self.last_fault || !self.faulty)
                             && others == 0
                             && self.masters().contains(&i);
@@ -921,6 +953,16 @@ impl<'a> Run<'a> {
                     }
                 }
             }
+        }
+        if self.masters().len() > 1 {
+            self.last_multi_master = Some(self.now);
+        }
+        if let [m] = self.masters().as_slice() {
+            let g = self.slot_guid(*m);
+            if self.last_master.is_some_and(|l| l != g) {
+                self.master_changes += 1;
+            }
+            self.last_master = Some(g);
         }
         // Bounded dual mastership.
         let comps = self.components();
