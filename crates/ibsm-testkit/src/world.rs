@@ -302,6 +302,23 @@ impl World {
         self.pump(i, Some(prev), net);
     }
 
+    /// Calls into live SM `i` now (an operator action such as `handover_to` or
+    /// `set_priority`), then puts what it sends on the bus and checks its events.
+    pub fn act<R>(
+        &mut self,
+        i: usize,
+        net: &mut dyn FnMut(&SmInfoMsg) -> Option<Duration>,
+        f: impl FnOnce(&mut Election, Duration) -> R,
+    ) -> Option<R> {
+        let now = self.now;
+        let (prev, r) = match self.nodes.get_mut(i) {
+            Some(Some(e)) => (e.state(), f(e, now)),
+            _ => return None,
+        };
+        self.pump(i, Some(prev), net);
+        Some(r)
+    }
+
     /// Crashes SM `i` (its messages in flight stay on the bus).
     pub fn crash(&mut self, i: usize) {
         if let Some(slot) = self.nodes.get_mut(i) {
@@ -389,7 +406,8 @@ impl World {
     }
 
     /// Checks the end state: exactly one live master, the best live SM, everyone else
-    /// live is STANDBY. `Err` says what is wrong.
+    /// live is STANDBY and polls that master (not another standby). `Err` says what is
+    /// wrong.
     pub fn check_converged(&self, require_best: bool) -> Result<(), String> {
         let masters = self.masters();
         if masters.len() != 1 {
@@ -412,6 +430,18 @@ impl World {
             if let Some(e) = n {
                 if e.state() != SmState::Master && e.state() != SmState::Standby {
                     return Err(format!("SM {i} still {} ({})", e.state(), self.describe()));
+                }
+                let master_guid = masters
+                    .first()
+                    .and_then(|&m| self.specs.get(m))
+                    .map(|s| s.guid);
+                if e.state() == SmState::Standby && e.master_guid() != master_guid {
+                    return Err(format!(
+                        "SM {i} is STANDBY behind {:x?}, not behind the master {:x?} ({})",
+                        e.master_guid(),
+                        master_guid,
+                        self.describe()
+                    ));
                 }
             }
         }

@@ -12,14 +12,24 @@ pub const STATUS_INVALID_VALUE: u16 = 0x001c;
 pub const MAX_PRIORITY: u8 = 15;
 
 /// How incoming SubnSet(SMInfo) control packets are checked against our SM_Key.
+///
+/// What OpenSM does, for comparison (read in OpenSM 3.3.23, the Debian version the lab
+/// runs): it checks no SM_Key at all on a received SubnSet(SMInfo) (only the M_Key,
+/// and only when its own port has one); it sends its configured SM_Key in HANDOVER
+/// (3.3.21 and later; up to 3.3.20 it sent 0 to an SM it did not see as MASTER, which
+/// is every standby it hands over to). IBA 14.4.1 only says a read returns SM_Key 0
+/// unless the requester is authenticated. So SM_Key 0 in a Set means "sender does not
+/// know our key", not "wrong key".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum SmKeyPolicy {
-    /// The payload SM_Key must equal ours. Default. Note: OpenSM puts SM_Key 0 in a
-    /// HANDOVER sent to an SM it does not see as MASTER, so a strict standby
-    /// rejects OpenSM's HANDOVER; use [`SmKeyPolicy::AllowZero`] next to OpenSM.
+    /// The payload SM_Key must equal ours, with one exception: SM_Key 0 is accepted
+    /// in a HANDOVER from the SM we follow as master while we are STANDBY (what an
+    /// OpenSM before 3.3.21 sends; that SM already governs the subnet, and HANDOVER
+    /// only gives mastership to us). Any other zero key, and every non-zero wrong key,
+    /// is rejected and counted. Default.
     #[default]
     Strict,
-    /// Ours or zero (what OpenSM sends when it does not know the receiver is master).
+    /// Ours or zero, in any control packet from anyone.
     AllowZero,
     /// No check.
     Off,
@@ -47,10 +57,22 @@ pub struct ElectionConfig {
     pub sm_key: u64,
     /// How incoming control packets are checked against `sm_key`.
     pub sm_key_policy: SmKeyPolicy,
+    /// Our port's PortInfo.M_Key (0 = none, the default). The M_Key rule for our
+    /// SMInfo answers: a requester is authenticated (gets our real SM_Key) when this is
+    /// 0 or the SMP's M_Key equals it, or when its payload presents our SM_Key; else it
+    /// reads SM_Key 0. OpenSM answers the same way and ignores a peer whose answer
+    /// carries an SM_Key other than its own, so answering 0 to everyone would make
+    /// OpenSM ignore us.
+    pub m_key: u64,
     /// Standby: interval between SubnGet(SMInfo) polls of the master. Default 100 ms.
     pub poll_interval: Duration,
     /// Standby: consecutive unanswered polls before the master is declared lost. Default 3.
     pub poll_retries: u32,
+    /// Standby: how long the SM we follow may keep answering DISCOVERING (a higher SM
+    /// that is still looking around, so about to become master) before we re-discover.
+    /// An SM that answers STANDBY or NOTACTIVE is not our master: we re-discover at
+    /// once. Default 1 s (10 polls).
+    pub discovering_grace: Duration,
     /// Standby: declare the master lost when it answers but its ActCount has not
     /// advanced for this long. `None` disables the rule. Default 30 s.
     pub stall_window: Option<Duration>,
@@ -83,8 +105,10 @@ impl ElectionConfig {
             priority: 0,
             sm_key: 1,
             sm_key_policy: SmKeyPolicy::Strict,
+            m_key: 0,
             poll_interval: Duration::from_millis(100),
             poll_retries: 3,
+            discovering_grace: Duration::from_secs(1),
             stall_window: Some(Duration::from_secs(30)),
             query_timeout: Duration::from_millis(100),
             query_retries: 2,
@@ -179,9 +203,49 @@ pub enum ElectionError {
         guid: u64,
     },
     /// HANDOVER and ACKNOWLEDGE are driven by the state machine itself.
-    #[error("{packet} is sent by the election itself, not on request")]
+    #[error(
+        "{packet} is sent by the election itself, not on request (use handover_to for HANDOVER)"
+    )]
     NotOnRequest {
         /// What was asked.
         packet: super::ControlPacket,
+    },
+    /// A HANDOVER is already outstanding.
+    #[error("a handover to {target:#018x} is already in progress")]
+    HandoverInProgress {
+        /// Its target.
+        target: u64,
+    },
+    /// We have no SMInfo answer from the target yet, so we know neither its state nor
+    /// its priority (the master reads every SM port each `master_poll_interval`).
+    #[error(
+        "SM port {guid:#018x} has not answered SMInfo yet: its state and priority are unknown"
+    )]
+    PeerNotQueried {
+        /// The target.
+        guid: u64,
+    },
+    /// HANDOVER goes to an SM in STANDBY (or a second MASTER); others refuse it or, in
+    /// DISCOVERING, ignore it.
+    #[error("SM port {guid:#018x} was last seen {state}; HANDOVER needs it in STANDBY or MASTER")]
+    TargetNotReady {
+        /// The target.
+        guid: u64,
+        /// Its last reported SMState.
+        state: super::SmState,
+    },
+    /// To make the handover stick we must advertise a priority that ranks below the
+    /// target; there is none when it has priority 0 and a higher port GUID than ours
+    /// (ties go to the lower GUID).
+    #[error(
+        "cannot hand over to {guid:#018x}: it has priority 0 and a higher port GUID than ours \
+         ({ours:#018x}), so no priority of ours ranks below it and we would take mastership back; \
+         raise its priority first"
+    )]
+    CannotRankBelow {
+        /// The target.
+        guid: u64,
+        /// Our port GUID.
+        ours: u64,
     },
 }

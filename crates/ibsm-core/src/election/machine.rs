@@ -57,6 +57,8 @@ struct Following {
     poll_tid: Option<u64>,
     last_act: Option<u32>,
     last_act_change: Duration,
+    /// Since when it has answered DISCOVERING (grace, see `discovering_grace`).
+    discovering_since: Option<Duration>,
 }
 
 /// The sans-IO SMInfo election of one SM (see the `election` module doc).
@@ -76,6 +78,17 @@ pub struct Election {
     round: Option<Round>,
     following: Option<Following>,
     handover: Option<u64>,
+    /// Priority to advertise once the outstanding targeted handover completes.
+    handover_yield: Option<u8>,
+    /// A targeted HANDOVER (target, yield) that got no answer at all: if the next
+    /// query finds the target MASTER, it was accepted and only the answers were lost.
+    unconfirmed: Option<(u64, u8)>,
+    /// Priority advertised instead of the configured one after a targeted handover,
+    /// until the operator sets a priority again.
+    yielded: Option<u8>,
+    /// Last (Priority, SMState) each known SM port answered (not ActCount: the model
+    /// checker hashes this state, and nothing here needs it).
+    peers: BTreeMap<u64, (u8, SmState)>,
     master_poll_at: Option<Duration>,
     suspects: BTreeMap<u64, u32>,
     sm_key_violations: u64,
@@ -103,6 +116,10 @@ impl Election {
             round: Some(Round::default()),
             following: None,
             handover: None,
+            handover_yield: None,
+            unconfirmed: None,
+            yielded: None,
+            peers: BTreeMap::new(),
             master_poll_at: None,
             suspects: BTreeMap::new(),
             sm_key_violations: 0,
@@ -128,13 +145,37 @@ impl Election {
         self.priority
     }
 
-    /// The priority we advertise: the configured one, or the sticky value while we are
-    /// an elevated master.
+    /// The priority we advertise: the configured one (or the one we yielded to after
+    /// [`handover_to`](Self::handover_to)), or the sticky value while we are an
+    /// elevated master.
     pub fn priority(&self) -> u8 {
+        let base = self.yielded.unwrap_or(self.priority);
         match (self.elevated, self.cfg.sticky_priority) {
-            (true, Some(p)) => p.max(self.priority),
-            _ => self.priority,
+            (true, Some(p)) => p.max(base),
+            _ => base,
         }
+    }
+
+    /// The priority we lowered ourselves to after a targeted handover, until the next
+    /// [`set_priority`](Self::set_priority).
+    pub fn yielded_priority(&self) -> Option<u8> {
+        self.yielded
+    }
+
+    /// The last (Priority, SMState) a known SM port answered to our SMInfo queries.
+    pub fn peer_state(&self, guid: u64) -> Option<(u8, SmState)> {
+        self.peers.get(&guid).copied()
+    }
+
+    /// The highest-ranked known SM port last seen in STANDBY: the natural target of
+    /// "hand over to the best standby" ([`handover_to`](Self::handover_to)).
+    pub fn best_standby(&self) -> Option<u64> {
+        self.peers
+            .iter()
+            .filter(|(g, (_, st))| *st == SmState::Standby && self.known.contains_key(g))
+            .map(|(g, (p, _))| (*p, *g))
+            .reduce(|best, c| if self.ranks_above(c, best) { c } else { best })
+            .map(|(_, g)| g)
     }
 
     /// GUID of the master as we know it: ours when MASTER, the polled SM when STANDBY.
@@ -219,6 +260,8 @@ impl Election {
             .filter(|p| p.guid != self.cfg.port_guid)
             .map(|p| (p.guid, p.clone()))
             .collect();
+        let known = &self.known;
+        self.peers.retain(|g, _| known.contains_key(g));
         self.swept = true;
         match self.state {
             SmState::Discovering => {
@@ -248,8 +291,10 @@ impl Election {
         }
     }
 
-    /// Changes our configured priority at run time. Raising it in STANDBY sends trap 144
-    /// to the master, which re-reads our SMInfo and hands over if we now outrank it.
+    /// Changes our configured priority at run time (and ends a priority yielded by
+    /// [`handover_to`](Self::handover_to)). Raising the advertised priority in STANDBY
+    /// sends trap 144 to the master, which re-reads our SMInfo and hands over if we now
+    /// outrank it.
     pub fn set_priority(&mut self, now: Duration, priority: u8) -> Result<(), ElectionError> {
         let now = self.clock(now);
         if priority > MAX_PRIORITY {
@@ -260,8 +305,9 @@ impl Election {
             .into());
         }
         let old_eff = self.priority();
-        let raised = priority > self.priority;
         self.priority = priority;
+        // The operator decides again: a priority yielded by handover_to ends here.
+        self.yielded = None;
         let new_eff = self.priority();
         if old_eff != new_eff {
             self.events.push_back(ElectionEvent::PriorityChanged {
@@ -269,7 +315,7 @@ impl Election {
                 to: new_eff,
             });
         }
-        if raised && self.state == SmState::Standby {
+        if new_eff > old_eff && self.state == SmState::Standby {
             self.send_trap144(now);
         }
         Ok(())
@@ -304,6 +350,75 @@ impl Election {
             target,
             packet,
             Purpose::Control { target, packet },
+        );
+        Ok(())
+    }
+
+    /// As MASTER, hand mastership over to the known SM port `target` now (a planned
+    /// handover): HANDOVER goes out at once and completes, like the automatic one, on
+    /// ACKNOWLEDGE or a status-0 response ([`TransitionReason::HandoverDone`]), or fails
+    /// with [`ElectionEvent::HandoverFailed`] leaving us MASTER and our priority as it was.
+    ///
+    /// The move sticks: if we outrank the target, completing the handover lowers the
+    /// priority we advertise to the highest one that ranks below the target (its priority
+    /// from its last SMInfo answer), until [`set_priority`](Self::set_priority) is called
+    /// again; so we neither trap 144 nor get the mastership handed back. Refused when we
+    /// are not MASTER, a handover is outstanding, the target is not a known SM port, has
+    /// not answered SMInfo yet, was last seen neither STANDBY nor MASTER, or has priority
+    /// 0 and a higher GUID than ours (nothing ranks below it).
+    pub fn handover_to(&mut self, now: Duration, target: u64) -> Result<(), ElectionError> {
+        let now = self.clock(now);
+        if self.state != SmState::Master {
+            return Err(ElectionError::NotMaster {
+                packet: ControlPacket::Handover,
+                state: self.state,
+            });
+        }
+        if let Some(t) = self.handover {
+            return Err(ElectionError::HandoverInProgress { target: t });
+        }
+        let route = self
+            .known
+            .get(&target)
+            .map(|p| p.route.clone())
+            .ok_or(ElectionError::UnknownPeer { guid: target })?;
+        let (target_prio, target_state) = self
+            .peers
+            .get(&target)
+            .copied()
+            .ok_or(ElectionError::PeerNotQueried { guid: target })?;
+        if !matches!(target_state, SmState::Standby | SmState::Master) {
+            return Err(ElectionError::TargetNotReady {
+                guid: target,
+                state: target_state,
+            });
+        }
+        let me = self.cfg.port_guid;
+        let base = self.yielded.unwrap_or(self.priority);
+        let yield_to = if self.ranks_above((base, me), (target_prio, target)) {
+            // The highest priority that ranks below the target.
+            let p = if self.ranks_above((target_prio, target), (target_prio, me)) {
+                Some(target_prio)
+            } else {
+                target_prio.checked_sub(1)
+            };
+            Some(p.ok_or(ElectionError::CannotRankBelow {
+                guid: target,
+                ours: me,
+            })?)
+        } else {
+            None
+        };
+        self.handover = Some(target);
+        self.handover_yield = yield_to;
+        self.events
+            .push_back(ElectionEvent::HandoverStarted { to: target });
+        self.send_set(
+            now,
+            route,
+            target,
+            ControlPacket::Handover,
+            Purpose::Handover { target },
         );
         Ok(())
     }
@@ -431,8 +546,16 @@ impl Election {
         )
     }
 
+    /// The M_Key rule for our SMInfo answers (see `ElectionConfig::m_key`).
     fn requester_passes(&self, m_key: u64, info: &SmInfo) -> bool {
-        m_key == self.cfg.sm_key || info.sm_key == self.cfg.sm_key
+        self.cfg.m_key == 0 || m_key == self.cfg.m_key || info.sm_key == self.cfg.sm_key
+    }
+
+    /// Remembers a known SM port's answer (priority and state) for handover_to.
+    fn note_peer(&mut self, info: &SmInfo) {
+        if self.known.contains_key(&info.guid) {
+            self.peers.insert(info.guid, (info.priority, info.state));
+        }
     }
 
     /// Our SMInfo as payload of a request we send (presents our SM_Key).
@@ -531,6 +654,8 @@ impl Election {
         self.round = None;
         self.following = None;
         self.handover = None;
+        self.handover_yield = None;
+        self.unconfirmed = None;
         self.master_poll_at = None;
     }
 
@@ -563,6 +688,7 @@ impl Election {
             poll_tid: None,
             last_act: (master.state == SmState::Master).then_some(master.act_count),
             last_act_change: now,
+            discovering_since: (master.state == SmState::Discovering).then_some(now),
         });
         // A newcomer that outranks the master tells it (IBA / OpenSM: trap 144).
         if master.state == SmState::Master && self.outranks_master(master) {
@@ -708,6 +834,9 @@ impl Election {
             self.events
                 .push_back(ElectionEvent::RemoteSmKeyMismatch { guid: info.guid });
         }
+        if status == 0 && guid_ok && key_ok {
+            self.note_peer(&info);
+        }
         if info.act_count
             != self
                 .suspects
@@ -737,6 +866,7 @@ impl Election {
                     self.complete_handover(now, target, p.dest, info, false);
                 } else {
                     self.handover = None;
+                    self.handover_yield = None;
                     self.pending
                         .retain(|_, q| !matches!(q.purpose, Purpose::Handover { .. }));
                     self.events.push_back(ElectionEvent::HandoverFailed {
@@ -763,8 +893,10 @@ impl Election {
             Purpose::Handover { target } => {
                 if self.handover == Some(target) {
                     // Stay MASTER: if the target did take over and only the answers were
-                    // lost, the next master poll sees a higher MASTER and hands over again.
+                    // lost, the next master poll sees a higher MASTER and hands over again;
+                    // for a targeted handover to a lower SM, master_view completes it.
                     self.handover = None;
+                    self.unconfirmed = self.handover_yield.take().map(|y| (target, y));
                     self.events.push_back(ElectionEvent::HandoverFailed {
                         to: target,
                         status: None,
@@ -785,6 +917,16 @@ impl Election {
     fn master_view(&mut self, now: Duration, info: SmInfo, route: SmRoute) {
         if self.state != SmState::Master || self.handover.is_some() || self.is_suspect(&info) {
             return;
+        }
+        if let Some((target, y)) = self.unconfirmed {
+            if info.guid == target {
+                self.unconfirmed = None;
+                if info.state == SmState::Master {
+                    self.handover_yield = Some(y);
+                    self.complete_handover(now, target, route, info, false);
+                    return;
+                }
+            }
         }
         if matches!(info.state, SmState::Master | SmState::Standby) && self.outranks_us(&info) {
             self.handover = Some(info.guid);
@@ -818,6 +960,17 @@ impl Election {
             .get(&target)
             .map(|p| p.route.clone())
             .unwrap_or(route);
+        if let Some(y) = self.handover_yield.take() {
+            // Before enter_standby, so it neither traps 144 nor would win it back.
+            let old = self.priority();
+            self.yielded = Some(y);
+            self.elevated = false;
+            let new = self.priority();
+            if old != new {
+                self.events
+                    .push_back(ElectionEvent::PriorityChanged { from: old, to: new });
+            }
+        }
         self.enter_standby(
             now,
             &master,
@@ -839,14 +992,18 @@ impl Election {
             // Counts as a missed poll at the next tick.
             return;
         }
+        self.note_peer(&info);
+        let stall = self.cfg.stall_window;
+        let grace = self.cfg.discovering_grace;
+        let outranks = self.outranks_us(&info);
+        let Some(f) = self.following.as_mut() else {
+            return;
+        };
         match info.state {
             SmState::Master => {
-                let stall = self.cfg.stall_window;
-                let Some(f) = self.following.as_mut() else {
-                    return;
-                };
                 f.missed = 0;
                 f.poll_tid = None;
+                f.discovering_since = None;
                 if f.last_act != Some(info.act_count) {
                     f.last_act = Some(info.act_count);
                     f.last_act_change = now;
@@ -865,12 +1022,37 @@ impl Election {
                     }
                 }
             }
-            SmState::Standby | SmState::Discovering if self.outranks_us(&info) => {
-                // OpenSM: a higher SM that is not master yet still counts as alive.
-                if let Some(f) = self.following.as_mut() {
-                    f.missed = 0;
-                    f.poll_tid = None;
+            SmState::Discovering if outranks => {
+                // A higher SM still looking around is about to become master: alive,
+                // but only for `discovering_grace` (OpenSM counts it as a missed poll).
+                f.missed = 0;
+                f.poll_tid = None;
+                f.last_act = None;
+                let since = *f.discovering_since.get_or_insert(now);
+                let waited = now.saturating_sub(since);
+                if waited >= grace {
+                    self.enter_discovering(
+                        now,
+                        TransitionReason::FollowedNotMaster {
+                            guid: master,
+                            state: SmState::Discovering,
+                            waited,
+                        },
+                    );
                 }
+            }
+            SmState::Standby => {
+                // It follows someone else (it handed over, or lost to a higher SM): that
+                // one is the master. OpenSM keeps polling a higher STANDBY SM as if it
+                // were alive, which strands a standby behind a standby after a handover.
+                self.enter_discovering(
+                    now,
+                    TransitionReason::FollowedNotMaster {
+                        guid: master,
+                        state: SmState::Standby,
+                        waited: Duration::ZERO,
+                    },
+                )
             }
             state => {
                 self.enter_discovering(now, TransitionReason::MasterResigned { master, state })
@@ -1062,7 +1244,13 @@ impl Election {
         let packet =
             ControlPacket::from_attr_mod(attr_mod).ok_or(RejectReason::UnknownControlPacket)?;
         let key_ok = match self.cfg.sm_key_policy {
-            SmKeyPolicy::Strict => info.sm_key == self.cfg.sm_key,
+            SmKeyPolicy::Strict => {
+                info.sm_key == self.cfg.sm_key
+                    || (info.sm_key == 0
+                        && packet == ControlPacket::Handover
+                        && self.state == SmState::Standby
+                        && self.following.as_ref().map(|f| f.master) == Some(info.guid))
+            }
             SmKeyPolicy::AllowZero => info.sm_key == self.cfg.sm_key || info.sm_key == 0,
             SmKeyPolicy::Off => true,
         };

@@ -355,8 +355,10 @@ fn handover_unanswered_stays_master() {
 
 #[test]
 fn get_answer_carries_sm_key_only_to_authenticated_requesters() {
+    // Our port has an M_Key: the M_Key rule applies.
     let c = ElectionConfig {
         sm_key: 0x1234,
+        m_key: 0x77,
         ..cfg(3)
     };
     let mut e = master(c);
@@ -389,9 +391,42 @@ fn get_answer_carries_sm_key_only_to_authenticated_requesters() {
         (anon.guid, anon.priority, anon.state),
         (ME, 3, SmState::Master)
     );
-    assert_eq!(ask(0x1234, 0).sm_key, 0x1234, "M_Key matches");
+    assert_eq!(ask(0x77, 0).sm_key, 0x1234, "M_Key matches our port's");
+    assert_eq!(
+        ask(0x1234, 0).sm_key,
+        0,
+        "an SMP M_Key equal to the SM_Key is no M_Key"
+    );
     assert_eq!(ask(0, 0x1234).sm_key, 0x1234, "payload presents the SM_Key");
     assert_eq!(ask(0x9999, 1).sm_key, 0, "wrong keys");
+}
+
+#[test]
+fn without_an_m_key_every_requester_reads_our_sm_key() {
+    // Our port has no M_Key (the default): everyone passes the M_Key rule, as with
+    // OpenSM; OpenSM ignores a peer whose answer carries an SM_Key other than its own,
+    // so this is what lets OpenSM (key 1) see us at all.
+    let mut e = master(cfg(3));
+    // OpenSM's SubnGet(SMInfo): M_Key 0, all-zero payload.
+    e.handle_message(
+        ms(5),
+        SmRoute::Lid(PEER_LID),
+        SmInfoMsg::Get {
+            tid: 9,
+            m_key: 0,
+            info: SmInfo {
+                guid: 0,
+                sm_key: 0,
+                act_count: 0,
+                priority: 0,
+                state: SmState::NotActive,
+            },
+        },
+    );
+    match transmits(&mut e).pop().map(|t| t.msg) {
+        Some(SmInfoMsg::GetResp { info, .. }) => assert_eq!(info.sm_key, 1),
+        m => panic!("{m:?}"),
+    }
 }
 
 #[test]
@@ -773,4 +808,675 @@ fn directed_reply_route_reverses_the_return_path() {
         SmRoute::Directed(DrRoute::new(&[9, 7])).to_string(),
         "dr 9,7"
     );
+}
+
+// ----- a followed SM that is not the master (the demo's sm3-behind-sm2 bug) -----------
+
+const REAL: u64 = 0x0002_c903_0000_0030;
+const REAL_LID: u16 = 9;
+
+fn real_port() -> SmPort {
+    SmPort {
+        guid: REAL,
+        route: SmRoute::Lid(REAL_LID),
+        lid: Some(REAL_LID),
+    }
+}
+
+fn answer_from(e: &mut Election, now: Duration, from: u16, tid: u64, info: SmInfo) {
+    e.handle_message(
+        now,
+        SmRoute::Lid(from),
+        SmInfoMsg::GetResp {
+            tid,
+            status: 0,
+            attr_mod: 0,
+            info,
+        },
+    );
+}
+
+/// STANDBY behind PEER (master, priority 5), REAL also known (a standby, priority 9).
+fn standby_with_two_peers() -> Election {
+    let mut e = Election::new(cfg(1), ms(0)).expect("valid");
+    e.handle_sweep(ms(0), &[peer_port(), real_port()]);
+    let t = transmits(&mut e);
+    let p = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    let r = gets_to(&t, &SmRoute::Lid(REAL_LID));
+    answer(&mut e, ms(1), p[0], peer_info(SmState::Master, 5, 1));
+    answer_from(
+        &mut e,
+        ms(1),
+        REAL_LID,
+        r[0],
+        SmInfo {
+            guid: REAL,
+            ..peer_info(SmState::Standby, 9, 1)
+        },
+    );
+    assert_eq!(e.master_guid(), Some(PEER));
+    transmits(&mut e);
+    events(&mut e);
+    e
+}
+
+#[test]
+fn followed_sm_answering_standby_is_not_our_master_and_we_find_the_real_one() {
+    let mut e = standby_with_two_peers();
+    // REAL took MASTER (PEER handed over to it); PEER, which outranks us, is STANDBY now.
+    let tid = poll_once(&mut e, ms(101)).expect("poll");
+    answer(&mut e, ms(102), tid, peer_info(SmState::Standby, 5, 2));
+    assert_eq!(e.state(), SmState::Discovering);
+    let ev = events(&mut e);
+    assert!(
+        matches!(
+            ev.first(),
+            Some(ElectionEvent::StateChanged {
+                to: SmState::Discovering,
+                reason: TransitionReason::FollowedNotMaster {
+                    guid: PEER,
+                    state: SmState::Standby,
+                    ..
+                },
+                ..
+            })
+        ),
+        "{ev:?}"
+    );
+    assert!(
+        ev[0]
+            .to_string()
+            .contains("reports STANDBY: it is not the master"),
+        "{}",
+        ev[0]
+    );
+    // Discovery asks both; REAL answers MASTER.
+    let t = transmits(&mut e);
+    let p = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    let r = gets_to(&t, &SmRoute::Lid(REAL_LID));
+    assert_eq!((p.len(), r.len()), (1, 1), "{t:?}");
+    answer(&mut e, ms(103), p[0], peer_info(SmState::Standby, 5, 2));
+    answer_from(
+        &mut e,
+        ms(103),
+        REAL_LID,
+        r[0],
+        SmInfo {
+            guid: REAL,
+            ..peer_info(SmState::Master, 9, 5)
+        },
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(REAL));
+}
+
+#[test]
+fn followed_sm_answering_standby_is_left_even_when_it_outranks_us() {
+    // Before the fix a higher STANDBY counted as alive forever (OpenSM's rule).
+    let mut e = standby(cfg(1), 5);
+    for i in 1..=5u64 {
+        if e.state() != SmState::Standby {
+            break;
+        }
+        let now = ms(1) + e.config().poll_interval * i as u32;
+        let tid = poll_once(&mut e, now).expect("poll");
+        answer(&mut e, now + ms(1), tid, peer_info(SmState::Standby, 15, 2));
+    }
+    assert_eq!(e.state(), SmState::Discovering);
+}
+
+/// Follows PEER found DISCOVERING with a higher priority.
+fn standby_behind_discovering_peer(c: ElectionConfig) -> Election {
+    let mut e = Election::new(c, ms(0)).expect("valid");
+    e.handle_sweep(ms(0), &[peer_port()]);
+    let tids = gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID));
+    answer(
+        &mut e,
+        ms(1),
+        tids[0],
+        peer_info(SmState::Discovering, 9, 0),
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(PEER));
+    transmits(&mut e);
+    events(&mut e);
+    e
+}
+
+#[test]
+fn followed_sm_answering_discovering_is_tolerated_for_the_grace_only() {
+    let c = cfg(1);
+    let grace = c.discovering_grace;
+    let poll = c.poll_interval;
+    let mut e = standby_behind_discovering_peer(c);
+    let mut now = ms(1);
+    let mut answered = 0u32;
+    while e.state() == SmState::Standby {
+        now = e.poll_timeout().expect("timer");
+        if let Some(tid) = poll_once(&mut e, now) {
+            answered += 1;
+            answer(
+                &mut e,
+                now + ms(1),
+                tid,
+                peer_info(SmState::Discovering, 9, 0),
+            );
+        }
+        assert!(now < grace * 3, "never left a DISCOVERING SM");
+    }
+    // Every poll was answered, so not MissedPolls: more than poll_retries polls passed.
+    assert!(answered > e.config().poll_retries, "{answered} polls");
+    assert!(
+        now + ms(1) >= ms(1) + grace,
+        "left before the grace: {now:?}"
+    );
+    assert!(
+        now <= ms(1) + grace + poll * 2,
+        "left long after the grace: {now:?}"
+    );
+    let ev = events(&mut e);
+    match &ev[0] {
+        ElectionEvent::StateChanged {
+            reason:
+                TransitionReason::FollowedNotMaster {
+                    guid: PEER,
+                    state: SmState::Discovering,
+                    waited,
+                },
+            ..
+        } => assert!(*waited >= grace, "{waited:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn discovering_sm_that_becomes_master_is_kept() {
+    let c = cfg(1);
+    let grace = c.discovering_grace;
+    let mut e = standby_behind_discovering_peer(c);
+    let mut now = ms(1);
+    let mut act = 0;
+    while now < grace * 4 {
+        now = e.poll_timeout().expect("timer");
+        if let Some(tid) = poll_once(&mut e, now) {
+            act += 1;
+            // DISCOVERING for a while, then MASTER.
+            let st = if now < grace / 2 {
+                SmState::Discovering
+            } else {
+                SmState::Master
+            };
+            answer(&mut e, now + ms(1), tid, peer_info(st, 9, act));
+        }
+        assert_eq!(e.state(), SmState::Standby, "at {now:?}");
+    }
+    assert_eq!(e.master_guid(), Some(PEER));
+}
+
+#[test]
+fn followed_sm_answering_lower_discovering_or_notactive_is_left_at_once() {
+    for st in [SmState::Discovering, SmState::NotActive] {
+        let mut e = standby(cfg(7), 9);
+        let tid = poll_once(&mut e, ms(101)).expect("poll");
+        // Priority 2 < ours (7): a DISCOVERING SM we outrank is no master of ours.
+        answer(&mut e, ms(102), tid, peer_info(st, 2, 2));
+        assert_eq!(e.state(), SmState::Discovering, "{st}");
+        assert!(events(&mut e).iter().any(|ev| matches!(
+            ev,
+            ElectionEvent::StateChanged {
+                reason: TransitionReason::MasterResigned { master: PEER, .. },
+                ..
+            }
+        )));
+    }
+}
+
+// ----- SM_Key 0 in HANDOVER (OpenSM before 3.3.21) --------------------------------------
+
+#[test]
+fn strict_accepts_zero_key_handover_only_from_the_master_we_follow() {
+    // From the SM we follow: accepted, not counted.
+    let mut e = standby(cfg(1), 5);
+    assert_eq!(set(&mut e, ControlPacket::Handover, SmState::Master, 0), 0);
+    assert_eq!(e.state(), SmState::Master);
+    assert_eq!(e.sm_key_violations(), 0);
+
+    // A zero key in any other packet from the same master: rejected and counted.
+    for packet in [ControlPacket::Disable, ControlPacket::Discover] {
+        let mut e = standby(cfg(1), 5);
+        assert_eq!(
+            set(&mut e, packet, SmState::Master, 0),
+            STATUS_INVALID_VALUE,
+            "{packet}"
+        );
+        assert_eq!(e.state(), SmState::Standby);
+        assert_eq!(e.sm_key_violations(), 1);
+    }
+
+    // A non-zero wrong key, even in HANDOVER from our master: rejected and counted.
+    let mut e = standby(cfg(1), 5);
+    assert_eq!(
+        set(&mut e, ControlPacket::Handover, SmState::Master, 0x99),
+        STATUS_INVALID_VALUE
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.sm_key_violations(), 1);
+
+    // Zero-key HANDOVER from an SM that is not the one we follow: rejected, counted.
+    let mut e = standby_with_two_peers();
+    e.handle_message(
+        ms(50),
+        SmRoute::Lid(REAL_LID),
+        SmInfoMsg::Set {
+            tid: 5,
+            m_key: 0,
+            attr_mod: ControlPacket::Handover.attr_mod(),
+            info: SmInfo {
+                guid: REAL,
+                ..peer_info(SmState::Master, 9, 3)
+            },
+        },
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.sm_key_violations(), 1);
+    assert!(transmits(&mut e).iter().any(|t| matches!(
+        t.msg,
+        SmInfoMsg::GetResp {
+            tid: 5,
+            status: STATUS_INVALID_VALUE,
+            ..
+        }
+    )));
+
+    // A zero-key HANDOVER to a MASTER (a second master yielding without our key).
+    let mut m = master(cfg(1));
+    assert_eq!(
+        set(&mut m, ControlPacket::Handover, SmState::Master, 0),
+        STATUS_INVALID_VALUE
+    );
+    assert_eq!(m.sm_key_violations(), 1);
+}
+
+// ----- planned handover: handover_to / best_standby -------------------------------------
+
+/// MASTER of priority `prio` that has read PEER's SMInfo (state, priority).
+fn master_knowing_peer(c: ElectionConfig, st: SmState, peer_prio: u8) -> Election {
+    let mut e = master(c);
+    e.handle_sweep(ms(10), &[peer_port()]);
+    let tids = gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID));
+    answer(&mut e, ms(11), tids[0], peer_info(st, peer_prio, 0));
+    assert_eq!(e.handover_target(), None, "no automatic handover");
+    assert_eq!(e.peer_state(PEER), Some((peer_prio, st)));
+    transmits(&mut e);
+    events(&mut e);
+    e
+}
+
+fn handover_set(t: &[Transmit]) -> (u64, SmInfo) {
+    let ho: Vec<(u64, SmInfo)> = t
+        .iter()
+        .filter_map(|t| match &t.msg {
+            SmInfoMsg::Set {
+                tid,
+                attr_mod: 1,
+                info,
+                ..
+            } if t.dest == SmRoute::Lid(PEER_LID) => Some((*tid, *info)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ho.len(), 1, "one HANDOVER to PEER: {t:?}");
+    ho[0]
+}
+
+#[test]
+fn handover_to_a_lower_standby_completes_and_sticks() {
+    // We (priority 9, lower GUID) hand over to PEER (STANDBY, priority 5).
+    let mut e = master_knowing_peer(cfg(9), SmState::Standby, 5);
+    e.handover_to(ms(20), PEER).expect("handover");
+    assert_eq!(e.handover_target(), Some(PEER));
+    assert!(events(&mut e).contains(&ElectionEvent::HandoverStarted { to: PEER }));
+    let (tid, info) = handover_set(&transmits(&mut e));
+    assert_eq!((info.state, info.sm_key), (SmState::Master, 1));
+    // Nothing changes before it is accepted.
+    assert_eq!(e.priority(), 9);
+    // A second one while it is outstanding is refused.
+    assert_eq!(
+        e.handover_to(ms(21), PEER),
+        Err(ElectionError::HandoverInProgress { target: PEER })
+    );
+    // OpenSM-style acceptance: status 0, no ACKNOWLEDGE.
+    e.handle_message(
+        ms(22),
+        SmRoute::Lid(PEER_LID),
+        SmInfoMsg::GetResp {
+            tid,
+            status: 0,
+            attr_mod: 1,
+            info: peer_info(SmState::Standby, 5, 0),
+        },
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(PEER));
+    // Equal priority would still win on our lower GUID: 4 is the highest below PEER.
+    assert_eq!(e.priority(), 4);
+    assert_eq!(e.yielded_priority(), Some(4));
+    assert_eq!(e.configured_priority(), 9);
+    assert_eq!(e.sm_info().priority, 4, "advertised");
+    let ev = events(&mut e);
+    assert!(
+        ev.contains(&ElectionEvent::PriorityChanged { from: 9, to: 4 }),
+        "{ev:?}"
+    );
+    // No trap 144: we no longer outrank the new master.
+    assert!(!transmits(&mut e)
+        .iter()
+        .any(|t| matches!(t.msg, SmInfoMsg::Trap144 { .. })));
+    // Polls answered by the new master keep us STANDBY.
+    let mut act = 0;
+    for i in 1..=20u64 {
+        let now = ms(22) + e.config().poll_interval * i as u32;
+        if let Some(tid) = poll_once(&mut e, now) {
+            act += 1;
+            answer(&mut e, now + ms(1), tid, peer_info(SmState::Master, 5, act));
+        }
+        assert!(!transmits(&mut e)
+            .iter()
+            .any(|t| matches!(t.msg, SmInfoMsg::Trap144 { .. })));
+    }
+    assert_eq!(e.state(), SmState::Standby);
+    // The operator sets a priority again: the yield ends and, now outranking the
+    // master, we trap 144 so it hands back.
+    e.set_priority(ms(5000), 9).expect("in range");
+    assert_eq!(e.priority(), 9);
+    assert_eq!(e.yielded_priority(), None);
+    assert!(transmits(&mut e)
+        .iter()
+        .any(|t| matches!(t.msg, SmInfoMsg::Trap144 { .. })));
+}
+
+#[test]
+fn handover_to_completes_on_acknowledge_and_yields_to_equal_priority_with_higher_guid() {
+    // PEER has a LOWER GUID than ours here: equal priority already ranks us below it.
+    let low = SmPort {
+        guid: 1,
+        ..peer_port()
+    };
+    let mut e = master(cfg(9));
+    e.handle_sweep(ms(10), &[low]);
+    let tids = gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID));
+    answer(
+        &mut e,
+        ms(11),
+        tids[0],
+        SmInfo {
+            guid: 1,
+            ..peer_info(SmState::Standby, 6, 0)
+        },
+    );
+    transmits(&mut e);
+    e.handover_to(ms(20), 1).expect("handover");
+    transmits(&mut e);
+    // ACKNOWLEDGE from the target.
+    e.handle_message(
+        ms(21),
+        SmRoute::Lid(PEER_LID),
+        SmInfoMsg::Set {
+            tid: 0x77,
+            m_key: 0,
+            attr_mod: ControlPacket::Acknowledge.attr_mod(),
+            info: SmInfo {
+                guid: 1,
+                sm_key: 1,
+                ..peer_info(SmState::Standby, 6, 1)
+            },
+        },
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(1));
+    assert_eq!(e.priority(), 6, "equal priority, higher GUID ranks below");
+}
+
+#[test]
+fn handover_to_a_higher_sm_changes_no_priority() {
+    // PEER (STANDBY, 7) outranks us (3): the automatic HANDOVER is outstanding.
+    let mut e = master_handing_over();
+    assert_eq!(
+        e.handover_to(ms(12), PEER),
+        Err(ElectionError::HandoverInProgress { target: PEER })
+    );
+    // It times out; before the next master poll the operator asks for it.
+    let c = e.config().clone();
+    let mut now = ms(11);
+    for _ in 0..=c.handover_retries {
+        now += c.handover_timeout;
+        e.handle_timeout(now);
+    }
+    assert_eq!(e.handover_target(), None);
+    transmits(&mut e);
+    e.handover_to(now, PEER).expect("handover");
+    let (tid, _) = handover_set(&transmits(&mut e));
+    answer(&mut e, now + ms(1), tid, peer_info(SmState::Standby, 9, 0));
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.priority(), 1, "we rank below already: no yield");
+    assert_eq!(e.yielded_priority(), None);
+}
+
+#[test]
+fn handover_to_a_sticky_master_yields_from_the_elevated_priority() {
+    let c = ElectionConfig {
+        sticky_priority: Some(15),
+        ..cfg(2)
+    };
+    let mut e = master_knowing_peer(c, SmState::Standby, 8);
+    assert_eq!(e.priority(), 15);
+    e.handover_to(ms(20), PEER).expect("handover");
+    let (tid, _) = handover_set(&transmits(&mut e));
+    answer(&mut e, ms(21), tid, peer_info(SmState::Standby, 8, 0));
+    assert_eq!(e.state(), SmState::Standby);
+    // Configured 2 already ranks below 8: no yield needed once the elevation is gone.
+    assert_eq!(e.priority(), 2);
+    assert_eq!(e.yielded_priority(), None);
+}
+
+#[test]
+fn failed_handover_to_leaves_master_and_priority_alone() {
+    let mut e = master_knowing_peer(cfg(9), SmState::Standby, 5);
+    e.handover_to(ms(20), PEER).expect("handover");
+    let (tid, _) = handover_set(&transmits(&mut e));
+    e.handle_message(
+        ms(21),
+        SmRoute::Lid(PEER_LID),
+        SmInfoMsg::GetResp {
+            tid,
+            status: STATUS_INVALID_VALUE,
+            attr_mod: 1,
+            info: peer_info(SmState::Standby, 5, 0),
+        },
+    );
+    assert_eq!(e.state(), SmState::Master);
+    assert_eq!(e.priority(), 9);
+    assert_eq!(e.handover_target(), None);
+    assert!(events(&mut e).iter().any(|ev| matches!(
+        ev,
+        ElectionEvent::HandoverFailed {
+            to: PEER,
+            status: Some(STATUS_INVALID_VALUE)
+        }
+    )));
+    // Unanswered: the same.
+    e.handover_to(ms(30), PEER).expect("again");
+    let c = e.config().clone();
+    let mut now = ms(30);
+    for _ in 0..=c.handover_retries {
+        now += c.handover_timeout;
+        e.handle_timeout(now);
+    }
+    assert_eq!(e.state(), SmState::Master);
+    assert_eq!(e.priority(), 9);
+    // And a later automatic handover (none here: PEER is lower) would not yield.
+    assert_eq!(e.yielded_priority(), None);
+}
+
+#[test]
+fn handover_to_refusals_are_precise() {
+    // Not master.
+    let mut s = standby(cfg(1), 5);
+    assert_eq!(
+        s.handover_to(ms(5), PEER),
+        Err(ElectionError::NotMaster {
+            packet: ControlPacket::Handover,
+            state: SmState::Standby
+        })
+    );
+    // Unknown port.
+    let mut m = master(cfg(9));
+    assert_eq!(
+        m.handover_to(ms(5), PEER),
+        Err(ElectionError::UnknownPeer { guid: PEER })
+    );
+    // Known but never answered.
+    m.handle_sweep(ms(6), &[peer_port()]);
+    transmits(&mut m);
+    let err = m.handover_to(ms(7), PEER).expect_err("not queried");
+    assert_eq!(err, ElectionError::PeerNotQueried { guid: PEER });
+    assert!(
+        err.to_string().contains("has not answered SMInfo yet"),
+        "{err}"
+    );
+    // Last seen DISCOVERING / NOTACTIVE.
+    for st in [SmState::Discovering, SmState::NotActive] {
+        let mut m = master_knowing_peer(cfg(9), st, 5);
+        assert_eq!(
+            m.handover_to(ms(20), PEER),
+            Err(ElectionError::TargetNotReady {
+                guid: PEER,
+                state: st
+            })
+        );
+        assert!(transmits(&mut m).is_empty());
+    }
+    // Priority 0 and a higher GUID than ours: nothing ranks below it.
+    let mut m = master_knowing_peer(cfg(9), SmState::Standby, 0);
+    let err = m.handover_to(ms(20), PEER).expect_err("cannot rank below");
+    assert_eq!(
+        err,
+        ElectionError::CannotRankBelow {
+            guid: PEER,
+            ours: ME
+        }
+    );
+    assert!(
+        err.to_string()
+            .contains("priority 0 and a higher port GUID"),
+        "{err}"
+    );
+    assert_eq!(m.handover_target(), None);
+    assert!(transmits(&mut m).is_empty());
+    // Priority 0 with a lower GUID than ours: 0 ranks below it, accepted.
+    let low = SmPort {
+        guid: 1,
+        ..peer_port()
+    };
+    let mut m = master(cfg(9));
+    m.handle_sweep(ms(10), &[low]);
+    let tids = gets_to(&transmits(&mut m), &SmRoute::Lid(PEER_LID));
+    answer(
+        &mut m,
+        ms(11),
+        tids[0],
+        SmInfo {
+            guid: 1,
+            ..peer_info(SmState::Standby, 0, 0)
+        },
+    );
+    m.handover_to(ms(20), 1)
+        .expect("priority 0 ranks below GUID 1 at 0");
+}
+
+#[test]
+fn best_standby_is_the_highest_ranked_known_standby() {
+    let a = SmPort {
+        guid: 0x40,
+        route: SmRoute::Lid(11),
+        lid: Some(11),
+    };
+    let b = SmPort {
+        guid: 0x30,
+        route: SmRoute::Lid(12),
+        lid: Some(12),
+    };
+    let c = SmPort {
+        guid: 0x50,
+        route: SmRoute::Lid(13),
+        lid: Some(13),
+    };
+    let d = SmPort {
+        guid: 0x20,
+        route: SmRoute::Lid(14),
+        lid: Some(14),
+    };
+    let mut m = master(cfg(15));
+    assert_eq!(m.best_standby(), None);
+    m.handle_sweep(ms(10), &[a.clone(), b.clone(), c.clone(), d.clone()]);
+    let t = transmits(&mut m);
+    let reply = |m: &mut Election, p: &SmPort, prio: u8, st: SmState| {
+        let SmRoute::Lid(l) = p.route else { return };
+        let tid = gets_to(&t, &p.route)[0];
+        answer_from(
+            m,
+            ms(11),
+            l,
+            tid,
+            SmInfo {
+                guid: p.guid,
+                sm_key: 0,
+                act_count: 0,
+                priority: prio,
+                state: st,
+            },
+        );
+    };
+    reply(&mut m, &a, 6, SmState::Standby);
+    reply(&mut m, &b, 6, SmState::Standby); // same priority, lower GUID: better
+    reply(&mut m, &c, 3, SmState::Standby);
+    reply(&mut m, &d, 9, SmState::NotActive); // higher, but not STANDBY
+    assert_eq!(m.best_standby(), Some(0x30));
+    // A port gone from the sweep is forgotten.
+    m.handle_sweep(ms(20), &[a.clone(), c.clone(), d.clone()]);
+    assert_eq!(m.best_standby(), Some(0x40));
+    assert_eq!(m.peer_state(0x30), None);
+}
+
+#[test]
+fn unanswered_handover_to_completes_when_the_target_turns_up_master() {
+    // The target accepted, but its response was lost every time: the next master
+    // query finds it MASTER, and the planned move completes (and sticks) instead of the
+    // lower new master handing mastership back to us.
+    let mut e = master_knowing_peer(cfg(9), SmState::Standby, 5);
+    e.handover_to(ms(20), PEER).expect("handover");
+    transmits(&mut e);
+    let c = e.config().clone();
+    let mut now = ms(20);
+    for _ in 0..=c.handover_retries {
+        now += c.handover_timeout;
+        e.handle_timeout(now);
+    }
+    assert_eq!(e.state(), SmState::Master);
+    assert!(events(&mut e).iter().any(|ev| matches!(
+        ev,
+        ElectionEvent::HandoverFailed {
+            to: PEER,
+            status: None
+        }
+    )));
+    transmits(&mut e);
+    // Next master poll.
+    now = e.poll_timeout().expect("master poll");
+    e.handle_timeout(now);
+    let q = gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID));
+    answer(&mut e, now + ms(1), q[0], peer_info(SmState::Master, 5, 3));
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(PEER));
+    assert_eq!(e.priority(), 4);
 }

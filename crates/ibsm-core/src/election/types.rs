@@ -354,12 +354,24 @@ pub enum TransitionReason {
         /// How long it has not moved.
         stalled_for: Duration,
     },
-    /// Standby: the polled SM answers but no longer as master (nor as a higher SM).
+    /// Standby: the polled SM answers NOTACTIVE, or DISCOVERING while it no longer
+    /// outranks us.
     MasterResigned {
         /// Its GUID.
         master: u64,
         /// The state it reported.
         state: SmState,
+    },
+    /// Standby: the SM we follow is not the master: it answers STANDBY (it follows
+    /// someone else, e.g. after handing over), or it has answered DISCOVERING for
+    /// longer than `discovering_grace`. We re-discover to find the real master.
+    FollowedNotMaster {
+        /// The SM we followed.
+        guid: u64,
+        /// What it answered.
+        state: SmState,
+        /// How long it had been answering that state (0 for STANDBY: no grace).
+        waited: Duration,
     },
     /// A control packet from another SM.
     Control {
@@ -403,6 +415,23 @@ impl fmt::Display for TransitionReason {
             TransitionReason::MasterResigned { master, state } => {
                 write!(f, "master {master:#018x} now reports {state}")
             }
+            TransitionReason::FollowedNotMaster {
+                guid,
+                state: SmState::Standby,
+                ..
+            } => write!(
+                f,
+                "followed SM {guid:#018x} reports STANDBY: it is not the master, looking for the real one"
+            ),
+            TransitionReason::FollowedNotMaster {
+                guid,
+                state,
+                waited,
+            } => write!(
+                f,
+                "followed SM {guid:#018x} still reports {state} after {} ms: not the master, looking for the real one",
+                waited.as_millis()
+            ),
             TransitionReason::Control { packet, from } => {
                 write!(f, "{packet} from {from:#018x}")
             }
