@@ -27,8 +27,15 @@
 //!   has not changed for `stall_window` -> DISCOVERING ([`TransitionReason::ActCountStalled`]);
 //!   that master (at that ActCount) is then treated as dead by discovery and by master
 //!   polls until its ActCount moves again, otherwise we would follow it straight back.
-//!   An answer in STANDBY/DISCOVERING from an SM that outranks us counts as alive
-//!   (OpenSM); any other state -> DISCOVERING ([`TransitionReason::MasterResigned`]).
+//!   We follow only a master. The followed SM answering STANDBY is not our master any
+//!   more (it handed over, or follows a higher SM): DISCOVERING at once
+//!   ([`TransitionReason::FollowedNotMaster`]), which finds the real master. Answering
+//!   DISCOVERING while it outranks us (a higher SM still looking around, about to take
+//!   MASTER) is tolerated for `discovering_grace` (1 s), then the same. NOTACTIVE, or
+//!   DISCOVERING from an SM we outrank -> DISCOVERING ([`TransitionReason::MasterResigned`]).
+//!   OpenSM 3.3.23 differs on purpose: it counts a polled higher STANDBY SM as alive
+//!   forever and a DISCOVERING one as a missed poll; the former left the demo's third
+//!   SM polling the old master, a standby, after the best SM came back and took MASTER.
 //!   On entering STANDBY behind a master we outrank, and on every priority raise, we
 //!   send trap 144 to the master's LID (retried until TrapRepress).
 //! * **MASTER**: answers SubnGet(SMInfo); every `master_poll_interval` (and on trap 144,
@@ -50,19 +57,32 @@
 //! attribute value or modifier"; OpenSM sends 7) and [`ElectionEvent::ControlRejected`]:
 //!
 //! 1. the modifier is a control packet;
-//! 2. SM_Key per [`SmKeyPolicy`] (failures counted in [`Election::sm_key_violations`]);
+//! 2. SM_Key per [`SmKeyPolicy`] (failures counted in [`Election::sm_key_violations`]).
+//!    Strict (default): our key, or 0 only in a HANDOVER from the SM we follow as master
+//!    while STANDBY (OpenSM before 3.3.21 sends 0 there; 3.3.21+ sends its key; OpenSM
+//!    itself checks no SM_Key on received Sets). Non-zero wrong keys are always refused;
 //! 3. payload SMState: ACKNOWLEDGE needs STANDBY, the others MASTER;
 //! 4. our state accepts it ([`ControlPacket::legal_in`]): DISCOVERING HANDOVER; STANDBY
 //!    DISCOVER, DISABLE, HANDOVER, ACKNOWLEDGE; NOTACTIVE STANDBY; MASTER HANDOVER, plus
 //!    ACKNOWLEDGE while our HANDOVER is outstanding.
 //!
+//! **Planned handover** ([`Election::handover_to`], target e.g. [`Election::best_standby`]):
+//! as MASTER, HANDOVER to a known SM last seen STANDBY (or MASTER), completed as above.
+//! It sticks: on completion, if we outranked the target, our advertised priority drops
+//! to the highest one that ranks below the target's last SMInfo priority until
+//! [`Election::set_priority`]; refused (typed [`ElectionError`]) when impossible (target
+//! priority 0 with a higher GUID). If every answer was lost but the target then answers
+//! MASTER, the handover counts as done rather than letting the target hand back.
+//!
 //! HANDOVER received in STANDBY makes us MASTER at once and we send ACKNOWLEDGE (payload
 //! SMState STANDBY); we never wait for anything from the old master.
 //!
-//! SM_Key in answers: our real SM_Key only when the requester passes the M_Key rule,
-//! modelled as: the request's M_Key equals our SM_Key, or its SMInfo payload presents our
-//! SM_Key; else 0. Our own requests present our SM_Key in the payload. OpenSM's Gets
-//! carry neither, so OpenSM sees 0, which it accepts.
+//! SM_Key in answers (IBA 14.4.1: 0 unless the requester is authenticated): our real
+//! SM_Key when the requester passes the M_Key rule, i.e. our port's M_Key
+//! (`ElectionConfig::m_key`) is 0 or equals the SMP's M_Key, or its payload presents our
+//! SM_Key; else 0. OpenSM 3.3.23 answers the same way and ignores a peer whose answer
+//! carries an SM_Key other than its own, so with no M_Key (the default) OpenSM reads
+//! our key; answering it 0 would make OpenSM ignore us (no handover to us, dual masters).
 //!
 //! Sticky mode (`sticky_priority`, like OPA FM's elevated priority): on becoming MASTER
 //! our advertised priority rises to that value, so a returning SM with a higher configured
