@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# Failover time on ibsim: two SMs (priority 10 and 5) on a k=16 3-level fat tree
+# (1344 nodes), SIGKILL the master once the standby has settled, and time until the
+# survivor is MASTER. Two clocks:
+#   log     - the survivor's own log line (ibsmd: "sm state: DISCOVERING -> MASTER",
+#             OpenSM: "Entering MASTER state"), from its timestamp;
+#   sminfo  - `sminfo -D` from a third node (same edge switch) polled every ~20 ms
+#             until the survivor answers state 3 (SMINFO_MASTER).
+# Both are measured from the instant of the kill; ibsim's registration of the dead
+# client is dropped at once (a kernel closes a dead process's umad/issm files).
+#
+# Pairs: ibsmd at its defaults, OpenSM at its defaults (10 s x 4 retries, ~60 s;
+# skipped with --quick), OpenSM at 100 ms x 2 and ibsmd at 100 ms x 2.
+#
+# Usage: bench/failover.sh [--quick] [--rounds N] [--k K] [--debug]
+#   --rounds N  repeat each pair N times and report the median (default 1)
+#   --k K       fat-tree radix (default 16)
+#   --debug     use the debug build instead of release
+# Needs ibsim-utils, opensm, infiniband-diags (the same lab as the tests).
+set -euo pipefail
+
+QUICK=0
+ROUNDS=1
+K=16
+PROFILE=release
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK=1 ;;
+        --rounds) ROUNDS="$2"; shift ;;
+        --k) K="$2"; shift ;;
+        --debug) PROFILE=debug ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        *) echo "failover.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+UMAD2SIM=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
+for tool in ibsim opensm sminfo; do
+    command -v "$tool" >/dev/null || { echo "failover.sh: $tool is missing (apt-get install ibsim-utils opensm infiniband-diags)" >&2; exit 1; }
+done
+[ -f "$UMAD2SIM" ] || { echo "failover.sh: $UMAD2SIM is missing" >&2; exit 1; }
+
+if [ "$PROFILE" = release ]; then
+    (cd "$ROOT" && cargo build --quiet --release -p ibsmd -p ibsmctl)
+else
+    (cd "$ROOT" && cargo build --quiet -p ibsmd -p ibsmctl)
+fi
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE
+IBSMD=$TARGET/ibsmd
+IBSMCTL=$TARGET/ibsmctl
+
+WORK=$(mktemp -d /tmp/ibsm-failover.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]:-}"; do
+        [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
+    done
+    exec 3>&- 2>/dev/null || true
+    if [ -z "${IBSM_KEEP_BENCH:-}" ]; then rm -rf "$WORK"; else echo "kept $WORK" >&2; fi
+}
+trap cleanup EXIT
+
+NET=$WORK/fat-tree-k$K.net
+"$IBSMCTL" discover --fabric "gen:fat-tree:$K" --write-net "$NET" >/dev/null
+
+# The first three HCAs of the file and the edge-switch port each hangs off; they must
+# share one switch so the judge reaches both SMs by a two-hop directed route.
+read -r HOST_A HOST_B HOST_J SW_A SW_B SW_J PORT_A PORT_B <<<"$(awk '
+    /^Hca/ { match($0, /"[^"]*"/); name = substr($0, RSTART + 1, RLENGTH - 2); inhca = 1; next }
+    inhca && /^\[1\]/ {
+        match($0, /"[^"]*"\[[0-9]+\]/); s = substr($0, RSTART, RLENGTH)
+        split(s, a, /"/); sw = a[2]; p = a[3]; gsub(/[\[\]]/, "", p)
+        n++; h[n] = name; w[n] = sw; pt[n] = p; inhca = 0
+        if (n == 3) { print h[1], h[2], h[3], w[1], w[2], w[3], pt[1], pt[2]; exit }
+    }' "$NET")"
+if [ "$SW_A" != "$SW_J" ] || [ "$SW_B" != "$SW_J" ]; then
+    echo "failover.sh: the first three HCAs are not on one switch ($SW_A $SW_B $SW_J)" >&2
+    exit 1
+fi
+DR_A="0,1,$PORT_A"
+DR_B="0,1,$PORT_B"
+read -r N_NODES N_SW N_PORTS <<<"$(awk '
+    /^(Switch|Hca)/ { nodes++; if ($1 == "Switch") sw++; ports += $2 + 1 }
+    END { print nodes, sw, ports }' "$NET")"
+
+now() { date +%s.%N; }
+# Seconds between two epoch timestamps, 3 decimals.
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+
+start_ibsim() {
+    SOCK="ibsmfo$$r$1"
+    mkfifo "$WORK/console.$1"
+    # Hold the FIFO open read-write on fd 3: ibsim never sees EOF on its console.
+    exec 3<>"$WORK/console.$1"
+    (cd "$WORK" && IBSIM_SOCKNAME=$SOCK exec ibsim -s \
+        -N $((N_NODES * 5 / 4 + 16)) -S $((N_SW * 5 / 4 + 16)) -P $((N_PORTS * 5 / 4 + 16)) \
+        "$NET" <"$WORK/console.$1" >"$WORK/ibsim.$1.out" 2>&1) &
+    IBSIM_PID=$!
+    PIDS+=("$IBSIM_PID")
+    for _ in $(seq 600); do
+        grep -q "@$SOCK:ctl" /proc/net/unix && return 0
+        sleep 0.1
+    done
+    echo "failover.sh: ibsim did not come up" >&2
+    tail "$WORK/ibsim.$1.out" >&2
+    exit 1
+}
+
+stop_ibsim() {
+    for p in "${PIDS[@]:-}"; do
+        [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+    PIDS=()
+    exec 3>&-
+}
+
+# Emulate the kernel closing a dead process's files: drop its ibsim clients.
+reap() {
+    local before
+    before=$(wc -c <"$WORK/ibsim.$1.out")
+    echo "Attached" >&3
+    sleep 0.05
+    tail -c +"$((before + 1))" "$WORK/ibsim.$1.out" | tr -d '\0' |
+        sed -n 's/.*Client \([0-9]*\): pid \([0-9]*\).*/\1 \2/p' |
+        while read -r id pid; do
+            if ! kill -0 "$pid" 2>/dev/null; then echo "X $id" >&3; fi
+        done
+}
+
+on_host() { # host, then the command
+    local host=$1
+    shift
+    (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$host LD_PRELOAD=$UMAD2SIM exec "$@")
+}
+
+sminfo_state() { # DR path -> "state priority" or nothing
+    local out rc=0
+    out=$(on_host "$HOST_J" timeout 3 sminfo -D "$1" 2>/dev/null) || rc=$?
+    # A killed sminfo keeps its ibsim client slot (10 in all): free it.
+    [ "$rc" = 124 ] && reap "$ROUND"
+    echo "$out" | sed -n 's/.*priority \([0-9]*\) state \([0-9]*\).*/\2 \1/p'
+}
+
+wait_until() { # timeout_s, then a command that succeeds when done
+    local deadline=$(($(date +%s) + $1))
+    shift
+    until "$@"; do
+        [ "$(date +%s)" -ge "$deadline" ] && return 1
+        sleep 0.02
+    done
+}
+
+judge_is() { # DR, state
+    [ "$(sminfo_state "$1" | cut -d' ' -f1)" = "$2" ]
+}
+
+start_sm() { # kind (ibsmd|opensm), host, priority, poll_ms ("" = defaults), retries, round, tag
+    local kind=$1 host=$2 prio=$3 poll=$4 retries=$5 round=$6 tag=$7
+    local log=$WORK/$tag.$round.log
+    if [ "$kind" = ibsmd ]; then
+        local extra=()
+        [ -n "$poll" ] && extra=(--poll-interval-ms "$poll" --poll-retries "$retries")
+        (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$host LD_PRELOAD=$UMAD2SIM NO_COLOR=1 RUST_LOG=info \
+            exec "$IBSMD" --fabric umad --priority "$prio" --grpc 127.0.0.1:0 --insecure-plaintext \
+            "${extra[@]}" 2>"$log" >/dev/null) &
+    else
+        local conf=$WORK/$tag.$round.conf
+        mkdir -p "$WORK/$tag.$round.cache"
+        {
+            echo "force_log_flush TRUE"
+            echo "sm_priority $prio"
+            echo "dump_files_dir $WORK/$tag.$round.cache/"
+            if [ -n "$poll" ]; then
+                echo "sminfo_polling_timeout $poll"
+                echo "polling_retry_number $retries"
+            fi
+        } >"$conf"
+        (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$host LD_PRELOAD=$UMAD2SIM \
+            OSM_CACHE_DIR=$WORK/$tag.$round.cache exec opensm -F "$conf" -f "$log" >/dev/null 2>&1) &
+    fi
+    SM_PID=$!
+    PIDS+=("$SM_PID")
+}
+
+# Epoch seconds of the first line matching $2 in log $1 at or after byte $3.
+log_time() {
+    local kind=$1 log=$2 from=$3 pattern=$4 line
+    line=$(tail -c +"$((from + 1))" "$log" | grep -m1 -F -- "$pattern" || true)
+    [ -n "$line" ] || return 1
+    if [ "$kind" = ibsmd ]; then
+        date -u -d "$(echo "$line" | awk '{print $1}')" +%s.%N
+    else
+        # "Nov 30 10:49:23 345324 [..] 0x80 -> Entering MASTER state" (local time, us)
+        local base us
+        base=$(date -d "$(echo "$line" | awk '{print $1, $2, $3}')" +%s)
+        us=$(echo "$line" | awk '{print $4}')
+        echo "$base.$us"
+    fi
+}
+
+# One trial; sets T_LOG and T_JUDGE (seconds, "-" when not seen).
+trial() { # kind, poll_ms, retries, round
+    local kind=$1 poll=$2 retries=$3 round=$4
+    ROUND=$round
+    start_ibsim "$round"
+    local tag_a="$kind-a" tag_b="$kind-b" pid_a
+    local master_line standby_line
+    if [ "$kind" = ibsmd ]; then
+        master_line="-> MASTER ("
+        standby_line="-> STANDBY ("
+    else
+        master_line="Entering MASTER state"
+        standby_line="Entering STANDBY state"
+    fi
+    start_sm "$kind" "$HOST_A" 10 "$poll" "$retries" "$round" "$tag_a"
+    pid_a=$SM_PID
+    # Let A take the subnet before B arrives (B must come up as a standby).
+    wait_until 240 grep -sqF -- "$master_line" "$WORK/$tag_a.$round.log" || {
+        echo "failover.sh: $kind A never became MASTER" >&2; tail -20 "$WORK/$tag_a.$round.log" >&2; exit 1; }
+    start_sm "$kind" "$HOST_B" 5 "$poll" "$retries" "$round" "$tag_b"
+    wait_until 240 grep -sqF -- "$standby_line" "$WORK/$tag_b.$round.log" || {
+        echo "failover.sh: $kind B never became STANDBY" >&2; tail -20 "$WORK/$tag_b.$round.log" >&2; exit 1; }
+    wait_until 60 judge_is "$DR_A" 3 || { echo "failover.sh: judge never saw A MASTER" >&2; exit 1; }
+    wait_until 60 judge_is "$DR_B" 2 || { echo "failover.sh: judge never saw B STANDBY" >&2; exit 1; }
+    # Settle: a few polling rounds with the standby watching the master.
+    sleep 3
+    local from t0 t_log t_judge
+    from=$(wc -c <"$WORK/$tag_b.$round.log")
+    t0=$(now)
+    kill -9 "$pid_a"
+    wait "$pid_a" 2>/dev/null || true
+    reap "$round"
+    wait_until 240 judge_is "$DR_B" 3 || { echo "failover.sh: judge never saw B MASTER" >&2; tail -30 "$WORK/$tag_b.$round.log" >&2; exit 1; }
+    t_judge=$(now)
+    wait_until 30 log_time "$kind" "$WORK/$tag_b.$round.log" "$from" "$master_line" >/dev/null || true
+    t_log=$(log_time "$kind" "$WORK/$tag_b.$round.log" "$from" "$master_line" || echo "")
+    stop_ibsim
+    T_JUDGE=$(secs "$t0" "$t_judge")
+    if [ -n "$t_log" ]; then T_LOG=$(secs "$t0" "$t_log"); else T_LOG="-"; fi
+}
+
+median() { tr ' ' '\n' | grep -v -e '^-$' -e '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+run_pair() { # label, kind, poll_ms, retries -> sets R_LOG R_JUDGE
+    local label=$1 kind=$2 poll=$3 retries=$4 logs="" judges="" r
+    for r in $(seq "$ROUNDS"); do
+        echo "  $label, round $r ..." >&2
+        trial "$kind" "$poll" "$retries" "$label-$r"
+        echo "    log $T_LOG s, sminfo $T_JUDGE s" >&2
+        logs="$logs $T_LOG"
+        judges="$judges $T_JUDGE"
+    done
+    R_LOG=$(echo "$logs" | median)
+    R_JUDGE=$(echo "$judges" | median)
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || a + 0 == 0) print "-"; else printf "%.1fx", b / a }'; }
+
+echo "failover on a k=$K fat tree ($N_NODES nodes), $ROUNDS round(s) each, $PROFILE build" >&2
+run_pair ibsmd-default ibsmd "" ""
+IB_DEF_LOG=$R_LOG IB_DEF_JUDGE=$R_JUDGE
+if [ "$QUICK" = 0 ]; then
+    run_pair opensm-default opensm "" ""
+    OS_DEF_LOG=$R_LOG OS_DEF_JUDGE=$R_JUDGE
+else
+    OS_DEF_LOG="skipped" OS_DEF_JUDGE="skipped"
+fi
+run_pair opensm-100x2 opensm 100 2
+OS_EQ_LOG=$R_LOG OS_EQ_JUDGE=$R_JUDGE
+run_pair ibsmd-100x2 ibsmd 100 2
+IB_EQ_LOG=$R_LOG IB_EQ_JUDGE=$R_JUDGE
+
+echo
+echo "SIGKILL of the master -> standby is MASTER, k=$K fat tree ($N_NODES nodes), seconds (median of $ROUNDS)"
+printf '%-40s | %-21s | %-21s | %-13s\n' "setting" "ibsmd  log / sminfo" "OpenSM log / sminfo" "OpenSM/ibsmd"
+printf '%-40s-+-%-21s-+-%-21s-+-%-13s\n' "----------------------------------------" "---------------------" "---------------------" "-------------"
+printf '%-40s | %8s / %-10s | %8s / %-10s | %s / %s\n' "defaults (ibsmd 100ms x3, OSM 10s x4)" \
+    "$IB_DEF_LOG" "$IB_DEF_JUDGE" "$OS_DEF_LOG" "$OS_DEF_JUDGE" "$(ratio "$IB_DEF_LOG" "$OS_DEF_LOG")" "$(ratio "$IB_DEF_JUDGE" "$OS_DEF_JUDGE")"
+printf '%-40s | %8s / %-10s | %8s / %-10s | %s / %s\n' "equal: 100 ms x 2 retries" \
+    "$IB_EQ_LOG" "$IB_EQ_JUDGE" "$OS_EQ_LOG" "$OS_EQ_JUDGE" "$(ratio "$IB_EQ_LOG" "$OS_EQ_LOG")" "$(ratio "$IB_EQ_JUDGE" "$OS_EQ_JUDGE")"
