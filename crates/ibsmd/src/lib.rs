@@ -32,15 +32,20 @@
 //! (30 s without a new SMP it initiated); the light sweep every 2 s keeps a healthy
 //! master's ActCount moving.
 //!
-//! # Sweeps
+//! # Sweeps and what a MASTER configures
 //!
-//! Heavy sweep (directed-route discovery + PortInfo probe) at start, every 10 s, on a
-//! trap and on request; light sweep (the probe alone over known ports: LIDs, states,
-//! which ports advertise IsSM, SMInfo of the SM ports) every 2 s. What a master
-//! configures today: LIDs for CA ports and switch port 0 (keeping LIDs already
-//! assigned), MasterSMLID, CA ports Init -> Armed -> Active. Routing (LFTs), switch
-//! external port states, P_Keys, SL2VL and multicast come with the subnet-management
-//! issue. Standby and discovering SMs configure nothing.
+//! Not MASTER: heavy sweep (directed-route discovery + PortInfo probe) at start, every
+//! 10 s, on a trap and on request; light sweep (the probe alone: LIDs, states, which
+//! ports advertise IsSM, SMInfo of the SM ports) every 2 s. They only feed the election;
+//! standby and discovering SMs configure nothing.
+//!
+//! MASTER: the instance runs `ibsm_core::subnet::SubnetManager` (LIDs, min-hop or
+//! up/down LFTs, PortInfo, P_Keys, SLtoVL/VLArb, Init -> Armed -> Active,
+//! ClientReregister), logs `subnet up in X s: ...` after its first heavy sweep, light
+//! sweeps every `--sweep-interval-s`, reacts to traps, and stops when the election
+//! leaves MASTER. Options: `--lmc`, `--routing`, `--root-guid`, `--partition`,
+//! `--smp-window` ([`subnet_opts`]). How the configurator, the election and the
+//! runtime's own agent share the device (disjoint TID ranges) is in [`instance`].
 //!
 //! # Demo
 //!
