@@ -165,10 +165,6 @@ pub struct InstanceConfig {
     /// What the MASTER configures (LMC, routing engine, partitions, light-sweep
     /// interval, SMP window...). Checked by [`Instance::spawn`].
     pub subnet: SubnetConfig,
-    /// The replicated fabric state (`--node-id`): a new MASTER seeds its LIDs and
-    /// inherits the LFTs from it, and publishes what it programs after each heavy
-    /// sweep. See [`crate::replication`].
-    pub replication: Option<Arc<crate::replication::Replication>>,
 }
 
 impl InstanceConfig {
@@ -189,7 +185,6 @@ impl InstanceConfig {
                 sweep_interval: Duration::from_secs(2),
                 ..SubnetConfig::default()
             },
-            replication: None,
         }
     }
 }
@@ -750,19 +745,23 @@ impl Runtime {
             }
             t
         };
-        // HANDOVER goes out now; the election completes it on ACKNOWLEDGE or a status-0
-        // answer and then advertises a priority below the target's until the next
-        // SetPriority, so the move sticks (it refuses a target that no priority of ours
-        // ranks below: priority 0 with a higher GUID).
+        if target.priority == 0 && target.guid > self.port_guid {
+            return Err(CommandError::FailedPrecondition(format!(
+                "SM {:#018x} has priority 0 and a higher GUID than ours, so it cannot outrank us; raise its priority first",
+                target.guid
+            )));
+        }
+        // The election hands over to a STANDBY that outranks it: drop to 0 and let the
+        // next master poll send HANDOVER.
         self.election
-            .handover_to(now, target.guid)
-            .map_err(|e| match e {
-                ElectionError::UnknownPeer { .. } => CommandError::InvalidArgument(e.to_string()),
-                other => CommandError::FailedPrecondition(other.to_string()),
-            })?;
+            .set_priority(now, 0)
+            .map_err(|e| CommandError::InvalidArgument(e.to_string()))?;
         let _ = self.events.send(record(
             "handover",
-            format!("planned handover to {:#018x}: HANDOVER sent", target.guid),
+            format!(
+                "planned handover to {:#018x}: priority lowered to 0",
+                target.guid
+            ),
             None,
             None,
         ));
@@ -1013,17 +1012,11 @@ impl Runtime {
                         .extend(self.waiting_replies.drain(..).map(|(_, r)| r));
                     self.next_heavy = now + self.cfg.heavy_sweep_interval;
                     tracing::info!("master: configuring the subnet (heavy sweep)");
-                    if let Some(r) = &self.cfg.replication {
-                        crate::replication::take_over(r, &mut self.subnet, self.port_guid);
-                    }
                     self.subnet.become_master(now);
                 }
                 if *from == SmState::Master && *to != SmState::Master && self.subnet.is_active() {
                     tracing::info!("no longer master: subnet configuration stops");
                     self.subnet.stop();
-                    if let Some(r) = &self.cfg.replication {
-                        r.stop_master();
-                    }
                     self.waiting_replies
                         .extend(self.subnet_replies.drain(..).map(|r| (true, r)));
                     self.heavy_wanted = true;
@@ -1356,9 +1349,6 @@ impl Runtime {
                 }
                 self.nodes = report.nodes;
                 self.unreachable = report.unreachable;
-                if let Some(r) = &self.cfg.replication {
-                    r.publish(crate::replication::record_of(&self.subnet));
-                }
                 self.sm_ports_found(now, &report.sm_ports);
                 self.next_heavy = now + self.cfg.heavy_sweep_interval;
                 let summary = format!(
