@@ -745,23 +745,19 @@ impl Runtime {
             }
             t
         };
-        if target.priority == 0 && target.guid > self.port_guid {
-            return Err(CommandError::FailedPrecondition(format!(
-                "SM {:#018x} has priority 0 and a higher GUID than ours, so it cannot outrank us; raise its priority first",
-                target.guid
-            )));
-        }
-        // The election hands over to a STANDBY that outranks it: drop to 0 and let the
-        // next master poll send HANDOVER.
+        // HANDOVER goes out now; the election completes it on ACKNOWLEDGE or a status-0
+        // answer and then advertises a priority below the target's until the next
+        // SetPriority, so the move sticks (it refuses a target that no priority of ours
+        // ranks below: priority 0 with a higher GUID).
         self.election
-            .set_priority(now, 0)
-            .map_err(|e| CommandError::InvalidArgument(e.to_string()))?;
+            .handover_to(now, target.guid)
+            .map_err(|e| match e {
+                ElectionError::UnknownPeer { .. } => CommandError::InvalidArgument(e.to_string()),
+                other => CommandError::FailedPrecondition(other.to_string()),
+            })?;
         let _ = self.events.send(record(
             "handover",
-            format!(
-                "planned handover to {:#018x}: priority lowered to 0",
-                target.guid
-            ),
+            format!("planned handover to {:#018x}: HANDOVER sent", target.guid),
             None,
             None,
         ));

@@ -275,7 +275,7 @@ impl Control for ControlService {
         })
         .await
         .unwrap_or_else(|| {
-            format!("handover to {target:#018x} pending: priority lowered to 0, the next master poll hands over")
+            format!("handover to {target:#018x} pending: HANDOVER sent, not answered yet")
         });
         Ok(Response::new(pb::HandoverResponse {
             target_guid: target,
