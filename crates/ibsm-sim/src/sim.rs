@@ -346,12 +346,14 @@ impl Sim {
             ));
         }
         let method = Method(m[wire::METHOD]);
-        let is_resp = method.is_response();
-        if is_resp && method != Method::GET_RESP {
+        // TrapRepress answers a Trap: like Linux's ib_response_mad, treat it as a
+        // response, so a directed-route TrapRepress travels the return path with D = 1.
+        let is_resp = method.is_response() || method == Method::TRAP_REPRESS;
+        if method.is_response() && method != Method::GET_RESP {
             return Err(bad_header(
                 "Method",
                 method.0,
-                "the only SMP response method is GetResp (0x81)",
+                "the only SMP response methods are GetResp (0x81) and TrapRepress (0x07)",
             ));
         }
         let directed = class == 0x81;

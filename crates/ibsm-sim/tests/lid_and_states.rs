@@ -561,3 +561,34 @@ fn latency_and_poll_timeout() {
     assert!(rig.sim.poll_delivery(due).is_none());
     assert!(rig.sim.send(t0, sm, &[0u8; 256]).is_err());
 }
+
+#[test]
+fn directed_route_trap_repress_travels_back_like_a_response() {
+    let mut rig = Rig::new();
+    let a = rig.attach("Hca1");
+    let b = rig.attach("Hca2");
+    rig.sim.set_is_sm(b, true).unwrap();
+
+    // A sends a directed-route Trap to the SM at Hca2 (3 hops): B gets it.
+    let mut trap = Smp::get_dr(&[1, 3, 1], AttributeId::NOTICE, 0, 0x7A7A);
+    trap.method = ibsm_mad::Method::TRAP;
+    let out = rig.exchange(a, &trap.encode());
+    assert_eq!((out.len(), out[0].client), (1, b));
+    let got = Smp::decode(&out[0].mad).unwrap();
+    assert_eq!(got.method, ibsm_mad::Method::TRAP);
+
+    // B represses it as Linux's ib_response_mad treats TrapRepress: a response with D = 1
+    // and the paths as received. It must reach A, not be refused as a bad D bit.
+    let mut repress = got.response();
+    repress.method = ibsm_mad::Method::TRAP_REPRESS;
+    let out = rig.exchange(b, &repress.encode());
+    assert_eq!(
+        out.len(),
+        1,
+        "the TrapRepress must come back to the trap sender"
+    );
+    assert_eq!(out[0].client, a);
+    let r = Smp::decode(&out[0].mad).unwrap();
+    assert_eq!((r.method, r.tid), (ibsm_mad::Method::TRAP_REPRESS, 0x7A7A));
+    assert!(r.directed().unwrap().direction);
+}

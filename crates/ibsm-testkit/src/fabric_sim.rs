@@ -143,9 +143,6 @@ pub struct FabricSimOutcome {
     pub delivered: u64,
     /// Virtual time at the end.
     pub end: Duration,
-    /// Directed-route TrapRepress the simulator refused (a known ibsm-sim gap, see
-    /// `fabric_sim_node`), over the live SMs at the end.
-    pub refused_dr_trap_repress: u32,
 }
 
 /// A violated invariant, with what is needed to replay it.
@@ -394,12 +391,6 @@ impl<'a> Run<'a> {
             master_changes: self.master_changes,
             delivered: self.sim.stats().delivered,
             end: self.now,
-            refused_dr_trap_repress: self
-                .slots
-                .iter()
-                .filter_map(|s| s.node.as_ref())
-                .map(|n| n.refused_dr_trap_repress)
-                .sum(),
         }
     }
 

@@ -103,8 +103,6 @@ pub struct SmNode {
     requests: BTreeMap<u64, (Smp, u16)>,
     request_order: VecDeque<u64>,
     notes: Vec<NodeNote>,
-    /// Directed-route TrapRepress the simulator refused (see `send`).
-    pub refused_dr_trap_repress: u32,
 }
 
 impl std::fmt::Debug for SmNode {
@@ -158,7 +156,6 @@ impl SmNode {
             requests: BTreeMap::new(),
             request_order: VecDeque::new(),
             notes: Vec::new(),
-            refused_dr_trap_repress: 0,
         })
     }
 
@@ -303,14 +300,6 @@ impl SmNode {
             _ => sim.send(now, self.client, mad),
         };
         if let Err(err) = r {
-            // Known simulator gap: ibsm-sim checks a directed-route TrapRepress like a
-            // request (D must be 0), while Linux (`ib_response_mad`) and our wire layer
-            // treat TrapRepress as a response (D = 1, back along the trap's path). The
-            // trap's sender just retries; counted, not failed. Fix belongs in ibsm-sim.
-            if mad.get(3) == Some(&Method::TRAP_REPRESS.0) && mad.get(1) == Some(&0x81) {
-                self.refused_dr_trap_repress += 1;
-                return;
-            }
             let what = Smp::decode(mad).map_or_else(
                 |e| format!("undecodable: {e}"),
                 |s| {
