@@ -151,6 +151,7 @@ struct Member {
     endpoint: SocketAddr,
     slot: InstanceSlot,
     metrics: Arc<Metrics>,
+    repl: Arc<Replication>,
     stop: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -299,6 +300,7 @@ impl DemoShared {
         }
         let mut cfg = InstanceConfig::new(&m.name, m.priority);
         cfg.metrics = Arc::clone(&m.metrics);
+        cfg.replication = Some(Arc::clone(&m.repl));
         let inst = spawn_on_sim(&self.sim, m.node, m.port, cfg)
             .map_err(|e| DemoError::Unavailable(format!("cannot restart {}: {e:#}", m.name)))?;
         tracing::warn!(sm = %m.name, "demo drill: instance restarted");
@@ -431,7 +433,8 @@ impl Demo {
             .enumerate()
         {
             let name = format!("sm{}", i + 1);
-            let cfg = InstanceConfig::new(&name, prio);
+            let mut cfg = InstanceConfig::new(&name, prio);
+            cfg.replication = Some(Arc::clone(&repl));
             let metrics = Arc::clone(&cfg.metrics);
             let inst = Arc::new(spawn_on_sim(&sim, node, port, cfg)?);
             let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -447,7 +450,7 @@ impl Demo {
                 ServeOptions {
                     security: opts.security.clone(),
                     demo: Some(handle.clone()),
-                    replication: Some(repl),
+                    replication: Some(Arc::clone(&repl)),
                     ..ServeOptions::default()
                 },
             )
@@ -462,6 +465,7 @@ impl Demo {
                 endpoint,
                 slot,
                 metrics,
+                repl,
                 stop: Some(stop_tx),
                 server: Some(server),
             };

@@ -165,6 +165,10 @@ pub struct InstanceConfig {
     /// What the MASTER configures (LMC, routing engine, partitions, light-sweep
     /// interval, SMP window...). Checked by [`Instance::spawn`].
     pub subnet: SubnetConfig,
+    /// The replicated fabric state (`--node-id`): a new MASTER seeds its LIDs and
+    /// inherits the LFTs from it, and publishes what it programs after each heavy
+    /// sweep. See [`crate::replication`].
+    pub replication: Option<Arc<crate::replication::Replication>>,
 }
 
 impl InstanceConfig {
@@ -185,6 +189,7 @@ impl InstanceConfig {
                 sweep_interval: Duration::from_secs(2),
                 ..SubnetConfig::default()
             },
+            replication: None,
         }
     }
 }
@@ -1008,11 +1013,17 @@ impl Runtime {
                         .extend(self.waiting_replies.drain(..).map(|(_, r)| r));
                     self.next_heavy = now + self.cfg.heavy_sweep_interval;
                     tracing::info!("master: configuring the subnet (heavy sweep)");
+                    if let Some(r) = &self.cfg.replication {
+                        crate::replication::take_over(r, &mut self.subnet, self.port_guid);
+                    }
                     self.subnet.become_master(now);
                 }
                 if *from == SmState::Master && *to != SmState::Master && self.subnet.is_active() {
                     tracing::info!("no longer master: subnet configuration stops");
                     self.subnet.stop();
+                    if let Some(r) = &self.cfg.replication {
+                        r.stop_master();
+                    }
                     self.waiting_replies
                         .extend(self.subnet_replies.drain(..).map(|r| (true, r)));
                     self.heavy_wanted = true;
@@ -1345,6 +1356,9 @@ impl Runtime {
                 }
                 self.nodes = report.nodes;
                 self.unreachable = report.unreachable;
+                if let Some(r) = &self.cfg.replication {
+                    r.publish(crate::replication::record_of(&self.subnet));
+                }
                 self.sm_ports_found(now, &report.sm_ports);
                 self.next_heavy = now + self.cfg.heavy_sweep_interval;
                 let summary = format!(

@@ -356,6 +356,7 @@ async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<(
     cfg.poll_interval = Duration::from_millis(cli.poll_interval_ms);
     cfg.poll_retries = cli.poll_retries;
     cfg.subnet = cli.subnet;
+    cfg.replication = repl.clone();
     let metrics = Arc::clone(&cfg.metrics);
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;
     let inst = Arc::new(Instance::spawn(cfg, dev, keepalive)?);

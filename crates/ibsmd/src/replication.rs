@@ -51,15 +51,17 @@
 //! (the peer transport does not speak TLS): `--peer` with `--tls-cert` is refused at
 //! start. Run the cluster on a trusted management network.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ibsm_core::election::SmState;
+use ibsm_core::subnet::{lft_digest, links_of, Inherited, Link, SubnetManager};
 use ibsm_replica::{
     Command, ConfigChange, FabricState, LftDigest, LidRange, Listen, NodeId, Op, RaftTimers,
-    Refusal, Replica, ReplicaConfig, ReplicaError, ReplicaMetrics, Role, TopologySummary,
+    Refusal, Replica, ReplicaConfig, ReplicaError, ReplicaMetrics, Role, TopoLink, TopoNode,
+    TopologySummary,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -233,7 +235,12 @@ pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
         }
     }
     if let Some(t) = &want.topology {
-        if have.topology.as_ref() != Some(t) {
+        // The sweep counter alone does not make a new topology.
+        let same = have
+            .topology
+            .as_ref()
+            .is_some_and(|h| h.nodes == t.nodes && h.links == t.links);
+        if !same {
             ops.push(Op::SetTopology(t.clone()));
         }
     }
@@ -316,18 +323,23 @@ impl Replication {
         self.wake.notify_one();
     }
 
-    /// No longer MASTER: stop writing (a pending record is dropped: the next master
-    /// owns the fabric now).
+    /// No longer MASTER: no new claim; a record still pending is written once more
+    /// with the epoch held (what the switches hold after our last sweep, e.g. just
+    /// before a planned handover); if the next master claimed first, that write is
+    /// refused as stale and dropped, which is right: the fabric is theirs.
     pub fn stop_master(&self) {
-        let mut s = lock(&self.shared);
-        if s.master_guid.is_none() {
-            return;
+        {
+            let mut s = lock(&self.shared);
+            if s.master_guid.is_none() {
+                return;
+            }
+            s.master_guid = None;
+            s.degraded = false;
+            if s.desired.is_none() {
+                s.held_epoch = None;
+            }
         }
-        s.generation += 1;
-        s.master_guid = None;
-        s.held_epoch = None;
-        s.desired = None;
-        s.degraded = false;
+        self.wake.notify_one();
     }
 
     /// A master's desired replicated record after a sweep (replaces an unwritten one).
@@ -560,7 +572,7 @@ async fn writer(replica: Arc<Replica>, shared: Arc<Mutex<Shared>>, wake: Arc<Not
             }
             match (s.master_guid, s.held_epoch, &s.desired) {
                 (Some(g), None, _) if !s.deposed => Step::Claim(s.generation, g),
-                (Some(_), Some(e), Some(d)) => Step::Write(s.generation, e, d.clone()),
+                (_, Some(e), Some(d)) => Step::Write(s.generation, e, d.clone()),
                 _ => match s.register {
                     Some(g) => Step::Register(g),
                     None => Step::Idle,
@@ -629,6 +641,10 @@ async fn write(
     let done = |s: &mut Shared| {
         if s.generation == generation && s.desired.as_ref() == Some(&want) {
             s.desired = None;
+            if s.master_guid.is_none() {
+                // The last write after stepping down (see stop_master).
+                s.held_epoch = None;
+            }
         }
     };
     if ops.is_empty() {
@@ -669,6 +685,12 @@ async fn write(
         }
         Err(e) => {
             let mut s = lock(shared);
+            if s.generation == generation && s.master_guid.is_none() {
+                // Not master any more and no quorum: give the record up.
+                s.desired = None;
+                s.held_epoch = None;
+                return Next::Again;
+            }
             if s.generation == generation && !s.degraded {
                 tracing::warn!(%e, "replication: write did not commit (no quorum?): DEGRADED, keeping the assignments to reconcile");
                 s.degraded = true;
@@ -696,4 +718,119 @@ async fn register(replica: &Replica, shared: &Mutex<Shared>, guid: u64) -> Next 
         s.registered = Some(guid);
     }
     Next::Again
+}
+
+/// A new MASTER takes over from its local replica: the replicated guid2lid seeds
+/// the LID manager (no replicated LID is reassigned), the replicated LFT digests
+/// and cabling make the first heavy sweep read the switches' LFTs back and rewrite
+/// only what differs (`ibsm_core::subnet::Inherited`), and the epoch claim starts
+/// in the background. Call just before `SubnetManager::become_master`.
+pub fn take_over(r: &Replication, subnet: &mut SubnetManager, port_guid: u64) {
+    let seed = r.seed();
+    if !seed.guid2lid.is_empty() {
+        match subnet.import_guid2lid(&seed.guid2lid_file) {
+            Ok(n) => tracing::info!(
+                ports = n,
+                epoch = seed.epoch,
+                "new master: LIDs seeded from the replica"
+            ),
+            Err(e) => {
+                tracing::warn!(%e, "new master: replicated guid2lid refused; LIDs are kept from the fabric only")
+            }
+        }
+    }
+    subnet.inherit(inherited_of(&seed));
+    r.become_master(port_guid);
+}
+
+/// The core's view of what the previous master left.
+pub fn inherited_of(seed: &Seed) -> Inherited {
+    Inherited {
+        lft_digests: seed
+            .lft_digests
+            .iter()
+            .map(|(g, d)| (*g, (d.lft_top, d.digest)))
+            .collect(),
+        links: seed.topology.as_ref().map(|t| {
+            t.links
+                .iter()
+                .map(|l| {
+                    let (a, b) = ((l.node_guid_a, l.port_a), (l.node_guid_b, l.port_b));
+                    let (x, y) = if a < b { (a, b) } else { (b, a) };
+                    (x.0, x.1, y.0, y.1)
+                })
+                .collect::<HashSet<Link>>()
+        }),
+    }
+}
+
+/// What a master publishes after a heavy sweep: LIDs as programmed (switches: port
+/// 0; CAs and routers: every port with a LID, 2^LMC of them), the cabling, and the
+/// digest of every LFT it programmed or verified.
+pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
+    let mut rec = FabricRecord::default();
+    let Some(res) = subnet.last_discovery() else {
+        return rec;
+    };
+    let t = &res.topology;
+    let mut nodes = Vec::new();
+    for (_, node) in t.iter() {
+        nodes.push(TopoNode {
+            node_guid: node.node_guid,
+            node_type: match node.node_type {
+                ibsm_fabric::NodeType::Ca => 1,
+                ibsm_fabric::NodeType::Switch => 2,
+                ibsm_fabric::NodeType::Router => 3,
+            },
+            num_ports: u8::try_from(node.ports.len().saturating_sub(1)).unwrap_or(u8::MAX),
+            description: node.description.clone(),
+        });
+        let ports: Vec<&ibsm_fabric::Port> = if node.is_switch() {
+            node.port(0).into_iter().collect()
+        } else {
+            node.physical_ports().map(|(_, p)| p).collect()
+        };
+        for p in ports {
+            if p.lid == 0 || p.port_guid == 0 {
+                continue;
+            }
+            let max_lid = p
+                .lid
+                .saturating_add((1u16 << p.lmc.min(7)) - 1)
+                .min(ibsm_replica::MAX_UNICAST_LID);
+            rec.guid2lid.insert(
+                p.port_guid,
+                LidRange {
+                    min_lid: p.lid,
+                    max_lid,
+                },
+            );
+        }
+    }
+    nodes.sort_by_key(|n| n.node_guid);
+    let mut links: Vec<TopoLink> = links_of(t)
+        .into_iter()
+        .map(|(a, pa, b, pb)| TopoLink {
+            node_guid_a: a,
+            port_a: pa,
+            node_guid_b: b,
+            port_b: pb,
+        })
+        .collect();
+    links.sort_by_key(|l| (l.node_guid_a, l.port_a, l.node_guid_b, l.port_b));
+    rec.topology = Some(TopologySummary {
+        sweep: subnet.metrics().heavy_sweeps,
+        nodes,
+        links,
+    });
+    for (guid, top, table) in subnet.programmed_lfts() {
+        rec.lft_digests.insert(
+            guid,
+            LftDigest {
+                lft_top: top,
+                digest: lft_digest(table),
+            },
+        );
+    }
+    rec
 }

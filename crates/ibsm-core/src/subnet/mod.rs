@@ -53,6 +53,7 @@
 //! appear or disappear.
 
 mod config;
+mod inherit;
 mod program;
 #[cfg(test)]
 mod tests;
@@ -75,6 +76,8 @@ pub use config::{
 use ibsm_fabric::lid::{LidConfig, LidManager};
 pub use ibsm_fabric::routing::ForwardingTables;
 use ibsm_fabric::routing::{self, RoutingOptions};
+use inherit::Readback;
+pub use inherit::{lft_digest, links_of, InheritReport, Inherited, Link};
 use program::{Op, ProgStage};
 
 /// An SMP to put on the wire.
@@ -320,6 +323,11 @@ enum Token {
     Disc(DiscoveryToken),
     Prog(Op),
     Light(LightOp),
+    /// Read-back of one LFT block of switch `node` (a new master inheriting).
+    ReadLft {
+        node: u32,
+        block: u16,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -342,6 +350,8 @@ struct Sweep {
     ops: VecDeque<Op>,
     outstanding: usize,
     report: SweepReport,
+    /// No port's LID was assigned or changed by this sweep's LID assignment.
+    lids_stable: bool,
 }
 
 #[derive(Debug)]
@@ -350,6 +360,8 @@ enum Stage {
     Discovering(Box<Discovery>),
     /// Discovery done; LIDs computed at the given time, routing next.
     LidsDone(Box<Sweep>),
+    /// A new master reads the LFTs its predecessor left (see `inherit`).
+    ReadingLfts(Box<Sweep>, Box<Readback>),
     /// Routing computed; distribution next.
     RoutingDone(Box<Sweep>),
     Programming(Box<Sweep>),
@@ -393,6 +405,9 @@ pub struct SubnetManager {
     events: VecDeque<SubnetEvent>,
     metrics: SubnetMetrics,
     smps_reported: u64,
+    /// What the previous master left, for the next mastership's first heavy sweep.
+    inherit: Option<Inherited>,
+    inherit_report: Option<InheritReport>,
 }
 
 impl SubnetManager {
@@ -420,7 +435,41 @@ impl SubnetManager {
             events: VecDeque::new(),
             metrics: SubnetMetrics::default(),
             smps_reported: 0,
+            inherit: None,
+            inherit_report: None,
         })
+    }
+
+    /// Hand over what the previous master left (replicated LFT digests and
+    /// cabling; call before [`SubnetManager::become_master`]): the first heavy
+    /// sweep reads every switch's LFT back, verifies it and rewrites only what
+    /// differs, or adopts the tables as they are when nothing changed. See
+    /// [`Inherited`] and the `inherit` module for why.
+    pub fn inherit(&mut self, inherited: Inherited) {
+        self.inherit = Some(inherited);
+    }
+
+    /// Seed remembered LID assignments (OpenSM's guid2lid text, e.g. from the
+    /// replicated state): a port without a LID gets its remembered one back,
+    /// and no remembered LID is given to another port.
+    pub fn import_guid2lid(
+        &mut self,
+        text: &str,
+    ) -> Result<usize, ibsm_fabric::lid::Guid2LidError> {
+        self.lids.import_guid2lid(text)
+    }
+
+    /// What the last read-back of inherited LFTs found.
+    pub fn last_inherit(&self) -> Option<&InheritReport> {
+        self.inherit_report.as_ref()
+    }
+
+    /// Every LFT programmed (or verified) so far: (switch NodeGUID, LinearFDBTop, table).
+    pub fn programmed_lfts(&self) -> impl Iterator<Item = (u64, u16, &[u8])> + '_ {
+        self.programmed
+            .lfts
+            .iter()
+            .map(|(g, (top, t))| (*g, *top, t.as_slice()))
     }
 
     /// The election made us MASTER: start a heavy sweep that also sets
@@ -438,6 +487,7 @@ impl SubnetManager {
     /// No longer master: drop the sweep in progress; nothing more is sent.
     pub fn stop(&mut self) {
         self.active = false;
+        self.inherit = None;
         self.stage = Stage::Idle;
         self.heavy_requested = None;
         self.next_light = None;
@@ -705,6 +755,17 @@ impl SubnetManager {
                     }
                 }
                 Token::Light(op) => self.on_light(op, Some(&smp)),
+                Token::ReadLft { node, block } => {
+                    if let Stage::ReadingLfts(_, rb) = &mut self.stage {
+                        rb.outstanding = rb.outstanding.saturating_sub(1);
+                        match smp.attribute::<ibsm_mad::attr::LinearForwardingTable>() {
+                            Ok(t) if smp.status == 0 => rb.store(node, block, &t.ports),
+                            _ => {
+                                rb.failed.insert(node);
+                            }
+                        }
+                    }
+                }
             },
             Event::Failed { token, .. } => match token {
                 Token::Disc(t) => {
@@ -734,6 +795,12 @@ impl SubnetManager {
                     }
                 }
                 Token::Light(op) => self.on_light(op, None),
+                Token::ReadLft { node, .. } => {
+                    if let Stage::ReadingLfts(_, rb) = &mut self.stage {
+                        rb.outstanding = rb.outstanding.saturating_sub(1);
+                        rb.failed.insert(node);
+                    }
+                }
             },
         }
     }
@@ -788,6 +855,32 @@ impl SubnetManager {
                     }
                 }
             }
+            Stage::ReadingLfts(sw, rb) => {
+                while self.tx.queued() < window {
+                    let Some((node, block)) = rb.queue.pop_front() else {
+                        break;
+                    };
+                    progressed = true;
+                    let smp = sw.res.path(NodeIdx(node)).and_then(|path| {
+                        Smp::try_get_dr(
+                            path,
+                            AttributeId::LINEAR_FORWARDING_TABLE,
+                            u32::from(block),
+                            0,
+                        )
+                        .ok()
+                    });
+                    match smp {
+                        Some(smp) => {
+                            rb.outstanding += 1;
+                            self.tx.submit(now, smp, Token::ReadLft { node, block });
+                        }
+                        None => {
+                            rb.failed.insert(node);
+                        }
+                    }
+                }
+            }
             Stage::Programming(sw) => {
                 while self.tx.queued() < window {
                     let Some(op) = program::next_op(sw, &self.cfg, &self.programmed) else {
@@ -834,23 +927,24 @@ impl SubnetManager {
             Stage::LidsDone(mut sweep) if self.wake_now.is_none() => {
                 // LIDs took from marks[1] to now (this call came after the wake-up).
                 self.marks[2] = now;
-                let opts = RoutingOptions::default();
-                let computed = match &self.cfg.routing {
-                    RoutingEngine::MinHop => routing::min_hop(&sweep.res.topology, &opts),
-                    RoutingEngine::UpDown { roots } => routing::up_down(
-                        &sweep.res.topology,
-                        (!roots.is_empty()).then_some(roots.as_slice()),
-                        &opts,
-                    ),
-                };
-                sweep.tables = match computed {
-                    Ok(t) => t,
-                    Err(err) => {
-                        // Nothing to program: LFTs stay as they are rather than be cleared.
-                        tracing::error!(%err, "routing failed; LFTs left unchanged");
-                        ForwardingTables::default()
-                    }
-                };
+                if self.inherit.is_some() {
+                    // A new master: read back what the switches hold first.
+                    let rb = start_readback(&sweep);
+                    (Stage::ReadingLfts(sweep, Box::new(rb)), true)
+                } else {
+                    sweep.tables = match self.reuse_routing(&sweep) {
+                        Some(t) => t,
+                        None => compute_routing(&self.cfg, &sweep.res.topology),
+                    };
+                    sweep.report.lft_top = sweep.tables.lft_top;
+                    self.wake_now = Some(now);
+                    (Stage::RoutingDone(sweep), true)
+                }
+            }
+            Stage::ReadingLfts(mut sweep, rb) if rb.queue.is_empty() && rb.outstanding == 0 => {
+                let inh = self.inherit.take().unwrap_or_default();
+                let report = self.finish_readback(&mut sweep, *rb, &inh);
+                self.inherit_report = Some(report);
                 sweep.report.lft_top = sweep.tables.lft_top;
                 self.wake_now = Some(now);
                 (Stage::RoutingDone(sweep), true)
@@ -940,8 +1034,10 @@ impl SubnetManager {
                 }
             }
         }
+        let mut lids_stable = false;
         match self.lids.assign(&mut res.topology) {
             Ok(lr) => {
+                lids_stable = lr.assigned == 0 && lr.changed == 0 && lr.duplicates_repaired == 0;
                 report.lids = lr.assigned + lr.kept + lr.changed;
                 report.lids_unassigned = lr.unassigned;
                 if lr.unassigned > 0 {
@@ -980,7 +1076,116 @@ impl SubnetManager {
             ops: VecDeque::new(),
             outstanding: 0,
             report,
+            lids_stable,
         })
+    }
+
+    /// The tables the switches already hold, when nothing routing depends on
+    /// changed since they were programmed (same cabling, no LID assigned or
+    /// moved, every switch's table known with one LinearFDBTop): a stable fabric
+    /// keeps its routes across sweeps, and a new master's adopted routes stay.
+    fn reuse_routing(&self, sweep: &Sweep) -> Option<ForwardingTables> {
+        let prev = self.last.as_ref()?;
+        if !sweep.lids_stable || links_of(&prev.topology) != links_of(&sweep.res.topology) {
+            return None;
+        }
+        let mut top = None;
+        let mut lfts = Vec::with_capacity(sweep.res.topology.len());
+        for (_, node) in sweep.res.topology.iter() {
+            if !node.is_switch() {
+                lfts.push(None);
+                continue;
+            }
+            let (t, table) = self.programmed.lfts.get(&node.node_guid)?;
+            if *top.get_or_insert(*t) != *t {
+                return None;
+            }
+            lfts.push(Some(table.clone()));
+        }
+        let lft_top = top?;
+        if lft_top < max_lid(&sweep.res.topology) {
+            return None;
+        }
+        Some(ForwardingTables { lft_top, lfts })
+    }
+
+    /// The read-back is complete: remember what the switches hold, then adopt
+    /// it as the routing or compute a new one (see [`Inherited`]).
+    fn finish_readback(
+        &mut self,
+        sweep: &mut Sweep,
+        rb: Readback,
+        inh: &Inherited,
+    ) -> InheritReport {
+        let mut report = InheritReport {
+            blocks_read: rb.blocks_read,
+            ..InheritReport::default()
+        };
+        let mut all_verified = true;
+        let mut read: HashMap<u32, Vec<u8>> = HashMap::new();
+        for (idx, node) in sweep.res.topology.iter() {
+            if !node.is_switch() {
+                continue;
+            }
+            let Ok(n32) = u32::try_from(idx.as_usize()) else {
+                continue;
+            };
+            let table = match rb.tables.get(&n32) {
+                Some(t) if !rb.failed.contains(&n32) => t,
+                _ => {
+                    report.unread += 1;
+                    all_verified = false;
+                    continue;
+                }
+            };
+            let (top, table) = table;
+            report.switches_read += 1;
+            if inh.lft_digests.get(&node.node_guid) == Some(&(*top, lft_digest(table))) {
+                report.verified += 1;
+            } else {
+                report.mismatched += 1;
+                all_verified = false;
+            }
+            // What the switch holds, verified or not: only differing blocks go out.
+            self.programmed
+                .lfts
+                .insert(node.node_guid, (*top, table.clone()));
+            read.insert(n32, table.clone());
+        }
+        report.topology_unchanged = inh
+            .links
+            .as_ref()
+            .is_some_and(|l| *l == links_of(&sweep.res.topology));
+        let tops: HashSet<u16> = rb.tables.values().map(|(t, _)| *t).collect();
+        let max_lid = max_lid(&sweep.res.topology);
+        let adopt = all_verified
+            && report.topology_unchanged
+            && sweep.lids_stable
+            && report.switches_read > 0
+            && tops.len() == 1
+            && tops.iter().all(|t| *t >= max_lid);
+        if adopt {
+            let top = tops.iter().next().copied().unwrap_or(0);
+            let lfts = (0..sweep.res.topology.len())
+                .map(|i| u32::try_from(i).ok().and_then(|i| read.remove(&i)))
+                .collect();
+            sweep.tables = ForwardingTables { lft_top: top, lfts };
+            report.adopted = true;
+        } else {
+            sweep.tables = compute_routing(&self.cfg, &sweep.res.topology);
+        }
+        tracing::info!(
+            switches = report.switches_read,
+            verified = report.verified,
+            mismatched = report.mismatched,
+            unread = report.unread,
+            blocks = report.blocks_read,
+            topology_unchanged = report.topology_unchanged,
+            lids_stable = sweep.lids_stable,
+            adopted = report.adopted,
+            "inherited LFTs read back"
+        );
+        report
     }
 
     fn finish_heavy(&mut self, now: Duration, sweep: Box<Sweep>) {
@@ -1144,6 +1349,61 @@ impl SubnetManager {
         }
         self.last_end_ports = end_ports;
     }
+}
+
+/// The configured engine's tables, or none at all if it fails (LFTs stay as
+/// they are rather than be cleared).
+fn compute_routing(cfg: &SubnetConfig, t: &ibsm_fabric::Topology) -> ForwardingTables {
+    let opts = RoutingOptions::default();
+    let computed = match &cfg.routing {
+        RoutingEngine::MinHop => routing::min_hop(t, &opts),
+        RoutingEngine::UpDown { roots } => {
+            routing::up_down(t, (!roots.is_empty()).then_some(roots.as_slice()), &opts)
+        }
+    };
+    match computed {
+        Ok(t) => t,
+        Err(err) => {
+            tracing::error!(%err, "routing failed; LFTs left unchanged");
+            ForwardingTables::default()
+        }
+    }
+}
+
+/// Highest LID any port of `t` carries (with its LMC block).
+fn max_lid(t: &ibsm_fabric::Topology) -> u16 {
+    t.iter()
+        .flat_map(|(_, n)| n.ports.iter())
+        .filter(|p| p.lid != 0)
+        .map(|p| p.lid.saturating_add((1u16 << p.lmc.min(7)) - 1))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The read-back plan: every block `0..=LinearFDBTop/64` of every switch.
+fn start_readback(sweep: &Sweep) -> Readback {
+    let mut rb = Readback::default();
+    for (idx, node) in sweep.res.topology.iter() {
+        if !node.is_switch() {
+            continue;
+        }
+        let (Ok(n32), Some(Some(si))) = (
+            u32::try_from(idx.as_usize()),
+            sweep.res.switch_info.get(idx.as_usize()),
+        ) else {
+            continue;
+        };
+        let top = si.linear_fdb_top;
+        if top == 0 {
+            continue; // never programmed
+        }
+        rb.tables
+            .insert(n32, (top, vec![routing::UNREACHABLE; usize::from(top) + 1]));
+        for block in 0..=top / 64 {
+            rb.queue.push_back((n32, block));
+        }
+    }
+    rb
 }
 
 /// PortState of a port as the last discovery read it.
