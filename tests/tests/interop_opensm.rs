@@ -525,7 +525,13 @@ fn d_ibsmd_joins_higher_opensm_hands_over() -> Result<()> {
     let mut d = lab.ibsmd(10)?;
     osm.wait_log_since(from, "Entering STANDBY state", STEP)
         .context("OpenSM must hand over to the higher-priority ibsmd")?;
-    d.wait_log("-> MASTER (", STEP)?;
+    // Through STANDBY and OpenSM's HANDOVER, never by seizing the subnet.
+    d.wait_log("sm state: STANDBY -> MASTER (", STEP)?;
+    assert!(
+        !d.log().contains("sm state: DISCOVERING -> MASTER ("),
+        "ibsmd took mastership without a handover:\n{}",
+        story(&d, &osm)
+    );
     let ours = lab.wait_state(DR_IBSMD, MASTER, 10)?;
     lab.wait_state(DR_OPENSM, STANDBY, 5)?;
     let st = lab.status(&d)?;
