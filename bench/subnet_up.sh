@@ -84,6 +84,7 @@ stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 run_ibsmd() { # net -> prints seconds (and phase line to stderr)
     local net=$1 sock="ibsmbench$$-$i" log="$WORK/$name.ibsmd.log"
+    : >"$log" # before the start, so the wait below never reads an older run's line
     start_ibsim "$net" "$sock"
     local t0 pid line
     t0=$(date +%s.%N)
