@@ -199,6 +199,10 @@ pub struct ReplicaMetrics {
     pub voters: BTreeMap<NodeId, String>,
     /// Non-voting members (catching up).
     pub learners: BTreeMap<NodeId, String>,
+    /// On the leader: milliseconds since a quorum last acknowledged it (openraft keeps
+    /// a leader without quorum in the Leader role; this tells it apart). `None`
+    /// elsewhere.
+    pub millis_since_quorum_ack: Option<u64>,
 }
 
 struct Server {
@@ -595,6 +599,7 @@ fn to_metrics(m: &openraft::RaftMetrics<NodeId, BasicNode>) -> ReplicaMetrics {
         purged_index: m.purged.map(|l| l.index),
         voters,
         learners,
+        millis_since_quorum_ack: m.millis_since_quorum_ack,
     }
 }
 

@@ -482,6 +482,11 @@ impl Demo {
         self.shared.members()
     }
 
+    /// The members' replicas, in member order (`sm1` is node 1).
+    pub fn replicas(&self) -> &[Arc<Replication>] {
+        &self.replicas
+    }
+
     /// What the Demo gRPC service uses.
     pub fn handle(&self) -> DemoHandle {
         DemoHandle(Arc::downgrade(&self.shared))

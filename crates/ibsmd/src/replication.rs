@@ -70,6 +70,9 @@ use crate::server::InstanceSlot;
 
 /// How often the writer retries a claim or write that did not commit.
 pub const RETRY: Duration = Duration::from_millis(250);
+/// A Raft leader without a quorum acknowledgement for this long counts as without
+/// quorum (10 heartbeats).
+pub const QUORUM_LOST: Duration = Duration::from_millis(500);
 /// How long one claim or write may wait for a quorum before the master is degraded.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -382,7 +385,12 @@ impl Replication {
         let m = self.replica.metrics();
         let epoch = self.replica.with_state(|s| s.epoch);
         let s = lock(&self.shared);
-        let no_leader = m.leader.is_none();
+        // No quorum: no known leader, or we lead but nobody acknowledged us lately
+        // (openraft leaves a leader without quorum in the Leader role).
+        let no_leader = m.leader.is_none()
+            || (m.role == Role::Leader
+                && m.millis_since_quorum_ack
+                    .is_some_and(|ms| u128::from(ms) > QUORUM_LOST.as_millis()));
         ReplStatus {
             epoch,
             raft_role: role_name(m.role).to_string(),

@@ -1,0 +1,258 @@
+//! Replication at the daemon level, on the in-process demo (three SM instances on an
+//! embedded fabric, three replicas forming one Raft cluster on their gRPC ports):
+//!
+//! - one instance cut off from the others' gRPC (its replica's fault switch: no Raft
+//!   RPC in or out) cannot commit; when it is the SM master it keeps running the
+//!   fabric (the SMInfo election is on the fabric, not on gRPC), shows "degraded" in
+//!   GetStatus, and when the cut heals its replica catches up, the flag clears and what
+//!   it swept meanwhile is replicated (reconciled);
+//! - the other two keep committing while it is cut off;
+//! - `ibsm.v1.Cluster`: list, remove and add a member at run time; the re-added
+//!   member catches up.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ibsm_proto::v1::cluster_client::ClusterClient;
+use ibsm_proto::v1::control_client::ControlClient;
+use ibsm_proto::v1::{
+    AddMemberRequest, GetStatusRequest, ListMembersRequest, RemoveMemberRequest, SmState, Status,
+    SweepRequest,
+};
+use ibsm_replica::{Command, ConfigChange, ReplicaError};
+use ibsm_transport::FabricSpec;
+use ibsmd::demo::Demo;
+
+async fn status(ep: SocketAddr) -> Status {
+    let mut c = ControlClient::connect(format!("http://{ep}"))
+        .await
+        .expect("connect");
+    c.get_status(GetStatusRequest {})
+        .await
+        .expect("GetStatus")
+        .into_inner()
+}
+
+async fn wait_for<F: Fn(&[Status]) -> bool>(
+    eps: &[SocketAddr],
+    what: &str,
+    pred: F,
+) -> Vec<Status> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut all = Vec::new();
+        for ep in eps {
+            all.push(status(*ep).await);
+        }
+        if pred(&all) {
+            return all;
+        }
+        if Instant::now() > deadline {
+            panic!("{what}: not within 30 s: {all:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn config(key: &str, value: &str) -> Command {
+    Command::Config(ConfigChange::Set {
+        key: key.into(),
+        value: value.into(),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_cut_off_from_the_cluster_runs_degraded_and_reconciles_after() {
+    let spec = FabricSpec::parse("gen:fat-tree:4").expect("spec");
+    let mut demo = Demo::start(&spec, 0).await.expect("demo starts");
+    let eps: Vec<SocketAddr> = demo.members().iter().map(|m| m.endpoint).collect();
+    // One master holding a committed epoch, everyone on it.
+    let all = wait_for(&eps, "a settled master", |all| {
+        let masters: Vec<&Status> = all
+            .iter()
+            .filter(|s| s.state == SmState::Master as i32)
+            .collect();
+        masters.len() == 1
+            && masters[0].epoch > 0
+            && !masters[0].degraded
+            && all
+                .iter()
+                .all(|s| s.epoch == masters[0].epoch && s.raft_leader != 0)
+    })
+    .await;
+    let m = all
+        .iter()
+        .position(|s| s.state == SmState::Master as i32)
+        .expect("master");
+    let epoch = all[m].epoch;
+    let repl = demo.replicas()[m].clone();
+    let links_before = repl
+        .replica()
+        .with_state(|s| s.topology.as_ref().map_or(0, |t| t.links.len()));
+    assert!(links_before > 0, "the master replicated its topology");
+
+    // Cut the master's replica off.
+    repl.replica().fault_switch().set_isolated(true);
+    // It cannot commit...
+    match repl.replica().write(config("probe", "isolated")).await {
+        Err(ReplicaError::Timeout(_)) => {}
+        other => panic!("an isolated replica committed or failed oddly: {other:?}"),
+    }
+    // ...while the other two still can.
+    let other = demo.replicas()[(m + 1) % 3].clone();
+    other
+        .replica()
+        .write(config("probe", "majority"))
+        .await
+        .expect("the majority side commits");
+    // The fabric changes while the master is cut off (the cable of hca-1 goes
+    // down): it sweeps, keeps running the fabric, keeps what it found to reconcile
+    // later, and says it is degraded.
+    let topo = spec.topology().expect("topology").expect("embedded");
+    let (hca, _) = topo
+        .iter()
+        .find(|(_, n)| n.name == "hca-1")
+        .expect("hca-1 in a k=4 fat tree");
+    demo.sim
+        .with_sim(|s| s.link_down(hca, 1))
+        .expect("sim")
+        .expect("link down");
+    let mut ctl = ControlClient::connect(format!("http://{}", eps[m]))
+        .await
+        .expect("connect");
+    ctl.sweep(SweepRequest { heavy: true })
+        .await
+        .expect("sweep");
+    let all = wait_for(&eps, "the cut-off master shows degraded", |all| {
+        all[m].state == SmState::Master as i32 && all[m].degraded
+    })
+    .await;
+    assert!(
+        all.iter()
+            .enumerate()
+            .all(|(i, s)| i == m || s.state == SmState::Standby as i32),
+        "the fabric keeps its master: {all:#?}"
+    );
+    assert_eq!(
+        repl.replica()
+            .with_state(|s| s.config.get("probe").cloned()),
+        None,
+        "the isolated write must not have applied on the isolated replica"
+    );
+
+    // Heal: the replica catches up, the flag clears and the sweep made while cut off
+    // is replicated everywhere.
+    repl.replica().fault_switch().set_isolated(false);
+    wait_for(&eps, "degraded clears after the heal", |all| {
+        !all[m].degraded && all[m].state == SmState::Master as i32 && all[m].epoch >= epoch
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let links: Vec<usize> = demo
+            .replicas()
+            .iter()
+            .map(|r| {
+                r.replica()
+                    .with_state(|s| s.topology.as_ref().map_or(0, |t| t.links.len()))
+            })
+            .collect();
+        let probe: Vec<Option<String>> = demo
+            .replicas()
+            .iter()
+            .map(|r| r.replica().with_state(|s| s.config.get("probe").cloned()))
+            .collect();
+        if links.iter().all(|l| *l + 1 == links_before)
+            && probe.iter().all(|p| p.as_deref() == Some("majority"))
+        {
+            break;
+        }
+        if Instant::now() > deadline {
+            panic!("not reconciled after the heal: links {links:?} (before {links_before}), probe {probe:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    demo.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_listed_removed_and_added_at_run_time() {
+    let spec = FabricSpec::parse("gen:fat-tree:4").expect("spec");
+    let mut demo = Demo::start(&spec, 0).await.expect("demo starts");
+    let eps: Vec<SocketAddr> = demo.members().iter().map(|m| m.endpoint).collect();
+    let mut c = ClusterClient::connect(format!("http://{}", eps[0]))
+        .await
+        .expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let list = loop {
+        let l = c
+            .list_members(ListMembersRequest {})
+            .await
+            .expect("ListMembers")
+            .into_inner();
+        if l.leader != 0 {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "no Raft leader: {l:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(list.members.len(), 3, "{list:?}");
+    assert!(list.members.iter().all(|m| m.voter), "{list:?}");
+    let addr3 = list
+        .members
+        .iter()
+        .find(|m| m.node_id == 3)
+        .expect("node 3")
+        .addr
+        .clone();
+    // Bad requests are refused with a reason.
+    let e = c
+        .remove_member(RemoveMemberRequest { node_id: 9 })
+        .await
+        .expect_err("unknown node");
+    assert_eq!(e.code(), tonic::Code::NotFound, "{e}");
+    let e = c
+        .add_member(AddMemberRequest {
+            node_id: 4,
+            addr: "nowhere".into(),
+        })
+        .await
+        .expect_err("bad addr");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+
+    // Remove node 3 (through node 2: a follower forwards to the leader), write while
+    // it is out, add it back: it catches up.
+    let mut c2 = ClusterClient::connect(format!("http://{}", eps[1]))
+        .await
+        .expect("connect");
+    let l = c2
+        .remove_member(RemoveMemberRequest { node_id: 3 })
+        .await
+        .expect("RemoveMember")
+        .into_inner();
+    assert!(l.members.iter().all(|m| m.node_id != 3), "{l:?}");
+    demo.replicas()[0]
+        .replica()
+        .write(config("while-out", "yes"))
+        .await
+        .expect("two voters commit");
+    let l = c
+        .add_member(AddMemberRequest {
+            node_id: 3,
+            addr: addr3,
+        })
+        .await
+        .expect("AddMember")
+        .into_inner();
+    assert!(l.members.iter().any(|m| m.node_id == 3 && m.voter), "{l:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while demo.replicas()[2]
+        .replica()
+        .with_state(|s| s.config.get("while-out").cloned())
+        .is_none()
+    {
+        assert!(Instant::now() < deadline, "node 3 never caught up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    demo.stop().await;
+}
