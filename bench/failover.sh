@@ -20,6 +20,7 @@
 set -euo pipefail
 
 QUICK=0
+FAILED_ROUNDS=0
 ROUNDS=1
 K=16
 PROFILE=release
@@ -233,12 +234,19 @@ trial() { # kind, poll_ms, retries, round
     kill -9 "$pid_a"
     wait "$pid_a" 2>/dev/null || true
     reap "$round"
-    wait_until 240 judge_is "$DR_B" 3 || { echo "failover.sh: judge never saw B MASTER" >&2; tail -30 "$WORK/$tag_b.$round.log" >&2; exit 1; }
-    t_judge=$(now)
+    if wait_until 240 judge_is "$DR_B" 3; then
+        t_judge=$(now)
+    else
+        # Counted as a failed round (reported), not the end of the benchmark.
+        echo "failover.sh: $kind: the judge never saw B MASTER within 240 s; B's log:" >&2
+        grep -E ' 0x80 -> |sm state:' "$WORK/$tag_b.$round.log" | tail -10 >&2
+        t_judge=""
+        FAILED_ROUNDS=$((FAILED_ROUNDS + 1))
+    fi
     wait_until 30 log_time "$kind" "$WORK/$tag_b.$round.log" "$from" "$master_line" >/dev/null || true
     t_log=$(log_time "$kind" "$WORK/$tag_b.$round.log" "$from" "$master_line" || echo "")
     stop_ibsim
-    T_JUDGE=$(secs "$t0" "$t_judge")
+    if [ -n "$t_judge" ]; then T_JUDGE=$(secs "$t0" "$t_judge"); else T_JUDGE="-"; fi
     if [ -n "$t_log" ]; then T_LOG=$(secs "$t0" "$t_log"); else T_LOG="-"; fi
 }
 
@@ -281,3 +289,4 @@ printf '%-40s | %8s / %-10s | %8s / %-10s | %s / %s\n' "defaults (ibsmd 100ms x3
     "$IB_DEF_LOG" "$IB_DEF_JUDGE" "$OS_DEF_LOG" "$OS_DEF_JUDGE" "$(ratio "$IB_DEF_LOG" "$OS_DEF_LOG")" "$(ratio "$IB_DEF_JUDGE" "$OS_DEF_JUDGE")"
 printf '%-40s | %8s / %-10s | %8s / %-10s | %s / %s\n' "equal: 100 ms x 2 retries" \
     "$IB_EQ_LOG" "$IB_EQ_JUDGE" "$OS_EQ_LOG" "$OS_EQ_JUDGE" "$(ratio "$IB_EQ_LOG" "$OS_EQ_LOG")" "$(ratio "$IB_EQ_JUDGE" "$OS_EQ_JUDGE")"
+[ "$FAILED_ROUNDS" = 0 ] || echo "($FAILED_ROUNDS round(s) failed to fail over within 240 s and are left out of the medians)"
