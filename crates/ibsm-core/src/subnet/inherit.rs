@@ -114,6 +114,136 @@ impl Readback {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::subnet::{SubnetConfig, SubnetEvent, SubnetManager, SweepReport};
+    use ibsm_fabric::{gen, NodeIdx};
+    use ibsm_sim::{ClientId, Sim, SimConfig};
+    use std::time::Duration;
+
+    /// Drive `sm` on `sim` until the next heavy sweep completes.
+    fn sweep(
+        sim: &mut Sim,
+        client: ClientId,
+        sm: &mut SubnetManager,
+        now: &mut Duration,
+    ) -> SweepReport {
+        for _ in 0..1_000_000 {
+            let mut busy = false;
+            while let Some(o) = sm.poll_transmit() {
+                busy = true;
+                let r = match o.dlid {
+                    None => sim.send(*now, client, &o.mad),
+                    Some(l) => sim.send_to(*now, client, l, &o.mad),
+                };
+                r.expect("well-formed MAD");
+            }
+            while let Some((c, mad)) = sim.poll_delivery(*now) {
+                busy = true;
+                if c == client {
+                    sm.handle_incoming(*now, &mad);
+                }
+            }
+            while let Some(ev) = sm.poll_event() {
+                if let SubnetEvent::SweepDone {
+                    kind: crate::subnet::SweepKind::Heavy,
+                    report,
+                    ..
+                } = ev
+                {
+                    return report;
+                }
+            }
+            if !busy {
+                let next = [sm.poll_timeout(), sim.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .expect("something pending");
+                *now = next.max(*now);
+                sm.handle_timeout(*now);
+            }
+        }
+        panic!("no heavy sweep completed");
+    }
+
+    fn master_at(sim: &mut Sim, node: NodeIdx) -> (ClientId, SubnetManager) {
+        let client = sim.attach(node, 1).expect("attach");
+        sim.set_is_sm(client, true).expect("IsSM");
+        let sm = SubnetManager::new(SubnetConfig::default()).expect("config");
+        (client, sm)
+    }
+
+    fn inherited(sm: &SubnetManager) -> Inherited {
+        Inherited {
+            lft_digests: sm
+                .programmed_lfts()
+                .map(|(g, top, t)| (g, (top, lft_digest(t))))
+                .collect(),
+            links: sm.last_discovery().map(|r| links_of(&r.topology)),
+        }
+    }
+
+    /// A second master on another port, handed the first one's digests and cabling,
+    /// reads every LFT back, adopts them and writes none; its next sweep writes none
+    /// either. With one digest wrong it verifies the others, recomputes, and rewrites
+    /// only the blocks that differ from what the switches hold.
+    #[test]
+    fn a_new_master_adopts_verified_lfts_and_writes_nothing() {
+        let topo = gen::fat_tree_3level(4).expect("k=4");
+        let cas: Vec<NodeIdx> = topo
+            .iter()
+            .filter(|(_, n)| !n.is_switch())
+            .map(|(i, _)| i)
+            .collect();
+        let mut sim = Sim::new(&topo, SimConfig::default());
+        let mut now = Duration::ZERO;
+        let (c1, mut first) = master_at(&mut sim, cas[0]);
+        first.become_master(now);
+        let r1 = sweep(&mut sim, c1, &mut first, &mut now);
+        assert!(r1.lft_blocks_sent > 0, "{r1:?}");
+        let inh = inherited(&first);
+        assert_eq!(inh.lft_digests.len(), 20);
+        first.stop();
+        sim.detach(c1).expect("detach");
+
+        // The successor on the last CA: discovery order differs, routing would too.
+        let (c2, mut second) = master_at(&mut sim, cas[cas.len() - 1]);
+        second.inherit(inh.clone());
+        second.become_master(now);
+        let r2 = sweep(&mut sim, c2, &mut second, &mut now);
+        let rep = second.last_inherit().cloned().expect("read back");
+        assert!(rep.adopted, "{rep:?}");
+        assert_eq!((rep.verified, rep.mismatched, rep.unread), (20, 0, 0));
+        assert_eq!(
+            r2.lft_blocks_sent, 0,
+            "an adopting master writes no LFT block"
+        );
+        assert_eq!(inherited(&second).lft_digests, inh.lft_digests);
+        second.start_heavy_sweep(now);
+        let r3 = sweep(&mut sim, c2, &mut second, &mut now);
+        assert_eq!(r3.lft_blocks_sent, 0, "a stable fabric keeps its routes");
+        second.stop();
+        sim.detach(c2).expect("detach");
+
+        // One wrong digest: no adoption; routing recomputed from another discovery
+        // order, but only blocks that differ from the switches' go out.
+        let mut bad = inh.clone();
+        if let Some(d) = bad.lft_digests.values_mut().next() {
+            d.1 ^= 1;
+        }
+        let (c3, mut third) = master_at(&mut sim, cas[cas.len() / 2]);
+        third.inherit(bad);
+        third.become_master(now);
+        let r4 = sweep(&mut sim, c3, &mut third, &mut now);
+        let rep = third.last_inherit().cloned().expect("read back");
+        assert!(!rep.adopted);
+        assert_eq!((rep.verified, rep.mismatched), (19, 1), "{rep:?}");
+        assert!(
+            r4.lft_blocks_sent < r1.lft_blocks_sent,
+            "only differing blocks: {} of {}",
+            r4.lft_blocks_sent,
+            r1.lft_blocks_sent
+        );
+    }
 
     #[test]
     fn digest_is_fnv1a_64() {
