@@ -53,6 +53,19 @@
 //! simulator is in-process), each with its own gRPC endpoint, and the `ibsm.v1.Demo`
 //! drills (kill/restart an instance) in [`demo_service`].
 //!
+//! # Replication
+//!
+//! With `--node-id N --data-dir DIR [--peer ID=ADDR ...]` the daemon keeps the fabric
+//! state in a Raft cluster ([`replication`], crate `ibsm-replica`) served on its gRPC
+//! port: a new MASTER takes its LIDs from the replica, reads every switch's LFT back
+//! and keeps it when it matches the replicated digest (no LID or route moves on a
+//! failover), claims a new epoch, and publishes what it programs after each heavy
+//! sweep. Without quorum it keeps running the fabric from its local copy and reports
+//! `degraded`; it reconciles when quorum returns. Members are added and removed at run
+//! time through `ibsm.v1.Cluster` ([`cluster_service`]); a planned handover waits
+//! until the target's replica has caught up. `ibsmd demo` runs its three instances as
+//! one such cluster.
+//!
 //! # Security, configuration, metrics
 //!
 //! [`auth`]: bearer token and/or mutual TLS for the gRPC API; the daemon refuses to

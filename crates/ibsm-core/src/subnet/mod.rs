@@ -15,9 +15,14 @@
 //! 1. **Discovery**: [`crate::discovery::Discovery`] (NodeInfo, NodeDescription,
 //!    SwitchInfo, PortInfo of every port) through the shared MAD agent, many SMPs
 //!    in flight. A node that stops answering is retried by the agent, then left out.
-//! 2. **LIDs**: [`ibsm_fabric::lid::LidManager`] (keeps LIDs by port GUID across sweeps).
+//! 2. **LIDs**: [`ibsm_fabric::lid::LidManager`] (keeps LIDs by port GUID across sweeps;
+//!    [`SubnetManager::import_guid2lid`] seeds it, e.g. from the replicated state).
 //! 3. **Routing**: [`ibsm_fabric::routing::min_hop`] (default) or
-//!    [`ibsm_fabric::routing::up_down`] ([`SubnetConfig::routing`]) -> LFT per switch.
+//!    [`ibsm_fabric::routing::up_down`] ([`SubnetConfig::routing`]) -> LFT per switch;
+//!    or the tables the switches already hold when nothing routing depends on
+//!    changed (same cabling, no LID moved), so routes never move on a stable
+//!    fabric. A new master handed [`Inherited`] state reads every LFT back first
+//!    and adopts it when it matches the replicated digests (the `inherit` module).
 //! 4. **Distribution**, all by directed route (it works before any LFT exists):
 //!    SwitchInfo (LinearFDBTop, LifeTimeValue, clears PortStateChange), the LFT
 //!    blocks that differ from what the previous sweep programmed, PortInfo (LID,
