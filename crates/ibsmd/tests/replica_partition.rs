@@ -8,7 +8,7 @@
 //!   it swept meanwhile is replicated (reconciled);
 //! - the other two keep committing while it is cut off;
 //! - `ibsm.v1.Cluster`: list, remove and add a member at run time; the re-added
-//!   member catches up.
+//!   member catches up from a snapshot (the log it missed was purged).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -236,6 +236,24 @@ async fn members_are_listed_removed_and_added_at_run_time() {
         .write(config("while-out", "yes"))
         .await
         .expect("two voters commit");
+    // Compact the log behind a snapshot on the two members: node 3 can then only
+    // catch up from the snapshot.
+    for r in &demo.replicas()[..2] {
+        r.replica().trigger_snapshot().await.expect("snapshot");
+    }
+    for r in &demo.replicas()[..2] {
+        let m = r
+            .replica()
+            .wait_metrics(Duration::from_secs(10), |m| {
+                m.snapshot_index.is_some() && m.snapshot_index == m.last_applied
+            })
+            .await
+            .expect("snapshot built");
+        r.replica()
+            .purge_log(m.snapshot_index.unwrap_or(0))
+            .await
+            .expect("purge");
+    }
     let l = c
         .add_member(AddMemberRequest {
             node_id: 3,
@@ -254,5 +272,10 @@ async fn members_are_listed_removed_and_added_at_run_time() {
         assert!(Instant::now() < deadline, "node 3 never caught up");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let m3 = demo.replicas()[2].metrics();
+    assert!(
+        m3.snapshot_index.is_some(),
+        "node 3 caught up without installing a snapshot: {m3:?}"
+    );
     demo.stop().await;
 }
