@@ -279,3 +279,92 @@ async fn members_are_listed_removed_and_added_at_run_time() {
     );
     demo.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planned_handover_waits_for_the_targets_replica() {
+    let spec = FabricSpec::parse("gen:fat-tree:4").expect("spec");
+    let mut demo = Demo::start(&spec, 0).await.expect("demo starts");
+    let eps: Vec<SocketAddr> = demo.members().iter().map(|m| m.endpoint).collect();
+    let all = wait_for(&eps, "a settled master, every SM registered", |all| {
+        all.iter()
+            .filter(|s| s.state == SmState::Master as i32)
+            .count()
+            == 1
+            && all.iter().all(|s| s.epoch > 0 && s.raft_leader != 0)
+    })
+    .await;
+    let m = all
+        .iter()
+        .position(|s| s.state == SmState::Master as i32)
+        .expect("master");
+    let t = (m + 1) % 3;
+    let target_guid = all[t].guid;
+    // Every SM's GUID -> node id is in the replicated config.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while demo.replicas()[m].replica().with_state(|s| {
+        all.iter()
+            .filter(|x| {
+                s.config
+                    .contains_key(&ibsmd::replication::sm_node_key(x.guid))
+            })
+            .count()
+    }) < 3
+    {
+        assert!(Instant::now() < deadline, "SM GUIDs never registered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The target's replica is cut off and misses a write: no handover to it.
+    demo.replicas()[t]
+        .replica()
+        .fault_switch()
+        .set_isolated(true);
+    demo.replicas()[m]
+        .replica()
+        .write(config("before-handover", "1"))
+        .await
+        .expect("the two others commit");
+    let mut ctl = ControlClient::connect(format!("http://{}", eps[m]))
+        .await
+        .expect("connect");
+    let e = ctl
+        .handover(ibsm_proto::v1::HandoverRequest {
+            to_guid: target_guid,
+        })
+        .await
+        .expect_err("handover to a lagging replica");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e}");
+    assert!(
+        e.message().contains("caught up") || e.message().contains("applied"),
+        "{e}"
+    );
+    assert_eq!(
+        status(eps[m]).await.state,
+        SmState::Master as i32,
+        "still master after the refused handover"
+    );
+    // Healed, it catches up and the handover goes through.
+    demo.replicas()[t]
+        .replica()
+        .fault_switch()
+        .set_isolated(false);
+    let r = ctl
+        .handover(ibsm_proto::v1::HandoverRequest {
+            to_guid: target_guid,
+        })
+        .await
+        .expect("handover once caught up")
+        .into_inner();
+    assert_eq!(r.target_guid, target_guid);
+    wait_for(&eps, "the target is master", |all| {
+        all[t].state == SmState::Master as i32
+    })
+    .await;
+    assert_eq!(
+        demo.replicas()[t]
+            .replica()
+            .with_state(|s| s.config.get("before-handover").cloned())
+            .as_deref(),
+        Some("1")
+    );
+    demo.stop().await;
+}
