@@ -12,14 +12,16 @@
 # Pairs: ibsmd at its defaults, OpenSM at its defaults (10 s x 4 retries, ~60 s;
 # skipped with --quick), OpenSM at 100 ms x 2 and ibsmd at 100 ms x 2.
 #
-# Usage: bench/failover.sh [--quick] [--rounds N] [--k K] [--debug]
+# Usage: bench/failover.sh [--quick] [--rounds N] [--k K] [--debug] [--no-build]
 #   --rounds N  repeat each pair N times and report the median (default 1)
 #   --k K       fat-tree radix (default 16)
 #   --debug     use the debug build instead of release
+#   --no-build  use the ibsmd/ibsmctl already in target/ (e.g. while the tree does not build)
 # Needs ibsim-utils, opensm, infiniband-diags (the same lab as the tests).
 set -euo pipefail
 
 QUICK=0
+NO_BUILD=0
 FAILED_ROUNDS=0
 ROUNDS=1
 K=16
@@ -30,6 +32,7 @@ while [ $# -gt 0 ]; do
         --rounds) ROUNDS="$2"; shift ;;
         --k) K="$2"; shift ;;
         --debug) PROFILE=debug ;;
+        --no-build) NO_BUILD=1 ;;
         -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "failover.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -43,7 +46,9 @@ for tool in ibsim opensm sminfo; do
 done
 [ -f "$UMAD2SIM" ] || { echo "failover.sh: $UMAD2SIM is missing" >&2; exit 1; }
 
-if [ "$PROFILE" = release ]; then
+if [ "$NO_BUILD" = 1 ]; then
+    : # use the binaries already in target/
+elif [ "$PROFILE" = release ]; then
     (cd "$ROOT" && cargo build --quiet --release -p ibsmd -p ibsmctl)
 else
     (cd "$ROOT" && cargo build --quiet -p ibsmd -p ibsmctl)
