@@ -5,6 +5,9 @@
 //! * `ibtracert SLID DLID` succeeds between sampled CA pairs (it walks the LFTs we
 //!   programmed with LID-routed SMPs, so a missing or wrong entry fails it);
 //! * `sminfo -D <path to the master>` reports ibsmd's port GUID in SMINFO_MASTER;
+//! * plain `sminfo` (it reads the local PortInfo.MasterSMLID and sends a LID-routed
+//!   SubnGet(SMInfo) there, as operators type it) reports the same, and `sminfo LID`
+//!   of a second, lower-priority ibsmd reports it in SMINFO_STANDBY;
 //! * `smpquery pkeys` shows the `--partition` P_Keys on their members (full member
 //!   with bit 15, limited without) and not on other ports;
 //! * after `Unlink` of a switch-to-switch cable that a traced path used, the master
@@ -516,6 +519,20 @@ fn master_configures(netfile: &Path) -> Result<()> {
     assert!(sminfo.contains("SMINFO_MASTER"), "{sminfo}");
     let guid = number_after(&sminfo, "guid").context("sminfo has no guid")?;
     assert_eq!(guid, sm_node.port_guid, "{sminfo}");
+    // 3b. Plain `sminfo`: LID-routed to the diag host's MasterSMLID and answered
+    // LID-routed to the diag host's LID.
+    let plain = lab.diag("sminfo", &[])?;
+    assert!(plain.contains("SMINFO_MASTER"), "{plain}");
+    assert_eq!(
+        number_after(&plain, "guid"),
+        Some(sm_node.port_guid),
+        "{plain}"
+    );
+    assert_eq!(
+        number_after(&plain, "lid"),
+        Some(u64::from(sm_node.lid)),
+        "{plain}"
+    );
 
     // 4. P_Keys on the members, not elsewhere.
     for (i, c) in cas.iter().enumerate() {
@@ -615,6 +632,71 @@ fn fat_tree_2level_radix8() -> Result<()> {
 fn fat_tree_3level_k8() -> Result<()> {
     let (_dir, net) = generated("ft3-8.net", ibsm_fabric::gen::fat_tree_3level(8)?)?;
     master_configures(&net)
+}
+
+/// A second ibsmd (priority 5) on another CA goes STANDBY; `sminfo <its LID>` from
+/// the diag host shows it STANDBY with its GUID, plain `sminfo` still the master.
+#[test]
+fn sminfo_by_lid_shows_a_standby_ibsmd() -> Result<()> {
+    let (lab, fabric) = Lab::start(Path::new(NET_2SW2PATH4HCA), |_| Vec::new())?;
+    let standby_node = fabric
+        .cas()
+        .into_iter()
+        .find(|n| {
+            let name = fabric.sim_name(n);
+            name != lab.sm_host && name != lab.diag_host
+        })
+        .context("no third CA for the standby")?;
+    let host = fabric.sim_name(standby_node);
+    let log = lab.sim.dir().join("ibsmd-standby.log");
+    let file = std::fs::File::create(&log).context("standby log")?;
+    let mut cmd = lab.sim.command_on(&host, ibsmd()?);
+    cmd.args([
+        "--fabric",
+        "umad",
+        "--priority",
+        "5",
+        "--grpc",
+        "127.0.0.1:0",
+        "--insecure-plaintext",
+    ])
+    .stdout(Stdio::null())
+    .stderr(file);
+    let _standby = lab.sim.spawn(&mut cmd)?;
+    let standby_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let deadline = Instant::now() + SUBNET_UP_TIMEOUT;
+    while !standby_log().contains("-> STANDBY") {
+        if Instant::now() > deadline {
+            bail!(
+                "the second ibsmd never went STANDBY:
+{}",
+                standby_log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let lid = standby_node.lid.to_string();
+    let out = lab
+        .diag("sminfo", &[&lid])
+        .with_context(|| format!("standby log:\n{}", standby_log()))?;
+    assert!(out.contains("SMINFO_STANDBY"), "{out}");
+    assert_eq!(
+        number_after(&out, "guid"),
+        Some(standby_node.port_guid),
+        "{out}"
+    );
+    assert_eq!(number_after(&out, "priority"), Some(5), "{out}");
+    let plain = lab.diag("sminfo", &[])?;
+    assert!(plain.contains("SMINFO_MASTER"), "{plain}");
+    let master = fabric
+        .by_sim_name(&lab.sm_host)
+        .context("the master's node")?;
+    assert_eq!(
+        number_after(&plain, "guid"),
+        Some(master.port_guid),
+        "{plain}"
+    );
+    Ok(())
 }
 
 #[test]

@@ -80,8 +80,8 @@ pub fn run_discovery<D: MadDevice + ?Sized>(
         let wait = agent
             .poll_timeout()
             .map_or(Duration::from_millis(10), |t| t.saturating_sub(now));
-        if let Some(mad) = device.recv(wait)? {
-            agent.handle_incoming(start.elapsed(), &mad);
+        if let Some(r) = device.recv(wait)? {
+            agent.handle_incoming(start.elapsed(), &r.mad);
         }
     }
     let counters = agent.counters();

@@ -1,7 +1,12 @@
 //! ibsm-transport: the glue between sans-IO cores and real devices.
 //!
 //! * [`MadDevice`] is the one blocking interface a driver needs: send a MAD,
-//!   receive one with a timeout. Two implementations:
+//!   receive one with a timeout, together with the LRH SLID it came from
+//!   ([`ReceivedMad`]). The SLID is not in the 256 MAD bytes, yet an answer to a
+//!   LID-routed request (plain `sminfo` reading PortInfo.MasterSMLID and sending a
+//!   LID-routed SubnGet(SMInfo) there, a switch's LID-routed trap) must go back
+//!   LID-routed to exactly that LID ([`MadDevice::send_lid`]): a umad port has no
+//!   other way to address it. Two implementations:
 //!   [`SimDevice`] (the embedded simulator, `ibsm-sim`) and [`UmadDevice`]
 //!   (`/dev/infiniband/umadN` through `ibsm-umad`, also under ibsim's umad2sim).
 //! * [`SharedSim`] lets several devices (several SMs, for failover tests) share
@@ -54,6 +59,27 @@ pub enum TransportError {
     Spec(#[from] SpecError),
 }
 
+/// One MAD as it arrived, with the LRH source LID of the packet that carried it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ReceivedMad {
+    /// The 256 MAD bytes.
+    pub mad: [u8; MAD_SIZE],
+    /// LRH SLID: where a LID-routed answer must go (with [`MadDevice::send_lid`]).
+    /// For directed-route SMPs it is usually the permissive LID 0xFFFF (or 0);
+    /// their answers follow the return path instead and do not need it.
+    pub slid: u16,
+}
+
+impl std::fmt::Debug for ReceivedMad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReceivedMad")
+            .field("slid", &self.slid)
+            .field("class", &self.mad[1])
+            .field("method", &self.mad[3])
+            .finish_non_exhaustive()
+    }
+}
+
 /// A blocking MAD endpoint on QP0 (subnet management).
 pub trait MadDevice {
     /// Send one MAD. Directed-route SMPs need no address; LID-routed SMPs
@@ -67,8 +93,10 @@ pub trait MadDevice {
         self.send(mad)
     }
 
-    /// Wait up to `timeout` for one MAD (responses and unsolicited requests).
-    fn recv(&mut self, timeout: Duration) -> Result<Option<[u8; MAD_SIZE]>, TransportError>;
+    /// Wait up to `timeout` for one MAD (responses and unsolicited requests) and
+    /// the SLID it came from. Answer a LID-routed request with
+    /// `send_lid(received.slid, ..)`.
+    fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError>;
 }
 
 impl<D: MadDevice + ?Sized> MadDevice for Box<D> {
@@ -78,7 +106,7 @@ impl<D: MadDevice + ?Sized> MadDevice for Box<D> {
     fn send_lid(&mut self, dlid: u16, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
         (**self).send_lid(dlid, mad)
     }
-    fn recv(&mut self, timeout: Duration) -> Result<Option<[u8; MAD_SIZE]>, TransportError> {
+    fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError> {
         (**self).recv(timeout)
     }
 }

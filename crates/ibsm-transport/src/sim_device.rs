@@ -8,19 +8,25 @@ use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_mad::MAD_SIZE;
 use ibsm_sim::{ClientId, Sim, SimConfig};
 
-use crate::{MadDevice, TransportError};
+use crate::{MadDevice, ReceivedMad, TransportError};
 
 /// The simulator plus one mailbox per attached client.
 struct Hub {
     sim: Sim,
-    mailboxes: HashMap<ClientId, VecDeque<[u8; MAD_SIZE]>>,
+    mailboxes: HashMap<ClientId, VecDeque<ReceivedMad>>,
 }
 
 impl Hub {
     /// Move everything the simulator has delivered by `now` into mailboxes.
     fn drain(&mut self, now: Duration) {
-        while let Some((client, mad)) = self.sim.poll_delivery(now) {
-            self.mailboxes.entry(client).or_default().push_back(mad);
+        while let Some(d) = self.sim.poll_delivery_from(now) {
+            self.mailboxes
+                .entry(d.client)
+                .or_default()
+                .push_back(ReceivedMad {
+                    mad: d.mad,
+                    slid: d.slid,
+                });
         }
     }
 }
@@ -172,7 +178,7 @@ impl MadDevice for SimDevice {
         self.send_inner(Some(dlid), mad)
     }
 
-    fn recv(&mut self, timeout: Duration) -> Result<Option<[u8; MAD_SIZE]>, TransportError> {
+    fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError> {
         let inner = &self.shared.inner;
         let deadline = inner.epoch.elapsed().saturating_add(timeout);
         let mut hub = self.shared.lock()?;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use ibsm_mad::MAD_SIZE;
 use ibsm_umad::{Dest, PortSpec, UmadOptions, UmadPort};
 
-use crate::{MadDevice, TransportError};
+use crate::{MadDevice, ReceivedMad, TransportError};
 
 /// A umad port used for SMPs. Requests go out with the kernel's own response
 /// tracking set to `request_timeout` (a Linux kernel drops responses to requests
@@ -50,7 +50,7 @@ impl MadDevice for UmadDevice {
         Ok(self.port.send(mad, Dest::Lid(dlid))?)
     }
 
-    fn recv(&mut self, timeout: Duration) -> Result<Option<[u8; MAD_SIZE]>, TransportError> {
+    fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -61,7 +61,12 @@ impl MadDevice for UmadDevice {
                         return Ok(None);
                     }
                 }
-                Some(r) => return Ok(Some(r.mad)),
+                Some(r) => {
+                    return Ok(Some(ReceivedMad {
+                        mad: r.mad,
+                        slid: r.source.lid,
+                    }))
+                }
                 None => return Ok(None),
             }
         }

@@ -32,6 +32,11 @@
 //!
 //! Requests: SubnGet/SubnSet(SMInfo), trap 144 and TrapRepress go to the election,
 //! which answers through us (the response is built from the request, see `wire`).
+//! A LID-routed request is answered LID-routed to the SLID it came from
+//! ([`ibsm_transport::ReceivedMad::slid`]): that is how plain `sminfo` (it reads the
+//! local PortInfo.MasterSMLID and sends a LID-routed SubnGet(SMInfo) there) and a
+//! LID-routed trap's TrapRepress find their way back; a umad port cannot route a
+//! LID-routed MAD any other way.
 //! Other traps go to the subnet manager while MASTER (it represses them and sweeps),
 //! else they are repressed here and schedule a heavy discovery.
 //!
@@ -68,6 +73,7 @@ use ibsm_core::subnet::{SubnetConfig, SubnetEvent, SubnetManager, SweepKind as S
 use ibsm_core::transactions::{Event, Transactions, TransactionsConfig};
 use ibsm_mad::{
     AttributeId, CapabilityMask, Method, NodeInfo, PortInfo, Smp, SmpAttribute, SmpRoute, MAD_SIZE,
+    PERMISSIVE_LID,
 };
 use ibsm_transport::MadDevice;
 use tokio::sync::{broadcast, oneshot};
@@ -647,12 +653,12 @@ impl Runtime {
             } else if self.sweep.is_none() {
                 until = until.min(self.next_light).min(self.next_heavy);
             }
-            if let Some(mad) = self.dev.recv(until.saturating_sub(now))? {
+            if let Some(r) = self.dev.recv(until.saturating_sub(now))? {
                 let now = self.now();
-                self.incoming(now, &mad)?;
+                self.incoming(now, &r.mad, r.slid)?;
                 // Drain what else is already there before the next round of timers.
-                while let Some(mad) = self.dev.recv(Duration::ZERO)? {
-                    self.incoming(now, &mad)?;
+                while let Some(r) = self.dev.recv(Duration::ZERO)? {
+                    self.incoming(now, &r.mad, r.slid)?;
                     self.pump(now)?;
                 }
             }
@@ -771,7 +777,9 @@ impl Runtime {
 
     // ----- wire ------------------------------------------------------------------
 
-    fn incoming(&mut self, now: Duration, mad: &[u8; MAD_SIZE]) -> anyhow::Result<()> {
+    /// One MAD from the device; `slid` is the LRH SLID it came from, where the answer
+    /// to a LID-routed request goes (plain `sminfo` asks the MasterSMLID LID-routed).
+    fn incoming(&mut self, now: Duration, mad: &[u8; MAD_SIZE], slid: u16) -> anyhow::Result<()> {
         let mut smp = match Smp::decode(mad) {
             Ok(s) => s,
             Err(err) => {
@@ -779,6 +787,15 @@ impl Runtime {
                 return Ok(());
             }
         };
+        // Where a LID-routed request's answer goes: the packet's SLID. Directed-route
+        // requests are answered along their return path and need no LID.
+        let reply_lid = match smp.route {
+            SmpRoute::Lid if slid != 0 && slid != PERMISSIVE_LID => slid,
+            _ => 0,
+        };
+        if smp.route == SmpRoute::Lid && smp.method.0 & 0x80 == 0 {
+            tracing::debug!(slid, method = ?smp.method, attr = ?smp.attr_id, "LID-routed request");
+        }
         let is_resp = smp.method.0 & 0x80 != 0;
         if is_resp {
             let low = smp.tid as u32;
@@ -813,6 +830,7 @@ impl Runtime {
                 }
                 self.note_sm_info(&msg);
                 let hint = match &msg {
+                    _ if reply_lid != 0 => reply_lid,
                     ibsm_core::election::SmInfoMsg::Trap144 { issuer_lid, .. } => *issuer_lid,
                     _ => 0,
                 };
@@ -851,7 +869,7 @@ impl Runtime {
                     method: Method::TRAP_REPRESS,
                     ..smp.response()
                 };
-                let _ = self.send_smp(&repress, None);
+                let _ = self.send_smp(&repress, Some(reply_lid));
                 tracing::info!(attr = ?smp.attr_id, "trap received: heavy sweep scheduled");
                 let _ = self.events.send(record(
                     "trap",
@@ -1525,10 +1543,12 @@ fn local_get<A: SmpAttribute>(
         dev.send(&req.encode())?;
         let deadline = Instant::now() + Duration::from_millis(300);
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            let Some(mad) = dev.recv(left)? else {
+            let Some(r) = dev.recv(left)? else {
                 break;
             };
-            let Ok(smp) = Smp::decode(&mad) else { continue };
+            let Ok(smp) = Smp::decode(&r.mad) else {
+                continue;
+            };
             if smp.method == Method::GET_RESP && smp.tid as u32 == tid as u32 && smp.attr_id == attr
             {
                 if smp.status != 0 {
