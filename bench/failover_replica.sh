@@ -250,7 +250,7 @@ trial_opensm() { # poll_ms, retries, round
     T_INHERIT=""
 }
 
-median() { tr ' ' '\n' | grep -v -e '^-$' -e '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+median() { tr ' ' '\n' | { grep -v -e '^-$' -e '^$' || true; } | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 run() { # label, kind, poll_ms, retries -> R_MASTER R_VER R_UP
     local label=$1 kind=$2 poll=$3 retries=$4 masters="" vers="" ups="" r
