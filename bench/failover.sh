@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
         --k) K="$2"; shift ;;
         --debug) PROFILE=debug ;;
         --no-build) NO_BUILD=1 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
         *) echo "failover.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -118,7 +118,7 @@ stop_ibsim() {
     for p in "${PIDS[@]:-}"; do
         [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
     done
-    wait 2>/dev/null || true
+    { wait; } 2>/dev/null || true
     PIDS=()
     exec 3>&-
 }
