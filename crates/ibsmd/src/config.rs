@@ -97,6 +97,9 @@ pub struct FileConfig {
     /// `--sweep-interval-s`.
     #[serde(default)]
     pub sweep_interval_s: Option<u64>,
+    /// `--heavy-sweep-interval-s` (0..=86400; 0 = only on change).
+    #[serde(default, deserialize_with = "de_heavy_sweep_interval")]
+    pub heavy_sweep_interval_s: Option<u64>,
     /// `--partition`, as an array of `NAME=PKEY:GUID[:full|limited],...` strings.
     #[serde(default, deserialize_with = "de_partitions")]
     pub partition: Option<Vec<String>>,
@@ -181,6 +184,10 @@ fn de_partitions<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>,
 fn de_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
     let v = de_range(d, "priority", 0, 15)?;
     u8::try_from(v).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn de_heavy_sweep_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "heavy_sweep_interval_s", 0, 86_400).map(Some)
 }
 
 fn de_poll_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -299,6 +306,8 @@ mod tests {
             ("node_id = 0\n", 1, "out of range"),
             ("peers = [\"1=127.0.0.1:1\", \"x=h:2\"]\n", 1, "node id"),
             ("peers = [\"1\"]\n", 1, "ID=HOST:PORT"),
+            ("\nheavy_sweep_interval_s = 86401\n", 2, "out of range"),
+            ("heavy_sweep_interval_s = -1\n", 1, "out of range"),
         ] {
             match parse(text) {
                 Err(ConfigError::Parse {
@@ -313,6 +322,15 @@ mod tests {
                 other => panic!("{text:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn heavy_sweep_interval_zero_means_only_on_change() {
+        let c = parse("heavy_sweep_interval_s = 0\n").expect("valid");
+        assert_eq!(c.heavy_sweep_interval_s, Some(0));
+        let c = parse("heavy_sweep_interval_s = 600\n").expect("valid");
+        assert_eq!(c.heavy_sweep_interval_s, Some(600));
+        assert_eq!(parse("").expect("empty").heavy_sweep_interval_s, None);
     }
 
     #[test]

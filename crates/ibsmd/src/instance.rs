@@ -52,8 +52,13 @@
 //! MASTER: the election's MASTER calls [`SubnetManager::become_master`]: a heavy sweep
 //! that assigns LIDs, computes and programs LFTs, PortInfo, P_Keys, SLtoVL/VLArb, walks
 //! every link Init -> Armed -> Active and sets ClientReregister; it logs "subnet up"
-//! when done. Its light sweeps, traps and a heavy sweep every `heavy_sweep_interval`
-//! follow. The SM ports its heavy sweeps find feed [`Election::handle_sweep`], the SMPs
+//! when done. If the discovery this instance made while DISCOVERING is fresh (see
+//! `take_fresh_discovery`: seconds old, no trap and no other MASTER since it started),
+//! that sweep starts from it ([`SubnetManager::become_master_with_discovery`]) instead
+//! of walking the fabric a second time. Its light sweeps (every
+//! `SubnetConfig::sweep_interval`, and on `Sweep{heavy: false}`), traps and a heavy
+//! sweep every `master_heavy_sweep_interval` (0: only on change) follow. The SM ports
+//! its heavy sweeps find feed [`Election::handle_sweep`], the SMPs
 //! it sends move ActCount ([`SubnetManager::take_smps_sent`]), its phase times go to
 //! the metrics (`ibsm_sweep_phase_seconds{phase}`). Leaving MASTER calls
 //! [`SubnetManager::stop`] and the standby sweeps resume.
@@ -64,7 +69,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ibsm_core::discovery::{Discovery, DiscoveryConfig, DiscoveryResult, DiscoveryToken};
+use ibsm_core::discovery::{Discovery, DiscoveryResult, DiscoveryToken};
 use ibsm_core::election::{
     ControlPacket, DrRoute, Election, ElectionConfig, ElectionError, ElectionEvent, SmPort,
     SmRoute, SmState,
@@ -148,6 +153,23 @@ const MAX_WAIT: Duration = Duration::from_millis(20);
 /// Requests kept for building responses; older ones are dropped.
 const MAX_REMEMBERED_REQUESTS: usize = 1024;
 
+/// Default interval of the MASTER's periodic heavy sweep (`--heavy-sweep-interval-s`).
+///
+/// Why 60 s and not OpenSM's 10 s: OpenSM's 10 s `sweep_interval` is a *light* sweep
+/// (heavy only when it sees a change), and so is ours (`--sweep-interval-s`, 2 s:
+/// SwitchInfo.PortStateChange of every switch, our port and the SM ports), with traps
+/// 128/144 on top. The periodic heavy sweep is only a safety net for what those
+/// cannot see (a lost trap about a CA-only change, a port reconfigured by someone
+/// else, a lower-priority SM that appeared silently). On a k=32 fat tree a discovery
+/// alone takes seconds of SMP traffic, so every 10 s would keep the fabric's VL15
+/// busy most of the time; once a minute costs a few percent. 0 turns it off.
+pub const DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How old the DISCOVERING/STANDBY discovery may be for a new MASTER to start
+/// configuring from it instead of discovering again (see `become_master`). At start-up
+/// the election decides within a few SMInfo polls of the first sweep.
+const FRESH_DISCOVERY_MAX_AGE: Duration = Duration::from_secs(5);
+
 /// Settings of one SM instance.
 #[derive(Debug, Clone)]
 pub struct InstanceConfig {
@@ -163,8 +185,14 @@ pub struct InstanceConfig {
     pub poll_retries: u32,
     /// Interval between light sweeps (PortInfo probe of known ports).
     pub light_sweep_interval: Duration,
-    /// Interval between heavy sweeps (full directed-route discovery).
+    /// Not MASTER: interval between heavy sweeps (full directed-route discovery that
+    /// finds the SM ports).
     pub heavy_sweep_interval: Duration,
+    /// MASTER: interval between periodic heavy sweeps (discovery, LIDs, routing,
+    /// programming of what differs); `Duration::ZERO`: only on change (start, traps,
+    /// a light sweep that sees a change, `Sweep{heavy}` from the API). Default
+    /// [`DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL`]. `--heavy-sweep-interval-s`.
+    pub master_heavy_sweep_interval: Duration,
     /// Where the instance publishes its Prometheus metrics (shared with `/metrics`;
     /// the demo keeps one per member across restarts).
     pub metrics: Arc<Metrics>,
@@ -180,7 +208,8 @@ pub struct InstanceConfig {
 impl InstanceConfig {
     /// Defaults: 100 ms x 3 polling (see the crate doc for the trade-off), SM_Key 1,
     /// light sweep every 2 s (standby probe and the master's configurator alike),
-    /// heavy sweep every 10 s.
+    /// standby heavy sweep every 10 s, master heavy sweep every
+    /// [`DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL`].
     pub fn new(name: impl Into<String>, priority: u8) -> InstanceConfig {
         InstanceConfig {
             name: name.into(),
@@ -190,6 +219,7 @@ impl InstanceConfig {
             poll_retries: 3,
             light_sweep_interval: Duration::from_secs(2),
             heavy_sweep_interval: Duration::from_secs(10),
+            master_heavy_sweep_interval: DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL,
             metrics: Arc::new(Metrics::new()),
             subnet: SubnetConfig {
                 sweep_interval: Duration::from_secs(2),
@@ -496,6 +526,9 @@ enum Phase {
 #[derive(Debug)]
 struct Sweep {
     heavy: bool,
+    /// [`Runtime::fabric_changes`] when the sweep started: a discovery during which
+    /// something changed is not handed to the configurator.
+    changes_at_start: u64,
     started: Duration,
     /// When the current phase began (for `ibsm_sweep_phase_seconds`).
     phase_started: Duration,
@@ -529,6 +562,14 @@ struct Runtime {
     subnet_sent: u64,
     /// `Sweep` commands answered by the subnet manager's next heavy sweep.
     subnet_replies: Vec<oneshot::Sender<String>>,
+    /// `Sweep{heavy: false}` commands answered by its next sweep of either kind.
+    subnet_light_replies: Vec<oneshot::Sender<String>>,
+    /// The last standby discovery: (finished at, `fabric_changes` when it started,
+    /// result). A new MASTER configures from it when fresh instead of discovering again.
+    last_discovery: Option<(Duration, u64, DiscoveryResult)>,
+    /// Counts what may have changed the fabric behind a discovery's back: traps,
+    /// heavy sweep requests, another SM in MASTER.
+    fabric_changes: u64,
     peers: BTreeMap<u64, PeerView>,
     requests: HashMap<u64, (Smp, u16)>,
     request_order: VecDeque<u64>,
@@ -585,6 +626,9 @@ impl Runtime {
             subnet,
             subnet_sent: 0,
             subnet_replies: Vec::new(),
+            subnet_light_replies: Vec::new(),
+            last_discovery: None,
+            fabric_changes: 0,
             peers: BTreeMap::new(),
             requests: HashMap::new(),
             request_order: VecDeque::new(),
@@ -622,7 +666,7 @@ impl Runtime {
             }
             if self.subnet.is_active() {
                 if !self.subnet.is_sweeping() && now >= self.next_heavy {
-                    self.next_heavy = now + self.cfg.heavy_sweep_interval;
+                    self.schedule_master_heavy(now);
                     self.subnet.start_heavy_sweep(now);
                 }
             } else if self.sweep.is_none() {
@@ -700,10 +744,18 @@ impl Runtime {
                     });
                 let _ = reply.send(r);
             }
-            Command::Sweep { reply, .. } if self.subnet.is_active() => {
-                // The configurator has no on-demand light sweep: a heavy one answers both.
+            Command::Sweep { heavy: true, reply } if self.subnet.is_active() => {
                 self.subnet.start_heavy_sweep(now);
                 self.subnet_replies.push(reply);
+            }
+            Command::Sweep {
+                heavy: false,
+                reply,
+            } if self.subnet.is_active() => {
+                // A light sweep (SwitchInfo of every switch, the SM ports); a sweep in
+                // progress answers for it, and a change it sees starts a heavy one.
+                self.subnet.start_light_sweep(now);
+                self.subnet_light_replies.push(reply);
             }
             Command::Sweep { heavy, reply } => {
                 if heavy {
@@ -835,6 +887,7 @@ impl Runtime {
                     _ => 0,
                 };
                 if matches!(msg, ibsm_core::election::SmInfoMsg::Trap144 { .. }) {
+                    self.fabric_changes += 1;
                     if self.subnet.is_active() {
                         // A port's capabilities changed (an SM appeared...): re-read them.
                         self.subnet.start_heavy_sweep(now);
@@ -878,6 +931,7 @@ impl Runtime {
                     None,
                 ));
                 self.heavy_wanted = true;
+                self.fabric_changes += 1;
             }
             None => {
                 tracing::trace!(attr = ?smp.attr_id, method = ?smp.method, "ignoring request");
@@ -909,6 +963,10 @@ impl Runtime {
         };
         if info.guid == 0 || info.guid == self.port_guid {
             return;
+        }
+        if info.state == SmState::Master {
+            // Another master may be configuring the fabric: our discovery gets stale.
+            self.fabric_changes += 1;
         }
         let entry = self.peers.entry(info.guid).or_insert(PeerView {
             guid: info.guid,
@@ -1029,12 +1087,15 @@ impl Runtime {
                     }
                     self.subnet_replies
                         .extend(self.waiting_replies.drain(..).map(|(_, r)| r));
-                    self.next_heavy = now + self.cfg.heavy_sweep_interval;
+                    self.schedule_master_heavy(now);
                     tracing::info!("master: configuring the subnet (heavy sweep)");
                     if let Some(r) = &self.cfg.replication {
                         crate::replication::take_over(r, &mut self.subnet, self.port_guid);
                     }
-                    self.subnet.become_master(now);
+                    match self.take_fresh_discovery(now) {
+                        Some(d) => self.subnet.become_master_with_discovery(now, d),
+                        None => self.subnet.become_master(now),
+                    }
                 }
                 if *from == SmState::Master && *to != SmState::Master && self.subnet.is_active() {
                     tracing::info!("no longer master: subnet configuration stops");
@@ -1044,11 +1105,14 @@ impl Runtime {
                     }
                     self.waiting_replies
                         .extend(self.subnet_replies.drain(..).map(|r| (true, r)));
+                    self.waiting_replies
+                        .extend(self.subnet_light_replies.drain(..).map(|r| (false, r)));
                     self.heavy_wanted = true;
                 }
                 record("state", text, Some(*from), Some(*to))
             }
             ElectionEvent::HeavySweepRequested => {
+                self.fabric_changes += 1;
                 if self.subnet.is_active() {
                     self.subnet.start_heavy_sweep(now);
                 } else {
@@ -1100,13 +1164,16 @@ impl Runtime {
         } else {
             SweepKind::Light
         });
+        // The configurator's own discovery settings, so a new MASTER can start from
+        // this discovery (see `take_fresh_discovery`).
         let phase = if heavy {
-            Phase::Discover(Box::new(Discovery::new(DiscoveryConfig::default())))
+            Phase::Discover(Box::new(Discovery::new(self.cfg.subnet.discovery.clone())))
         } else {
             Phase::Probe
         };
         self.sweep = Some(Sweep {
             heavy,
+            changes_at_start: self.fabric_changes,
             started: now,
             phase_started: now,
             phase,
@@ -1223,8 +1290,10 @@ impl Runtime {
             return progressed;
         };
         let result = d.into_result();
+        let changes_at_start = s.changes_at_start;
         self.phase_done(now, "discover");
         self.discovered(&result);
+        self.last_discovery = Some((now, changes_at_start, result));
         self.launch_probe(now);
         if self.sweep.as_ref().is_some_and(|s| s.outstanding == 0) {
             self.probe_done(now);
@@ -1378,7 +1447,7 @@ impl Runtime {
                     r.publish(crate::replication::record_of(&self.subnet));
                 }
                 self.sm_ports_found(now, &report.sm_ports);
-                self.next_heavy = now + self.cfg.heavy_sweep_interval;
+                self.schedule_master_heavy(now);
                 let summary = format!(
                     "master heavy sweep: {} nodes, {} switches, {} LIDs, {} SM ports, {} unreachable, {} LFT blocks, {} PortInfo sets, {} ports Active, {} SMPs, {} failures, {} ms",
                     report.nodes,
@@ -1396,13 +1465,32 @@ impl Runtime {
                 let _ = self
                     .events
                     .send(record("sweep", summary.clone(), None, None));
-                for r in self.subnet_replies.drain(..) {
+                for r in self
+                    .subnet_replies
+                    .drain(..)
+                    .chain(self.subnet_light_replies.drain(..))
+                {
                     let _ = r.send(summary.clone());
                 }
                 self.last_sweep = summary;
             }
-            SubnetEvent::SweepDone { .. } => {
+            SubnetEvent::SweepDone { report, .. } => {
                 self.cfg.metrics.sweep_started(SweepKind::Light);
+                if !self.subnet_light_replies.is_empty() {
+                    let summary = format!(
+                        "master light sweep: {} SMPs, {}",
+                        report.smps,
+                        if report.changed {
+                            "a change seen: heavy sweep follows"
+                        } else {
+                            "no change"
+                        }
+                    );
+                    for r in self.subnet_light_replies.drain(..) {
+                        let _ = r.send(summary.clone());
+                    }
+                    self.last_sweep = summary;
+                }
             }
             SubnetEvent::TopologyChanged {
                 added,
@@ -1431,6 +1519,40 @@ impl Runtime {
                 tracing::trace!(attr = ?smp.attr_id, "configurator passed a request on");
             }
         }
+    }
+
+    /// When the MASTER's next periodic heavy sweep is due (never with interval 0).
+    fn schedule_master_heavy(&mut self, now: Duration) {
+        let every = self.cfg.master_heavy_sweep_interval;
+        self.next_heavy = if every.is_zero() {
+            Duration::MAX
+        } else {
+            now.saturating_add(every)
+        };
+    }
+
+    /// The last standby discovery if a new MASTER may configure from it: finished
+    /// within [`FRESH_DISCOVERY_MAX_AGE`], and nothing that may have changed the fabric
+    /// (a trap, a heavy sweep request, another SM in MASTER) since it started. Without
+    /// the last condition a failover would start from what the old master was still
+    /// changing, and programming skips ports that *read* as wanted. Taken once.
+    fn take_fresh_discovery(&mut self, now: Duration) -> Option<DiscoveryResult> {
+        let (done, changes, result) = self.last_discovery.take()?;
+        let age = now.saturating_sub(done);
+        if changes != self.fabric_changes || age > FRESH_DISCOVERY_MAX_AGE {
+            tracing::debug!(
+                ?age,
+                changed = changes != self.fabric_changes,
+                "standby discovery not reused"
+            );
+            return None;
+        }
+        tracing::info!(
+            age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+            nodes = result.topology.len(),
+            "master: configuring from the discovery made while DISCOVERING"
+        );
+        Some(result)
     }
 
     /// Record how long the current sweep phase took and start the next one's clock.

@@ -41,9 +41,11 @@
 //!
 //! MASTER: the instance runs `ibsm_core::subnet::SubnetManager` (LIDs, min-hop or
 //! up/down LFTs, PortInfo, P_Keys, SLtoVL/VLArb, Init -> Armed -> Active,
-//! ClientReregister), logs `subnet up in X s: ...` after its first heavy sweep, light
-//! sweeps every `--sweep-interval-s`, reacts to traps, and stops when the election
-//! leaves MASTER. Options: `--lmc`, `--routing`, `--root-guid`, `--partition`,
+//! ClientReregister), logs `subnet up in X s: ...` after its first heavy sweep (at
+//! start-up it configures from the discovery it made while DISCOVERING, so the fabric
+//! is walked once), light sweeps every `--sweep-interval-s` (and on `ibsmctl sweep`),
+//! a heavy sweep every `--heavy-sweep-interval-s` (default 60, 0: only on change),
+//! reacts to traps, and stops when the election leaves MASTER. Options: `--lmc`, `--routing`, `--root-guid`, `--partition`,
 //! `--smp-window` ([`subnet_opts`]). How the configurator, the election and the
 //! runtime's own agent share the device (disjoint TID ranges) is in [`instance`].
 //!

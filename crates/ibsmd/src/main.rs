@@ -79,6 +79,9 @@ struct Cli {
     /// Master: seconds between light sweeps [default: 2].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     sweep_interval_s: Option<u64>,
+    /// Master: seconds between periodic heavy sweeps, 0 = only on change (traps, a light sweep that sees one) [default: 60].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    heavy_sweep_interval_s: Option<u64>,
     /// Master: partition NAME=PKEY:GUID[:full|limited],... (repeatable).
     #[arg(long, value_name = "SPEC")]
     partition: Vec<String>,
@@ -139,6 +142,7 @@ struct DaemonSettings {
     peers: Vec<ibsm_replica::PeerArg>,
     security: SecurityOptions,
     subnet: ibsm_core::subnet::SubnetConfig,
+    master_heavy_sweep_interval: Duration,
 }
 
 fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
@@ -171,8 +175,16 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
     }
     .to_config()
     .map_err(|e| e.to_string())?;
+    let master_heavy_sweep_interval = cli
+        .heavy_sweep_interval_s
+        .or(file.heavy_sweep_interval_s)
+        .map_or(
+            ibsmd::instance::DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL,
+            Duration::from_secs,
+        );
     Ok(DaemonSettings {
         subnet,
+        master_heavy_sweep_interval,
         fabric,
         priority,
         sm_key: cli.sm_key.or(file.sm_key).unwrap_or(1),
@@ -356,6 +368,7 @@ async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<(
     cfg.poll_interval = Duration::from_millis(cli.poll_interval_ms);
     cfg.poll_retries = cli.poll_retries;
     cfg.subnet = cli.subnet;
+    cfg.master_heavy_sweep_interval = cli.master_heavy_sweep_interval;
     cfg.replication = repl.clone();
     let metrics = Arc::clone(&cfg.metrics);
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;

@@ -47,6 +47,11 @@
 //!
 //! SubnGet(SwitchInfo) of every switch (PortStateChange), PortInfo of the SM's
 //! own port and of the known SM ports. Anything changed or unanswered -> heavy sweep.
+//! Also on demand: [`SubnetManager::start_light_sweep`].
+//!
+//! A new master that already holds a fresh discovery of the fabric (the daemon's
+//! own, from while it was DISCOVERING) hands it to
+//! [`SubnetManager::become_master_with_discovery`], so start-up discovers once.
 //!
 //! # Traps
 //!
@@ -154,6 +159,9 @@ pub struct SweepReport {
     pub failures: u64,
     /// Nodes that stopped answering during programming.
     pub dead_nodes: usize,
+    /// Light sweeps: something read differently or went unanswered (a heavy sweep
+    /// follows).
+    pub changed: bool,
     /// Far ends discovery could not reach.
     pub unreachable: usize,
     /// Other SM ports (PortInfo.CapabilityMask.IsSM), for `Election::handle_sweep`.
@@ -489,6 +497,41 @@ impl SubnetManager {
         self.pump(now);
     }
 
+    /// [`SubnetManager::become_master`] whose first heavy sweep starts from
+    /// `discovery` instead of walking the fabric again: LIDs, routing, programming and
+    /// activation run on it at once (its discovery phase time is 0).
+    ///
+    /// Why: a daemon discovers the fabric while DISCOVERING (to find the other SMs),
+    /// and at start-up it wins the election moments later; a second discovery of the
+    /// same fabric would only double the time to "subnet up". The caller must only
+    /// hand over a discovery that is *fresh*: run from this SM's own port with the
+    /// same [`SubnetConfig::discovery`], finished moments ago, with no trap and no
+    /// other master since it started. Programming skips what a port already reads as
+    /// wanted, so a stale PortInfo (changed by another SM after the read) would leave
+    /// that port unconfigured until a heavy sweep reads it again. Falls back to
+    /// [`SubnetManager::become_master`] if a sweep is in progress.
+    pub fn become_master_with_discovery(&mut self, now: Duration, discovery: DiscoveryResult) {
+        if !matches!(self.stage, Stage::Idle) {
+            self.become_master(now);
+            return;
+        }
+        self.active = true;
+        self.new_master = true;
+        self.subnet_up_sent = false;
+        self.programmed = Programmed::default();
+        self.heavy_requested = None;
+        self.start_heavy(now, SweepReason::BecameMaster);
+        tracing::info!(
+            nodes = discovery.topology.len(),
+            "heavy sweep starts from the discovery handed over (no second discovery)"
+        );
+        self.marks[1] = now;
+        let sweep = self.after_discovery(discovery);
+        self.wake_now = Some(now);
+        self.stage = Stage::LidsDone(sweep);
+        self.pump(now);
+    }
+
     /// No longer master: drop the sweep in progress; nothing more is sent.
     pub fn stop(&mut self) {
         self.active = false;
@@ -507,6 +550,21 @@ impl SubnetManager {
             self.active = true;
         }
         self.request_heavy(SweepReason::Requested);
+        self.pump(now);
+    }
+
+    /// Run a light sweep now (SwitchInfo of every switch, PortInfo of our port and of
+    /// the known SM ports) instead of waiting for [`SubnetConfig::sweep_interval`]. A
+    /// sweep in progress (or a heavy one already requested) stands for it. A change it
+    /// sees requests a heavy sweep, as a periodic light sweep does; before the first
+    /// heavy sweep there is nothing to compare with, so a heavy sweep runs.
+    pub fn start_light_sweep(&mut self, now: Duration) {
+        if !self.active {
+            return;
+        }
+        if matches!(self.stage, Stage::Idle) && self.heavy_requested.is_none() {
+            self.start_light(now);
+        }
         self.pump(now);
     }
 
@@ -991,6 +1049,7 @@ impl SubnetManager {
                 self.metrics.light_sweeps += 1;
                 let report = SweepReport {
                     smps: self.tx.counters().sent - self.light_smps_start,
+                    changed,
                     ..SweepReport::default()
                 };
                 self.events.push_back(SubnetEvent::SweepDone {

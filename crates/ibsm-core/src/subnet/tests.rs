@@ -38,6 +38,8 @@ fn cfg() -> SubnetConfig {
 struct Wire {
     lft_sets: u64,
     rereg_sets: u64,
+    /// SubnGet(NodeInfo) sent: discovery walks.
+    node_info_gets: u64,
     represses: Vec<(Option<u16>, Smp)>,
 }
 
@@ -111,6 +113,9 @@ impl Lab {
                     if smp.method == Method::TRAP_REPRESS {
                         self.wire.represses.push((o.dlid, smp));
                     }
+                    if smp.method == Method::GET && smp.attr_id == AttributeId::NODE_INFO {
+                        self.wire.node_info_gets += 1;
+                    }
                 }
                 let r = match o.dlid {
                     None => self.sim.send(self.now, self.sm_client, &o.mad),
@@ -173,6 +178,40 @@ impl Lab {
             _ => unreachable!(),
         };
         (evs, report)
+    }
+
+    /// A directed-route discovery of the fabric as it is now, through the reader
+    /// client on the SM's port (what a daemon holds from while it was DISCOVERING).
+    fn discover(&mut self) -> crate::discovery::DiscoveryResult {
+        let mut d = crate::discovery::Discovery::new(crate::discovery::DiscoveryConfig::default());
+        let mut pending = HashMap::new();
+        loop {
+            while let Some(token) = d.poll_request() {
+                self.tid += 1;
+                let mut smp = token.to_smp().expect("route");
+                smp.tid = 0xDD00_0000_0000 | self.tid;
+                self.sim
+                    .send(self.now, self.reader, &smp.encode())
+                    .expect("well-formed");
+                pending.insert(smp.tid, token);
+            }
+            if d.is_done() {
+                return d.into_result();
+            }
+            let t = self.sim.poll_timeout().expect("answers pending");
+            self.now = self.now.max(t);
+            while let Some((c, mad)) = self.sim.poll_delivery(self.now) {
+                let Ok(r) = Smp::decode(&mad) else { continue };
+                if c != self.reader {
+                    continue;
+                }
+                match pending.remove(&r.tid) {
+                    Some(token) if r.status == 0 => d.handle_response(token, &r),
+                    Some(token) => d.handle_failure(token, "error status"),
+                    None => {}
+                }
+            }
+        }
     }
 
     /// SubnGet by directed route through the reader client (None: no answer or error status).
@@ -540,6 +579,93 @@ fn link_down_is_found_by_light_sweep_and_rerouted() {
             .count(),
         0
     );
+}
+
+#[test]
+fn a_handed_over_discovery_brings_the_subnet_up_without_a_second_walk() {
+    let topo = gen::fat_tree_3level(4).unwrap();
+    let mut lab = Lab::new(topo.clone(), cfg());
+    let discovery = lab.discover();
+    assert_eq!(discovery.topology.len(), topo.len());
+    lab.sm.become_master_with_discovery(lab.now, discovery);
+    let evs = lab.run_until(|e| matches!(e, SubnetEvent::SweepDone { .. }));
+    let (phases, report) = evs
+        .iter()
+        .find_map(|e| match e {
+            SubnetEvent::SubnetUp { phases, report } => Some((*phases, report.clone())),
+            _ => None,
+        })
+        .expect("SubnetUp");
+    assert_eq!(lab.wire.node_info_gets, 0, "the fabric was walked again");
+    assert_eq!(phases.discovery, Duration::ZERO);
+    assert_eq!(report.nodes, topo.len());
+    assert_eq!(report.failures, 0);
+    // Still a new master's sweep: every CA port re-registers.
+    assert_eq!(lab.wire.rereg_sets, 16);
+    let rb = read_back(&mut lab, 0, &HashSet::new(), &HashSet::new());
+    check_walks(&topo, &rb, &HashSet::new());
+    // Later heavy sweeps discover as usual.
+    lab.sm.start_heavy_sweep(lab.now);
+    lab.heavy();
+    assert!(lab.wire.node_info_gets >= topo.len() as u64);
+}
+
+#[test]
+fn on_demand_light_sweep_reads_switches_not_the_fabric_and_sees_a_pulled_cable() {
+    let topo = gen::fat_tree_3level(4).unwrap();
+    let switches = topo.iter().filter(|(_, n)| n.is_switch()).count() as u64;
+    let mut lab = Lab::new(topo.clone(), cfg());
+    lab.bring_up();
+    let light_done = |e: &SubnetEvent| matches!(e, SubnetEvent::SweepDone { .. });
+    // Activation itself flips PortStateChange on the switches: the first light sweep
+    // after bring-up may see that and sweep heavy once; settle before measuring.
+    lab.sm.start_light_sweep(lab.now);
+    if let Some(SubnetEvent::SweepDone {
+        report: SweepReport { changed: true, .. },
+        ..
+    }) = lab.run_until(light_done).last()
+    {
+        lab.heavy();
+    }
+    let walks = lab.wire.node_info_gets;
+    lab.sm.start_light_sweep(lab.now);
+    let evs = lab.run_until(light_done);
+    match evs.last() {
+        Some(SubnetEvent::SweepDone {
+            kind: SweepKind::Light,
+            report,
+            ..
+        }) => {
+            assert!(!report.changed, "{report:?}");
+            assert!(
+                (switches..topo.len() as u64).contains(&report.smps),
+                "{report:?}"
+            );
+        }
+        other => panic!("expected a light sweep first, got {other:?}"),
+    }
+    assert_eq!(
+        lab.wire.node_info_gets, walks,
+        "a light sweep walked the fabric"
+    );
+    // A pulled cable: the on-demand light sweep sees it, a heavy sweep follows.
+    let edge = topo.find_by_name("edge-3-0").unwrap();
+    lab.sim.link_down(edge, 3).unwrap();
+    lab.sm.start_light_sweep(lab.now);
+    let evs = lab.run_until(light_done);
+    assert!(
+        matches!(
+            evs.last(),
+            Some(SubnetEvent::SweepDone {
+                kind: SweepKind::Light,
+                report: SweepReport { changed: true, .. },
+                ..
+            })
+        ),
+        "{evs:?}"
+    );
+    lab.heavy();
+    assert!(lab.wire.node_info_gets > walks);
 }
 
 #[test]
