@@ -41,6 +41,11 @@ struct Pending {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Round {
     queried: BTreeSet<u64>,
+    /// The master we just declared lost after missed polls: it has already failed
+    /// `poll_retries` polls in a row, so this round asks it once more without retries
+    /// instead of spending `query_retries` more timeouts on it (that alone would add
+    /// `query_timeout x query_retries` to every failover).
+    lost: Option<u64>,
     answered: usize,
     best_master: Option<(SmInfo, SmRoute)>,
     best_higher: Option<(SmInfo, SmRoute)>,
@@ -572,6 +577,18 @@ impl Election {
     }
 
     fn query(&mut self, now: Duration, dest: SmRoute, expect: Option<u64>, purpose: Purpose) {
+        let retries = self.cfg.query_retries;
+        self.query_with_retries(now, dest, expect, purpose, retries);
+    }
+
+    fn query_with_retries(
+        &mut self,
+        now: Duration,
+        dest: SmRoute,
+        expect: Option<u64>,
+        purpose: Purpose,
+        retries: u32,
+    ) {
         let tid = self.alloc_tid();
         let msg = SmInfoMsg::Get {
             tid,
@@ -591,7 +608,7 @@ impl Election {
                 purpose,
                 deadline: now + self.cfg.query_timeout,
                 timeout: self.cfg.query_timeout,
-                retries_left: self.cfg.query_retries,
+                retries_left: retries,
             },
         );
     }
@@ -660,10 +677,23 @@ impl Election {
     }
 
     fn enter_discovering(&mut self, now: Duration, reason: TransitionReason) {
+        self.enter_discovering_after(now, reason, None);
+    }
+
+    /// DISCOVERING; `lost` is a master that just stopped answering our polls.
+    fn enter_discovering_after(
+        &mut self,
+        now: Duration,
+        reason: TransitionReason,
+        lost: Option<u64>,
+    ) {
         self.clear_activity();
         self.drop_elevation();
         self.set_state(SmState::Discovering, reason);
-        self.round = Some(Round::default());
+        self.round = Some(Round {
+            lost,
+            ..Round::default()
+        });
         self.query_round(now);
         self.maybe_finish_round(now);
     }
@@ -732,6 +762,7 @@ impl Election {
         let Some(round) = self.round.as_ref() else {
             return;
         };
+        let lost = round.lost;
         let todo: Vec<SmPort> = self
             .known
             .values()
@@ -742,7 +773,12 @@ impl Election {
             if let Some(r) = self.round.as_mut() {
                 r.queried.insert(p.guid);
             }
-            self.query(now, p.route, Some(p.guid), Purpose::Discover);
+            let retries = if lost == Some(p.guid) {
+                0
+            } else {
+                self.cfg.query_retries
+            };
+            self.query_with_retries(now, p.route, Some(p.guid), Purpose::Discover, retries);
         }
     }
 
@@ -1076,7 +1112,11 @@ impl Election {
         }
         if f.missed >= retries {
             let (master, missed) = (f.master, f.missed);
-            self.enter_discovering(now, TransitionReason::MissedPolls { master, missed });
+            self.enter_discovering_after(
+                now,
+                TransitionReason::MissedPolls { master, missed },
+                Some(master),
+            );
             return;
         }
         let dest = f.route.clone();

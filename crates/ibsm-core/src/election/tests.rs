@@ -534,6 +534,36 @@ fn missed_polls_fail_over_after_retries() {
 }
 
 #[test]
+fn a_master_lost_to_missed_polls_is_asked_once_more_without_retries() {
+    // The failover budget: after poll_retries missed polls the lost master gets one last
+    // query (no retries), so we are MASTER one query_timeout after DISCOVERING, not
+    // query_timeout x (1 + query_retries).
+    let mut e = standby(cfg(1), 5);
+    let c = e.config().clone();
+    assert!(c.query_retries > 0, "the test needs retries to skip");
+    let mut now = ms(1);
+    let mut queries_to_lost = 0;
+    while e.state() == SmState::Standby {
+        now = e.poll_timeout().expect("standby has a timer");
+        e.handle_timeout(now);
+        let sent = gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID)).len();
+        if e.state() == SmState::Discovering {
+            queries_to_lost += sent; // the round's query left with the transition
+        }
+    }
+    let discovering_at = now;
+    while e.state() == SmState::Discovering {
+        queries_to_lost += gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID)).len();
+        now = e.poll_timeout().expect("discovering waits for its query");
+        e.handle_timeout(now);
+        assert!(now < ms(5000));
+    }
+    assert_eq!(e.state(), SmState::Master);
+    assert_eq!(queries_to_lost, 1, "one query, no retries, to the lost master");
+    assert!(now <= discovering_at + c.query_timeout, "{now:?} vs {discovering_at:?}");
+}
+
+#[test]
 fn answered_polls_keep_standby() {
     let mut e = standby(cfg(1), 5);
     let mut act = 1;
