@@ -86,8 +86,10 @@ pub trait MadDevice {
     /// go through [`MadDevice::send_lid`].
     fn send(&mut self, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError>;
 
-    /// Send a LID-routed MAD to `dlid`. The default sends it like a
-    /// directed-route one, which is what the embedded simulator needs.
+    /// Send a LID-routed MAD to `dlid` (the LRH DLID; for an answer, the request's
+    /// [`ReceivedMad::slid`]). The default ignores `dlid` and uses
+    /// [`MadDevice::send`], for devices that cannot address a LID; both devices here
+    /// override it.
     fn send_lid(&mut self, dlid: u16, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
         let _ = dlid;
         self.send(mad)
