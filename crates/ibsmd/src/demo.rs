@@ -187,6 +187,8 @@ pub struct DemoShared {
     members: Mutex<Vec<Member>>,
     /// Serialises drills so a kill and a restart of one member never overlap.
     drills: tokio::sync::Mutex<()>,
+    /// The SMInfo observer on a spare CA port (`None`: the fabric has none).
+    poller: Mutex<Option<crate::demo_poller::SmInfoPoller>>,
 }
 
 /// What the Demo gRPC service holds: a weak reference, so servers do not keep the
@@ -220,6 +222,42 @@ impl DemoHandle {
     /// See [`Demo::restart`].
     pub async fn restart(&self, name: &str) -> Result<MemberInfo, DemoError> {
         self.get()?.restart(name).await
+    }
+
+    /// What the fabric-side SMInfo poller saw after `after_seq`.
+    pub fn poll_sm_info(&self, after_seq: u64) -> Result<crate::demo_poller::PollView, DemoError> {
+        let shared = self.get()?;
+        let p = shared.poller.lock().unwrap_or_else(|p| p.into_inner());
+        p.as_ref().map(|p| p.since(after_seq)).ok_or_else(|| {
+            DemoError::FailedPrecondition(
+                "the demo fabric has no spare CA port for the SMInfo poller (it needs 4 CA ports)"
+                    .into(),
+            )
+        })
+    }
+
+    /// Take the cable of member `name`'s CA port down (`up = false`) or up again.
+    pub fn set_link(&self, name: &str, up: bool) -> Result<MemberInfo, DemoError> {
+        let shared = self.get()?;
+        let i = shared.find(&Selector::Name(name.to_string()))?;
+        let members = shared.members.lock().unwrap_or_else(|p| p.into_inner());
+        let m = members
+            .get(i)
+            .ok_or_else(|| DemoError::NotFound("member vanished".into()))?;
+        let (node, port) = (m.node, m.port);
+        shared
+            .sim
+            .with_sim(|s| {
+                if up {
+                    s.link_up(node, port)
+                } else {
+                    s.link_down(node, port)
+                }
+            })
+            .map_err(|e| DemoError::Unavailable(format!("simulator: {e}")))?
+            .map_err(|e| DemoError::FailedPrecondition(format!("link of {name}: {e}")))?;
+        tracing::warn!(sm = %name, up, "demo drill: cable of the instance's port set");
+        Ok(m.info())
     }
 }
 
@@ -357,6 +395,15 @@ impl Demo {
             anyhow::anyhow!("the demo needs an embedded fabric (sim:NETFILE or gen:...), not umad")
         })?;
         let hosts = pick_ca_ports(&topology, DEMO_PRIORITIES.len());
+        // The SMInfo poller sits on a CA port no instance uses.
+        let spare = pick_ca_ports(&topology, usize::MAX)
+            .into_iter()
+            .find(|(n, p, _)| !hosts.iter().any(|(hn, hp, _)| hn == n && hp == p));
+        let poll_targets: Vec<(String, NodeIdx, u8)> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, (n, p, _))| (format!("sm{}", i + 1), *n, *p))
+            .collect();
         if hosts.len() < DEMO_PRIORITIES.len() {
             anyhow::bail!(
                 "the fabric has {} CA ports with a cable; the demo needs {}",
@@ -369,6 +416,7 @@ impl Demo {
             sim: sim.clone(),
             members: Mutex::new(Vec::new()),
             drills: tokio::sync::Mutex::new(()),
+            poller: Mutex::new(None),
         });
         let handle = DemoHandle(Arc::downgrade(&shared));
         // The endpoints are bound first: the replicas (one three-node Raft cluster on
@@ -474,6 +522,14 @@ impl Demo {
                 Err(p) => p.into_inner().push(member),
             }
         }
+        if let Some((n, p, _)) = spare {
+            match crate::demo_poller::SmInfoPoller::start(&sim, &topology, (n, p), &poll_targets) {
+                Ok(poller) => {
+                    *shared.poller.lock().unwrap_or_else(|p| p.into_inner()) = Some(poller);
+                }
+                Err(e) => tracing::warn!(%e, "demo: no SMInfo poller"),
+            }
+        }
         Ok(demo)
     }
 
@@ -519,6 +575,13 @@ impl Demo {
                 })
                 .unzip()
         };
+        let poller = self
+            .shared
+            .poller
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        drop(poller);
         for inst in insts.into_iter().flatten() {
             let _ = tokio::task::spawn_blocking(move || inst.shutdown()).await;
         }

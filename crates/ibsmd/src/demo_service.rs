@@ -128,4 +128,56 @@ impl DemoRpc for DemoService {
         let m = demo.restart(&name).await.map_err(status_of)?;
         Ok(Response::new(pb_instance(&m)))
     }
+
+    async fn poll_sm_info(
+        &self,
+        req: Request<pb::PollSmInfoRequest>,
+    ) -> Result<Response<pb::PollSmInfoResponse>, Status> {
+        let view = self
+            .demo()?
+            .poll_sm_info(req.into_inner().after_seq)
+            .map_err(status_of)?;
+        let now_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        Ok(Response::new(pb::PollSmInfoResponse {
+            samples: view
+                .samples
+                .into_iter()
+                .map(|s| pb::SmInfoSample {
+                    seq: s.seq,
+                    at_unix_ms: s.at_unix_ms,
+                    name: s.name,
+                    guid: s.guid,
+                    answered: s.state.is_some(),
+                    state: match s.state {
+                        Some(ibsm_mad::SmState::Discovering) => pb::SmState::Discovering,
+                        Some(ibsm_mad::SmState::Standby) => pb::SmState::Standby,
+                        Some(ibsm_mad::SmState::Master) => pb::SmState::Master,
+                        Some(ibsm_mad::SmState::NotActive) | None => pb::SmState::Notactive,
+                    } as i32,
+                })
+                .collect(),
+            next_seq: view.next_seq,
+            now_unix_ms,
+            interval_ms: u32::try_from(crate::demo_poller::INTERVAL.as_millis()).unwrap_or(10),
+            rounds: view.rounds,
+        }))
+    }
+
+    async fn set_link_state(
+        &self,
+        req: Request<pb::SetLinkStateRequest>,
+    ) -> Result<Response<pb::DemoInstance>, Status> {
+        let demo = self.demo()?;
+        let req = req.into_inner();
+        if req.name.is_empty() {
+            return Err(Status::invalid_argument(
+                "name is required (sm1, sm2, ...; ListInstances shows them)",
+            ));
+        }
+        let m = demo.set_link(&req.name, req.up).map_err(status_of)?;
+        Ok(Response::new(pb_instance(&m)))
+    }
 }

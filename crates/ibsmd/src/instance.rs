@@ -325,6 +325,9 @@ pub struct Snapshot {
     pub sm_key_rejections: u64,
     /// The thread is running.
     pub running: bool,
+    /// What this SM configured as MASTER at its last heavy sweep (`None` before its
+    /// first one); kept after it steps down, so it may be stale then.
+    pub fabric: Option<Arc<crate::fabric_view::FabricView>>,
 }
 
 impl Snapshot {
@@ -342,6 +345,7 @@ impl Snapshot {
             last_sweep: String::new(),
             sm_key_rejections: 0,
             running: true,
+            fabric: None,
         }
     }
 }
@@ -1445,6 +1449,14 @@ impl Runtime {
                 self.unreachable = report.unreachable;
                 if let Some(r) = &self.cfg.replication {
                     r.publish(crate::replication::record_of(&self.subnet));
+                }
+                let view = crate::fabric_view::FabricView::of(
+                    &self.subnet,
+                    &self.cfg.subnet.partitions,
+                    record("sweep", String::new(), None, None).at_unix_ms,
+                );
+                if let (Some(v), Ok(mut st)) = (view, self.status.write()) {
+                    st.fabric = Some(Arc::new(v));
                 }
                 self.sm_ports_found(now, &report.sm_ports);
                 self.schedule_master_heavy(now);

@@ -492,6 +492,16 @@ pub async fn serve_listener(
             reflection,
             icpt.clone(),
         ))
+        .add_service(
+            ibsm_proto::v1::fabric_server::FabricServer::with_interceptor(
+                crate::fabric_service::FabricService::new(
+                    Arc::clone(&slot),
+                    name,
+                    opts.replication.clone(),
+                ),
+                icpt.clone(),
+            ),
+        )
         .add_service(ControlServer::with_interceptor(
             ControlService::with_slot(slot, name).with_replication(opts.replication.clone()),
             icpt.clone(),

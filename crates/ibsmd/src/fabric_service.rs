@@ -1,0 +1,571 @@
+//! `ibsm.v1.Fabric`: topology, LIDs, routes and partitions as the MASTER configured
+//! them (see [`crate::fabric_view`] for why answers come from a published snapshot).
+//!
+//! Where an answer comes from, in order: this SM's own view while it is MASTER
+//! (`source = "master"`); otherwise its replica, which carries the replicated
+//! guid2lid and cabling but no LFTs (`"replica"`); otherwise `FAILED_PRECONDITION`
+//! naming the master to ask. Routes need the LFTs, so only a MASTER (or a former
+//! master with its last view, `"last-view"`) answers `GetRoute`.
+//!
+//! Partitions: `SetPartition` validates everything it can (P_Key 15 bits, not 0 nor
+//! the default 0x7fff, known full/limited members, no duplicate GUID) and records the
+//! partition in the replicated configuration (`partition/<pkey>`). Applying it to the
+//! ports needs a runtime partition change in `ibsm_core::subnet::SubnetManager`, which
+//! does not exist yet; the answer says so rather than pretending.
+
+use std::sync::Arc;
+
+use ibsm_core::election::SmState;
+use ibsm_proto::v1 as pb;
+use ibsm_proto::v1::fabric_server::Fabric;
+use tonic::{Request, Response, Status};
+
+use crate::fabric_view::{FabricView, RouteError};
+use crate::instance::Snapshot;
+use crate::replication::Replication;
+use crate::server::InstanceSlot;
+
+/// Config key prefix of replicated partitions.
+pub const PARTITION_KEY: &str = "partition/";
+
+/// The Fabric service of one endpoint.
+#[derive(Debug, Clone)]
+pub struct FabricService {
+    slot: InstanceSlot,
+    name: String,
+    repl: Option<Arc<Replication>>,
+}
+
+/// What a request is answered from.
+enum Source {
+    Master(Arc<FabricView>),
+    LastView(Arc<FabricView>),
+    Replica(ibsm_replica::FabricState),
+}
+
+impl FabricService {
+    /// Serve the instance in `slot` (`name` for errors), with its replica if any.
+    pub fn new(slot: InstanceSlot, name: &str, repl: Option<Arc<Replication>>) -> FabricService {
+        FabricService {
+            slot,
+            name: name.to_string(),
+            repl,
+        }
+    }
+
+    fn snapshot(&self) -> Result<Snapshot, Status> {
+        let inst = match self.slot.read() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        inst.map(|i| i.status()).ok_or_else(|| {
+            Status::unavailable(format!(
+                "SM instance {} is not running (stopped by a demo drill; RestartInstance starts it again)",
+                self.name
+            ))
+        })
+    }
+
+    fn no_view(s: &Snapshot, what: &str) -> Status {
+        Status::failed_precondition(format!(
+            "this SM is {:?}, has no replica and never configured the fabric, so it cannot tell {what}: ask the master (GUID {:#018x}, LID {})",
+            s.state, s.master_guid, s.master_lid
+        ))
+    }
+
+    /// Master view, else replica, else the last view of a former master.
+    fn source(&self, what: &str, need_lfts: bool) -> Result<Source, Status> {
+        let s = self.snapshot()?;
+        match (&s.fabric, s.state) {
+            (Some(v), SmState::Master) => return Ok(Source::Master(Arc::clone(v))),
+            (None, SmState::Master) => {
+                return Err(Status::unavailable(
+                    "this SM is MASTER but its first heavy sweep has not finished yet; retry in a moment",
+                ))
+            }
+            _ => {}
+        }
+        if !need_lfts {
+            if let Some(r) = &self.repl {
+                return Ok(Source::Replica(r.replica().state()));
+            }
+        }
+        match &s.fabric {
+            Some(v) => Ok(Source::LastView(Arc::clone(v))),
+            None if need_lfts => Err(Status::failed_precondition(format!(
+                "this SM is {:?}: {what} needs the LFTs the master programmed, which only the master holds: ask the master (GUID {:#018x}, LID {})",
+                s.state, s.master_guid, s.master_lid
+            ))),
+            None => Err(Self::no_view(&s, what)),
+        }
+    }
+}
+
+fn source_name(s: &Source) -> &'static str {
+    match s {
+        Source::Master(_) => "master",
+        Source::LastView(_) => "last-view",
+        Source::Replica(_) => "replica",
+    }
+}
+
+fn topology_of_view(v: &FabricView) -> Vec<pb::TopoNodeEntry> {
+    let t = &v.topology;
+    t.iter()
+        .map(|(_, n)| {
+            let ports = n
+                .ports
+                .iter()
+                .enumerate()
+                .filter(|(num, p)| {
+                    if n.is_switch() {
+                        *num == 0 || p.remote.is_some()
+                    } else {
+                        *num != 0
+                    }
+                })
+                .map(|(num, p)| {
+                    let remote = p
+                        .remote
+                        .and_then(|(rn, rp)| Some((t.node(rn)?.node_guid, rp)));
+                    pb::TopoPort {
+                        num: u32::try_from(num).unwrap_or(u32::MAX),
+                        port_guid: p.port_guid,
+                        lid: u32::from(p.lid),
+                        lmc: u32::from(p.lmc),
+                        remote_node_guid: remote.map_or(0, |r| r.0),
+                        remote_port: remote.map_or(0, |r| u32::from(r.1)),
+                    }
+                })
+                .collect();
+            pb::TopoNodeEntry {
+                node_guid: n.node_guid,
+                node_type: u32::from(n.node_type.to_iba()),
+                description: n.description.clone(),
+                num_ports: u32::from(n.num_ports()),
+                ports,
+            }
+        })
+        .collect()
+}
+
+fn topology_of_replica(st: &ibsm_replica::FabricState) -> Result<pb::TopologyResponse, Status> {
+    let t = st.topology.as_ref().ok_or_else(|| {
+        Status::failed_precondition(
+            "the replica holds no topology yet (no master has published a heavy sweep)",
+        )
+    })?;
+    let mut nodes: Vec<pb::TopoNodeEntry> = t
+        .nodes
+        .iter()
+        .map(|n| pb::TopoNodeEntry {
+            node_guid: n.node_guid,
+            node_type: u32::from(n.node_type),
+            description: n.description.clone(),
+            num_ports: u32::from(n.num_ports),
+            ports: Vec::new(),
+        })
+        .collect();
+    for l in &t.links {
+        for (a, pa, b, pb_) in [
+            (l.node_guid_a, l.port_a, l.node_guid_b, l.port_b),
+            (l.node_guid_b, l.port_b, l.node_guid_a, l.port_a),
+        ] {
+            if let Some(n) = nodes.iter_mut().find(|n| n.node_guid == a) {
+                n.ports.push(pb::TopoPort {
+                    num: u32::from(pa),
+                    port_guid: 0,
+                    lid: 0,
+                    lmc: 0,
+                    remote_node_guid: b,
+                    remote_port: u32::from(pb_),
+                });
+            }
+        }
+    }
+    for n in &mut nodes {
+        // A switch's port GUID is its node GUID; a CA's is not in the summary.
+        if let Some(r) = st.guid2lid.get(&n.node_guid) {
+            n.ports.insert(
+                0,
+                pb::TopoPort {
+                    num: 0,
+                    port_guid: n.node_guid,
+                    lid: u32::from(r.min_lid),
+                    ..Default::default()
+                },
+            );
+        }
+        n.ports.sort_by_key(|p| p.num);
+    }
+    let count = |ty: u32| {
+        u32::try_from(nodes.iter().filter(|n| n.node_type == ty).count()).unwrap_or(u32::MAX)
+    };
+    Ok(pb::TopologyResponse {
+        source: "replica".into(),
+        taken_unix_ms: 0,
+        switches: count(2),
+        cas: count(1),
+        routers: count(3),
+        links: u32::try_from(t.links.len()).unwrap_or(u32::MAX),
+        nodes,
+    })
+}
+
+/// LMC of a replicated range (its size is 2^LMC).
+fn lmc_of(r: &ibsm_replica::LidRange) -> u32 {
+    let span = u32::from(r.max_lid.saturating_sub(r.min_lid)) + 1;
+    span.trailing_zeros()
+}
+
+fn route_status(e: RouteError) -> Status {
+    match e {
+        RouteError::UnknownLid { .. } => Status::invalid_argument(e.to_string()),
+        _ => Status::failed_precondition(e.to_string()),
+    }
+}
+
+fn partition_entry(p: &ibsm_core::subnet::Partition) -> pb::PartitionEntry {
+    pb::PartitionEntry {
+        name: p.name.clone(),
+        p_key: u32::from(p.pkey),
+        members: p
+            .members
+            .iter()
+            .map(|m| pb::PartitionMemberEntry {
+                port_guid: m.port_guid,
+                full: m.membership == ibsm_core::subnet::Membership::Full,
+            })
+            .collect(),
+    }
+}
+
+/// `name|guid:full,guid:limited` (the replicated form of a partition).
+fn encode_partition(p: &pb::PartitionEntry) -> String {
+    let members: Vec<String> = p
+        .members
+        .iter()
+        .map(|m| {
+            format!(
+                "{:#x}:{}",
+                m.port_guid,
+                if m.full { "full" } else { "limited" }
+            )
+        })
+        .collect();
+    format!("{}|{}", p.name, members.join(","))
+}
+
+fn decode_partition(key: &str, value: &str) -> Option<pb::PartitionEntry> {
+    let pkey = u32::from_str_radix(
+        key.strip_prefix(PARTITION_KEY)?.trim_start_matches("0x"),
+        16,
+    )
+    .ok()?;
+    let (name, members) = value.split_once('|')?;
+    let members = members
+        .split(',')
+        .filter(|m| !m.is_empty())
+        .filter_map(|m| {
+            let (g, kind) = m.split_once(':')?;
+            Some(pb::PartitionMemberEntry {
+                port_guid: u64::from_str_radix(g.trim_start_matches("0x"), 16).ok()?,
+                full: kind == "full",
+            })
+        })
+        .collect();
+    Some(pb::PartitionEntry {
+        name: name.to_string(),
+        p_key: pkey,
+        members,
+    })
+}
+
+/// Check a partition a client asks for; `known` are the port GUIDs of the fabric
+/// (empty: not known, GUIDs are not checked).
+pub fn validate_partition(p: &pb::PartitionEntry, known: &[u64]) -> Result<(), String> {
+    if p.name.trim().is_empty() {
+        return Err("the partition needs a name".into());
+    }
+    if p.name.contains(['|', ',', '\n']) {
+        return Err(format!(
+            "partition name {:?} may not contain '|', ',' or a newline",
+            p.name
+        ));
+    }
+    if p.p_key == 0 {
+        return Err("P_Key 0x0000 is invalid (IBA reserves it: no partition)".into());
+    }
+    if p.p_key > 0x7fff {
+        return Err(format!(
+            "P_Key {:#06x} does not fit in 15 bits: give the base key 0x0001-0x7ffe (bit 15 is the full-membership bit, set per member with :full)",
+            p.p_key
+        ));
+    }
+    if p.p_key == 0x7fff {
+        return Err(
+            "P_Key 0x7fff is the default partition (every port a member); pick 0x0001-0x7ffe"
+                .into(),
+        );
+    }
+    if p.members.is_empty() {
+        return Err("a partition needs at least one member GUID".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for m in &p.members {
+        if m.port_guid == 0 {
+            return Err("port GUID 0 names no port".into());
+        }
+        if !seen.insert(m.port_guid) {
+            return Err(format!("port {:#018x} is listed twice", m.port_guid));
+        }
+        if !known.is_empty() && !known.contains(&m.port_guid) {
+            return Err(format!(
+                "port GUID {:#018x} is not on the fabric (no port with that GUID in the last sweep)",
+                m.port_guid
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[tonic::async_trait]
+impl Fabric for FabricService {
+    async fn get_topology(
+        &self,
+        _req: Request<pb::GetTopologyRequest>,
+    ) -> Result<Response<pb::TopologyResponse>, Status> {
+        let src = self.source("the topology", false)?;
+        let resp = match &src {
+            Source::Master(v) | Source::LastView(v) => {
+                let (switches, cas, routers, links) = v.counts();
+                pb::TopologyResponse {
+                    source: source_name(&src).into(),
+                    taken_unix_ms: v.taken_unix_ms,
+                    switches,
+                    cas,
+                    routers,
+                    links,
+                    nodes: topology_of_view(v),
+                }
+            }
+            Source::Replica(st) => topology_of_replica(st)?,
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn get_lids(
+        &self,
+        _req: Request<pb::GetLidsRequest>,
+    ) -> Result<Response<pb::GetLidsResponse>, Status> {
+        let src = self.source("the LIDs", false)?;
+        let lids = match &src {
+            Source::Master(v) | Source::LastView(v) => v
+                .lids()
+                .into_iter()
+                .map(|l| pb::LidEntry {
+                    port_guid: l.port_guid,
+                    base_lid: u32::from(l.base_lid),
+                    lmc: u32::from(l.lmc),
+                    description: v
+                        .topology
+                        .node(l.node)
+                        .map_or(String::new(), |n| n.description.clone()),
+                })
+                .collect(),
+            Source::Replica(st) => {
+                let mut v: Vec<pb::LidEntry> = st
+                    .guid2lid
+                    .iter()
+                    .map(|(g, r)| pb::LidEntry {
+                        port_guid: *g,
+                        base_lid: u32::from(r.min_lid),
+                        lmc: lmc_of(r),
+                        description: String::new(),
+                    })
+                    .collect();
+                v.sort_by_key(|l| l.base_lid);
+                v
+            }
+        };
+        Ok(Response::new(pb::GetLidsResponse {
+            source: source_name(&src).into(),
+            lids,
+        }))
+    }
+
+    async fn get_route(
+        &self,
+        req: Request<pb::GetRouteRequest>,
+    ) -> Result<Response<pb::RouteResponse>, Status> {
+        let r = req.into_inner();
+        let lid = |v: u32, which: &str| {
+            u16::try_from(v)
+                .ok()
+                .filter(|l| (1..=0xBFFF).contains(l))
+                .ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "{which} LID {v} is not a unicast LID (1-0xBFFF)"
+                    ))
+                })
+        };
+        let (src_lid, dst_lid) = (lid(r.src_lid, "source")?, lid(r.dst_lid, "destination")?);
+        let src = self.source("a route", true)?;
+        let (Source::Master(v) | Source::LastView(v)) = &src else {
+            return Err(Status::internal("route source without LFTs"));
+        };
+        let route = v.route(src_lid, dst_lid).map_err(route_status)?;
+        Ok(Response::new(pb::RouteResponse {
+            source: source_name(&src).into(),
+            src_lid: u32::from(src_lid),
+            dst_lid: u32::from(dst_lid),
+            src_port_guid: route.src_port_guid,
+            dst_port_guid: route.dst_port_guid,
+            hops: route
+                .hops
+                .into_iter()
+                .map(|h| pb::RouteHop {
+                    node_guid: h.node_guid,
+                    description: h.description,
+                    in_port: u32::from(h.in_port),
+                    out_port: u32::from(h.out_port),
+                })
+                .collect(),
+        }))
+    }
+
+    async fn list_partitions(
+        &self,
+        _req: Request<pb::ListPartitionsRequest>,
+    ) -> Result<Response<pb::ListPartitionsResponse>, Status> {
+        Ok(Response::new(self.partitions(String::new())?))
+    }
+
+    async fn set_partition(
+        &self,
+        req: Request<pb::SetPartitionRequest>,
+    ) -> Result<Response<pb::ListPartitionsResponse>, Status> {
+        let p = req
+            .into_inner()
+            .partition
+            .ok_or_else(|| Status::invalid_argument("partition is required"))?;
+        let snap = self.snapshot()?;
+        let known: Vec<u64> = match &snap.fabric {
+            Some(v) => v.lids().iter().map(|l| l.port_guid).collect(),
+            None => self.repl.as_ref().map_or_else(Vec::new, |r| {
+                r.replica()
+                    .with_state(|s| s.guid2lid.keys().copied().collect())
+            }),
+        };
+        validate_partition(&p, &known).map_err(Status::invalid_argument)?;
+        let repl = self.repl.as_ref().ok_or_else(|| {
+            Status::failed_precondition(
+                "this ibsmd runs without replication, and partitions cannot be changed at run time without it: use --partition at start",
+            )
+        })?;
+        let key = format!("{PARTITION_KEY}{:04x}", p.p_key);
+        let receipt = repl
+            .replica()
+            .write(ibsm_replica::Command::Config(
+                ibsm_replica::ConfigChange::Set {
+                    key: key.clone(),
+                    value: encode_partition(&p),
+                },
+            ))
+            .await
+            .map_err(|e| Status::unavailable(format!("the replica did not commit {key}: {e}")))?;
+        let outcome = format!(
+            "partition {:?} P_Key {:#06x} ({} members) committed to the replica at log index {}; not yet programmed into the ports: ibsm-core has no runtime partition change (start with --partition to program it)",
+            p.name,
+            p.p_key,
+            p.members.len(),
+            receipt.log_index
+        );
+        Ok(Response::new(self.partitions(outcome)?))
+    }
+}
+
+impl FabricService {
+    fn partitions(&self, outcome: String) -> Result<pb::ListPartitionsResponse, Status> {
+        let snap = self.snapshot()?;
+        let mut partitions: Vec<pb::PartitionEntry> = snap
+            .fabric
+            .as_ref()
+            .map(|v| v.partitions.iter().map(partition_entry).collect())
+            .unwrap_or_default();
+        let mut source = if snap.fabric.is_some() {
+            "master"
+        } else {
+            "config"
+        };
+        if let Some(r) = &self.repl {
+            let replicated: Vec<pb::PartitionEntry> = r.replica().with_state(|s| {
+                s.config
+                    .iter()
+                    .filter_map(|(k, v)| decode_partition(k, v))
+                    .collect()
+            });
+            for p in replicated {
+                partitions.retain(|q| q.p_key != p.p_key);
+                partitions.push(p);
+                source = "replica";
+            }
+        }
+        partitions.sort_by_key(|p| p.p_key);
+        Ok(pb::ListPartitionsResponse {
+            source: source.into(),
+            partitions,
+            outcome,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(pkey: u32, members: &[(u64, bool)]) -> pb::PartitionEntry {
+        pb::PartitionEntry {
+            name: "storage".into(),
+            p_key: pkey,
+            members: members
+                .iter()
+                .map(|(g, f)| pb::PartitionMemberEntry {
+                    port_guid: *g,
+                    full: *f,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn partitions_are_validated_with_reasons() {
+        let known = [0x11, 0x12];
+        assert!(validate_partition(&part(0x10, &[(0x11, true), (0x12, false)]), &known).is_ok());
+        let why = |p| validate_partition(&p, &known).err().unwrap_or_default();
+        assert!(why(part(0, &[(0x11, true)])).contains("0x0000"));
+        assert!(why(part(0x7fff, &[(0x11, true)])).contains("default partition"));
+        assert!(why(part(0x8001, &[(0x11, true)])).contains("15 bits"));
+        assert!(why(part(0x10, &[])).contains("at least one"));
+        assert!(why(part(0x10, &[(0x99, true)])).contains("not on the fabric"));
+        assert!(why(part(0x10, &[(0x11, true), (0x11, false)])).contains("twice"));
+    }
+
+    #[test]
+    fn replicated_form_round_trips() {
+        let p = part(0x12, &[(0x11, true), (0x12, false)]);
+        let back = decode_partition("partition/0012", &encode_partition(&p));
+        assert_eq!(back, Some(p));
+        assert_eq!(decode_partition("other/1", "x|"), None);
+    }
+
+    #[test]
+    fn lmc_from_a_range() {
+        let r = |a, b| ibsm_replica::LidRange {
+            min_lid: a,
+            max_lid: b,
+        };
+        assert_eq!(lmc_of(&r(4, 4)), 0);
+        assert_eq!(lmc_of(&r(4, 7)), 2);
+    }
+}
