@@ -143,7 +143,10 @@ impl tonic::service::Interceptor for Bearer {
     }
 }
 
-type Client = ControlClient<InterceptedService<Channel, Bearer>>;
+/// A channel with the bearer token on every call (any `ibsm.v1` client wraps it).
+pub type AuthChannel = InterceptedService<Channel, Bearer>;
+
+type Client = ControlClient<AuthChannel>;
 
 /// Read a token file: its content without surrounding whitespace; at least 16
 /// visible ASCII bytes (what ibsmd accepts).
@@ -278,6 +281,11 @@ fn print_status(s: &ibsm_proto::v1::Status, json_out: bool) {
 }
 
 async fn connect(target: &Target) -> Result<Client, CtlError> {
+    Ok(ControlClient::new(channel(target).await?))
+}
+
+/// Connect to `target` (TLS and token as configured).
+pub async fn channel(target: &Target) -> Result<AuthChannel, CtlError> {
     let bearer = Bearer(match &target.auth.token_file {
         Some(p) => Some(read_token(p)?),
         None => None,
@@ -311,7 +319,7 @@ async fn connect(target: &Target) -> Result<Client, CtlError> {
     let connecting = endpoint.connect();
     // The connect timeout covers TCP; this one also covers the HTTP/2 handshake.
     match tokio::time::timeout(target.connect_timeout + Duration::from_secs(1), connecting).await {
-        Ok(Ok(channel)) => Ok(ControlClient::with_interceptor(channel, bearer)),
+        Ok(Ok(channel)) => Ok(InterceptedService::new(channel, bearer)),
         Ok(Err(e)) => Err(CtlError::Connect {
             endpoint: target.endpoint.clone(),
             detail: error_chain(&e),
@@ -324,7 +332,7 @@ async fn connect(target: &Target) -> Result<Client, CtlError> {
 }
 
 /// Await a unary call (or a stream's first response) with the RPC deadline.
-async fn unary<T>(
+pub async fn unary<T>(
     target: &Target,
     rpc: &'static str,
     call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,

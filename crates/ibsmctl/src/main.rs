@@ -29,6 +29,8 @@
 mod args;
 mod control;
 mod discover;
+mod drill;
+mod fabric;
 mod render;
 
 use std::io::Write;
@@ -139,11 +141,89 @@ enum Command {
         #[arg(long, value_name = "N")]
         count: Option<u64>,
     },
+    /// Nodes, switches, CAs and links, and every node with GUID, type, LID(s), ports (master's last sweep, or the replica).
+    Topology,
+    /// Port GUID -> base LID and LMC, as the master assigned them (or the replica).
+    Lids,
+    /// The hops a packet from SRC to DST LID takes through the programmed LFTs.
+    Route {
+        /// Source LID (decimal or 0x-hex).
+        #[arg(value_parser = fabric::parse_lid)]
+        src: u16,
+        /// Destination LID.
+        #[arg(value_parser = fabric::parse_lid)]
+        dst: u16,
+    },
+    /// List partitions, or `set NAME PKEY GUID[:full|limited],...`.
+    Partitions {
+        #[command(subcommand)]
+        action: Option<PartitionCmd>,
+    },
+    /// Replication cluster members: list, `add ID ADDR`, `remove ID`.
+    Members {
+        #[command(subcommand)]
+        action: Option<MemberCmd>,
+    },
+    /// Repeat a failover scenario against `ibsmd demo` and report what the fabric saw
+    /// (exit 5 when an invariant breaks: a LID changed, no new master, two masters).
+    Drill {
+        /// The scenario.
+        #[arg(value_enum)]
+        scenario: drill::Scenario,
+        /// How many times.
+        #[arg(long, default_value_t = 3)]
+        cycles: u32,
+        /// Start `ibsmd demo --base-port 0` for the drill (else --endpoint names any demo member).
+        #[arg(long)]
+        start_demo: bool,
+        /// The ibsmd binary for --start-demo (default: next to ibsmctl, else $PATH).
+        #[arg(long, value_name = "PATH")]
+        ibsmd: Option<PathBuf>,
+        /// Where report.txt, report.json and timeline.svg go.
+        #[arg(long, value_name = "DIR", default_value = "drill-report")]
+        report_dir: PathBuf,
+        /// Dual-master time tolerated in one cycle, in ms, before the drill fails.
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        dual_master_bound_ms: u64,
+    },
     /// Print a shell completion script (e.g. `ibsmctl completions bash > /etc/bash_completion.d/ibsmctl`).
     Completions {
         /// bash, zsh, fish (also elvish, powershell).
         #[arg(value_enum)]
         shell: Shell,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum PartitionCmd {
+    /// Add or replace a partition (validated before it is sent).
+    Set {
+        /// Partition name.
+        name: String,
+        /// Base P_Key, 0x0001-0x7ffe (15 bits; 0x7fff is the default partition).
+        #[arg(value_parser = fabric::parse_pkey)]
+        pkey: u16,
+        /// Members: GUID[:full|limited],... (default full).
+        #[arg(value_parser = fabric::parse_member_list)]
+        members: fabric::MemberList,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum MemberCmd {
+    /// Add an instance (its --node-id and the HOST:PORT of its --grpc).
+    Add {
+        /// Node id (non-zero).
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        id: u64,
+        /// HOST:PORT.
+        addr: String,
+    },
+    /// Remove an instance.
+    Remove {
+        /// Node id.
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        id: u64,
     },
 }
 
@@ -161,6 +241,93 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let json = cli.json;
+    let fabric_req = match &cli.command {
+        Command::Topology => Some(fabric::FabricRequest::Topology),
+        Command::Lids => Some(fabric::FabricRequest::Lids),
+        Command::Route { src, dst } => Some(fabric::FabricRequest::Route {
+            src: *src,
+            dst: *dst,
+        }),
+        Command::Partitions { action: None } => Some(fabric::FabricRequest::Partitions),
+        Command::Partitions {
+            action:
+                Some(PartitionCmd::Set {
+                    name,
+                    pkey,
+                    members,
+                }),
+        } => Some(fabric::FabricRequest::SetPartition(
+            ibsm_proto::v1::PartitionEntry {
+                name: name.clone(),
+                p_key: u32::from(*pkey),
+                members: members.0.clone(),
+            },
+        )),
+        Command::Members { action: None } => Some(fabric::FabricRequest::Members),
+        Command::Members {
+            action: Some(MemberCmd::Add { id, addr }),
+        } => Some(fabric::FabricRequest::AddMember {
+            id: *id,
+            addr: addr.clone(),
+        }),
+        Command::Members {
+            action: Some(MemberCmd::Remove { id }),
+        } => Some(fabric::FabricRequest::RemoveMember { id: *id }),
+        _ => None,
+    };
+    let drill_args = match &cli.command {
+        Command::Drill {
+            scenario,
+            cycles,
+            start_demo,
+            ibsmd,
+            report_dir,
+            dual_master_bound_ms,
+        } => Some(drill::DrillArgs {
+            scenario: *scenario,
+            cycles: *cycles,
+            start_demo: *start_demo,
+            ibsmd: ibsmd.clone(),
+            report_dir: report_dir.clone(),
+            dual_master_bound_ms: *dual_master_bound_ms,
+        }),
+        _ => None,
+    };
+    if fabric_req.is_some() || drill_args.is_some() {
+        let target = match target_of(&cli, json) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("ibsmctl: {e}");
+                return ExitCode::from(e.exit_code());
+            }
+        };
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("ibsmctl: cannot start the async runtime: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let code = match (fabric_req, drill_args) {
+            (Some(req), _) => rt
+                .block_on(fabric::run(&target, req))
+                .map_err(|e| (e.to_string(), e.exit_code())),
+            (None, Some(args)) => rt
+                .block_on(drill::run(&target, &args))
+                .map_err(|e| (e.to_string(), e.exit_code())),
+            (None, None) => Ok(()),
+        };
+        return match code {
+            Ok(()) => ExitCode::SUCCESS,
+            Err((msg, code)) => {
+                eprintln!("ibsmctl: {msg}");
+                ExitCode::from(code)
+            }
+        };
+    }
     let request = match cli.command {
         Command::Discover {
             fabric,
@@ -203,6 +370,12 @@ fn main() -> ExitCode {
         Command::Control { packet, guid } => Request::Control { packet, guid },
         Command::Sweep { heavy } => Request::Sweep { heavy },
         Command::Watch { count } => Request::Watch { count },
+        Command::Topology
+        | Command::Lids
+        | Command::Route { .. }
+        | Command::Partitions { .. }
+        | Command::Members { .. }
+        | Command::Drill { .. } => return ExitCode::from(1),
     };
     let result = args::normalize_endpoint(&cli.endpoint)
         .map_err(|e| CtlError::Usage(e.to_string()))
@@ -235,6 +408,24 @@ fn main() -> ExitCode {
             ExitCode::from(err.exit_code())
         }
     }
+}
+
+/// Endpoint, timeouts and credentials from the global options.
+fn target_of(cli: &Cli, json: bool) -> Result<Target, CtlError> {
+    let endpoint =
+        args::normalize_endpoint(&cli.endpoint).map_err(|e| CtlError::Usage(e.to_string()))?;
+    Ok(Target {
+        endpoint,
+        connect_timeout: Duration::from_millis(cli.connect_timeout_ms.max(1)),
+        rpc_timeout: Duration::from_millis(cli.rpc_timeout_ms.max(1)),
+        json,
+        auth: control::Auth {
+            token_file: cli.token_file.clone(),
+            ca_cert: cli.ca_cert.clone(),
+            client_cert: cli.client_cert.clone().zip(cli.client_key.clone()),
+            tls_domain: cli.tls_domain.clone(),
+        },
+    })
 }
 
 #[cfg(test)]

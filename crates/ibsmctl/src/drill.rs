@@ -1,0 +1,1024 @@
+//! `ibsmctl drill`: repeat a failover scenario against `ibsmd demo` and measure it as
+//! the fabric sees it.
+//!
+//! The judge is the demo's SMInfo poller (`ibsm.v1.Demo/PollSmInfo`): a client on a
+//! spare CA port that reads every SM port's SMInfo by directed route every 10 ms. What
+//! each SM says about itself through its API is not trusted for "no master" or "two
+//! masters": a killed SM has no API and an isolated one may still believe it is MASTER.
+//!
+//! Per cycle: wait until the cluster is stable (one MASTER on the wire, every running
+//! instance answering, the master's own fabric view published), read the LIDs, act
+//! (kill / hand over / pull the master's cable / raise a standby's priority), then
+//! measure: detection (first survivor seen leaving STANDBY), failover (a new MASTER
+//! seen), fabric verified (the new master published a view from a heavy sweep that
+//! started after the action), LIDs (compared with GetLids before), masterless and
+//! dual-master time in the poller's timeline, and the Raft epoch (must rise on a
+//! failover). Then it restores (restart, cable up, priority back) and waits for
+//! stability again, and that part counts too: a restarted higher-priority SM takes the
+//! subnet back through a HANDOVER, which must not show two masters either.
+//!
+//! Invariants (exit code 5 when broken): no LID changed, a new master found in every
+//! cycle, dual-master time within `--dual-master-bound-ms` (default 0: the SMInfo
+//! handover protocol never needs two masters; a 10 ms poller can only see one if both
+//! really answered MASTER in the same round).
+//!
+//! Outputs in `--report-dir`: `report.txt`, `report.json` and `timeline.svg` (one lane
+//! per SM, colored by SMState as the poller saw it; hand-written SVG, no dependency).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ibsm_proto::v1 as pb;
+use ibsm_proto::v1::control_client::ControlClient;
+use ibsm_proto::v1::demo_client::DemoClient;
+use ibsm_proto::v1::fabric_client::FabricClient;
+use serde_json::{json, Value};
+
+use crate::args::fmt_guid;
+use crate::control::{channel, unary, AuthChannel, CtlError, Target};
+
+/// Exit code of a drill whose invariants broke.
+pub const EXIT_INVARIANT: u8 = 5;
+
+/// How long one step (stability, a new master, a verified fabric) may take.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// Abrupt stop of the MASTER (Demo/KillInstance), then restart it.
+    KillMaster,
+    /// Handover RPC from the MASTER to the best standby.
+    PlannedHandover,
+    /// Pull the cable of the MASTER's port (Demo/SetLinkState), then plug it back.
+    MasterPortDown,
+    /// Cut the MASTER's Raft traffic (not supported: no fault switch over RPC).
+    RaftPartition,
+    /// Raise the lowest standby to priority 15, then give it its priority back.
+    PriorityFlap,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::KillMaster => "kill-master",
+            Scenario::PlannedHandover => "planned-handover",
+            Scenario::MasterPortDown => "master-port-down",
+            Scenario::RaftPartition => "raft-partition",
+            Scenario::PriorityFlap => "priority-flap",
+        }
+    }
+}
+
+/// Options of a drill.
+#[derive(Debug, Clone)]
+pub struct DrillArgs {
+    pub scenario: Scenario,
+    pub cycles: u32,
+    pub start_demo: bool,
+    pub ibsmd: Option<PathBuf>,
+    pub report_dir: PathBuf,
+    pub dual_master_bound_ms: u64,
+}
+
+/// Why a drill stopped (exit code per [`DrillError::exit_code`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DrillError {
+    #[error(transparent)]
+    Ctl(#[from] CtlError),
+    #[error("{0}")]
+    Setup(String),
+    #[error("scenario {0} is not supported: {1}")]
+    Unsupported(&'static str, String),
+    #[error("drill invariants broken: {0}")]
+    Invariant(String),
+}
+
+impl DrillError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            DrillError::Ctl(e) => e.exit_code(),
+            DrillError::Setup(_) => 1,
+            DrillError::Unsupported(..) => 2,
+            DrillError::Invariant(_) => EXIT_INVARIANT,
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// One change the poller saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub at: u64,
+    pub seq: u64,
+    pub name: String,
+    /// `None`: no SMInfo answer.
+    pub state: Option<&'static str>,
+}
+
+fn state_of(s: &pb::SmInfoSample) -> Option<&'static str> {
+    if !s.answered {
+        return None;
+    }
+    Some(match pb::SmState::try_from(s.state) {
+        Ok(pb::SmState::Master) => "MASTER",
+        Ok(pb::SmState::Standby) => "STANDBY",
+        Ok(pb::SmState::Discovering) => "DISCOVERING",
+        _ => "NOTACTIVE",
+    })
+}
+
+/// Time with no MASTER, the longest such stretch, and time with two or more MASTERs,
+/// within `[from, to)`, from a change timeline (states hold until the next change).
+pub fn master_gaps(changes: &[Change], from: u64, to: u64) -> (u64, u64, u64) {
+    let mut sorted: Vec<&Change> = changes.iter().collect();
+    sorted.sort_by_key(|c| (c.at, c.seq));
+    let mut state: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+    let (mut none_total, mut none_max, mut run, mut dual) = (0u64, 0u64, 0u64, 0u64);
+    let mut i = 0;
+    while i < sorted.len() {
+        let t = sorted.get(i).map_or(0, |c| c.at);
+        while let Some(c) = sorted.get(i).filter(|c| c.at == t) {
+            state.insert(c.name.as_str(), c.state);
+            i += 1;
+        }
+        let next = sorted.get(i).map_or(to, |c| c.at.min(to));
+        let (a, b) = (t.max(from), next.min(to));
+        if b <= a {
+            continue;
+        }
+        let masters = state.values().filter(|s| **s == Some("MASTER")).count();
+        let d = b - a;
+        if masters == 0 {
+            none_total += d;
+            run += d;
+            none_max = none_max.max(run);
+        } else {
+            run = 0;
+            if masters > 1 {
+                dual += d;
+            }
+        }
+    }
+    (none_total, none_max, dual)
+}
+
+/// One cycle's measurements.
+#[derive(Debug, Clone, Default)]
+pub struct Cycle {
+    pub index: u32,
+    pub old_master: String,
+    pub new_master: Option<String>,
+    pub action_at: u64,
+    pub detection_ms: Option<u64>,
+    pub failover_ms: Option<u64>,
+    pub verified_ms: Option<u64>,
+    pub lid_changes: u64,
+    pub lid_change_detail: Vec<String>,
+    pub masterless_ms: u64,
+    pub masterless_max_ms: u64,
+    pub dual_master_ms: u64,
+    pub epoch_before: u64,
+    pub epoch_after: u64,
+    pub end_at: u64,
+    pub note: String,
+}
+
+impl Cycle {
+    fn json(&self) -> Value {
+        json!({
+            "cycle": self.index,
+            "old_master": self.old_master,
+            "new_master": self.new_master,
+            "new_master_found": self.new_master.is_some(),
+            "action_unix_ms": self.action_at,
+            "detection_ms": self.detection_ms,
+            "failover_ms": self.failover_ms,
+            "verified_ms": self.verified_ms,
+            "lid_changes": self.lid_changes,
+            "lid_change_detail": self.lid_change_detail,
+            "masterless_ms": self.masterless_ms,
+            "masterless_max_ms": self.masterless_max_ms,
+            "dual_master_ms": self.dual_master_ms,
+            "epoch_before": self.epoch_before,
+            "epoch_after": self.epoch_after,
+            "note": self.note,
+        })
+    }
+}
+
+/// {min, median, max} of the values present (nulls when none).
+pub fn stats(values: &[u64]) -> Value {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    match (v.first(), v.last()) {
+        (Some(min), Some(max)) => {
+            let median = v.get(v.len() / 2).copied().unwrap_or(*min);
+            json!({"min": min, "median": median, "max": max, "n": v.len()})
+        }
+        _ => json!({"min": null, "median": null, "max": null, "n": 0}),
+    }
+}
+
+struct Member {
+    name: String,
+    priority: u32,
+    target: Target,
+    control: ControlClient<AuthChannel>,
+    fabric: FabricClient<AuthChannel>,
+}
+
+struct Drill {
+    target: Target,
+    demo: DemoClient<AuthChannel>,
+    members: Vec<Member>,
+    cursor: u64,
+    changes: Vec<Change>,
+    started: u64,
+}
+
+/// Kills the demo it started (also on panic or error).
+struct DemoProcess(Child);
+
+impl Drop for DemoProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn find_ibsmd(given: Option<&Path>) -> PathBuf {
+    if let Some(p) = given {
+        return p.to_path_buf();
+    }
+    if let Some(sib) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("ibsmd")))
+        .filter(|p| p.exists())
+    {
+        return sib;
+    }
+    PathBuf::from("ibsmd")
+}
+
+/// Start `ibsmd demo --base-port 0` and read its endpoints from stdout.
+fn start_demo(ibsmd: &Path, dir: &Path) -> Result<(DemoProcess, Vec<String>), DrillError> {
+    let log = std::fs::File::create(dir.join("ibsmd-demo.log"))
+        .map_err(|e| DrillError::Setup(format!("{}: {e}", dir.join("ibsmd-demo.log").display())))?;
+    let mut child = Command::new(ibsmd)
+        .args(["demo", "--base-port", "0", "--data-dir"])
+        .arg(dir.join("demo-data"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| {
+            DrillError::Setup(format!(
+                "cannot start {} demo: {e} (give --ibsmd PATH)",
+                ibsmd.display()
+            ))
+        })?;
+    let stdout = child.stdout.take();
+    let proc_ = DemoProcess(child);
+    let stdout = stdout.ok_or_else(|| DrillError::Setup("ibsmd demo: no stdout".into()))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut eps = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(at) = line.find("gRPC http://") {
+                if let Some(ep) = line.get(at + 5..) {
+                    eps.push(ep.trim().to_string());
+                }
+            }
+            if line.starts_with("Ctrl-C") {
+                let _ = tx.send(std::mem::take(&mut eps));
+            }
+        }
+        // Keep draining nothing more: the pipe closes when the demo exits.
+    });
+    let eps = rx.recv_timeout(Duration::from_secs(120)).map_err(|_| {
+        DrillError::Setup(format!(
+            "ibsmd demo did not print its endpoints within 120 s; see {}",
+            dir.join("ibsmd-demo.log").display()
+        ))
+    })?;
+    if eps.is_empty() {
+        return Err(DrillError::Setup(
+            "ibsmd demo printed no gRPC endpoint".into(),
+        ));
+    }
+    Ok((proc_, eps))
+}
+
+impl Drill {
+    async fn connect(target: &Target) -> Result<Drill, DrillError> {
+        let ch = channel(target).await?;
+        let mut demo = DemoClient::new(ch);
+        let list = unary(
+            target,
+            "ListInstances",
+            demo.list_instances(pb::ListInstancesRequest {}),
+        )
+        .await?;
+        let mut members = Vec::new();
+        for inst in list.instances {
+            let mut t = target.clone();
+            t.endpoint = if inst.endpoint.contains("://") {
+                inst.endpoint.clone()
+            } else {
+                format!("http://{}", inst.endpoint)
+            };
+            let ch = channel(&t).await?;
+            members.push(Member {
+                name: inst.name.clone(),
+                priority: inst.priority,
+                target: t,
+                control: ControlClient::new(ch.clone()),
+                fabric: FabricClient::new(ch),
+            });
+        }
+        if members.len() < 2 {
+            return Err(DrillError::Setup(format!(
+                "a drill needs at least two SM instances; the demo has {}",
+                members.len()
+            )));
+        }
+        Ok(Drill {
+            target: target.clone(),
+            demo,
+            members,
+            cursor: 0,
+            changes: Vec::new(),
+            started: now_ms(),
+        })
+    }
+
+    async fn poll(&mut self) -> Result<u64, DrillError> {
+        let r = unary(
+            &self.target,
+            "PollSmInfo",
+            self.demo.poll_sm_info(pb::PollSmInfoRequest {
+                after_seq: self.cursor,
+            }),
+        )
+        .await?;
+        for s in &r.samples {
+            self.changes.push(Change {
+                at: s.at_unix_ms,
+                seq: s.seq,
+                name: s.name.clone(),
+                state: state_of(s),
+            });
+        }
+        self.cursor = r.next_seq;
+        Ok(r.now_unix_ms)
+    }
+
+    /// The latest state of each member on the wire.
+    fn wire_states(&self) -> BTreeMap<String, Option<&'static str>> {
+        let mut sorted: Vec<&Change> = self.changes.iter().collect();
+        sorted.sort_by_key(|c| (c.at, c.seq));
+        let mut out = BTreeMap::new();
+        for c in sorted {
+            out.insert(c.name.clone(), c.state);
+        }
+        out
+    }
+
+    fn member(&mut self, name: &str) -> Result<&mut Member, DrillError> {
+        self.members
+            .iter_mut()
+            .find(|m| m.name == name)
+            .ok_or_else(|| DrillError::Setup(format!("no member {name}")))
+    }
+
+    /// One MASTER on the wire, every running instance answering STANDBY or MASTER,
+    /// and the master's own view published; twice in a row 200 ms apart.
+    async fn wait_stable(&mut self) -> Result<String, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        let mut good_once: Option<String> = None;
+        loop {
+            self.poll().await?;
+            let list = unary(
+                &self.target,
+                "ListInstances",
+                self.demo.list_instances(pb::ListInstancesRequest {}),
+            )
+            .await?;
+            let states = self.wire_states();
+            let masters: Vec<&String> = states
+                .iter()
+                .filter(|(_, s)| **s == Some("MASTER"))
+                .map(|(n, _)| n)
+                .collect();
+            let running_ok = list
+                .instances
+                .iter()
+                .filter(|i| i.running)
+                .all(|i| matches!(states.get(&i.name), Some(Some("MASTER" | "STANDBY"))));
+            let mut ok = None;
+            if let ([m], true) = (masters.as_slice(), running_ok) {
+                let m = (*m).clone();
+                let member = self.member(&m)?;
+                let t = member.target.clone();
+                let view = unary(
+                    &t,
+                    "GetTopology",
+                    member.fabric.get_topology(pb::GetTopologyRequest {}),
+                )
+                .await;
+                if view.is_ok_and(|v| v.source == "master") {
+                    ok = Some(m);
+                }
+            }
+            match (ok, &good_once) {
+                (Some(m), Some(prev)) if &m == prev => return Ok(m),
+                (Some(m), _) => good_once = Some(m),
+                (None, _) => good_once = None,
+            }
+            if now_ms() > deadline {
+                return Err(DrillError::Invariant(format!(
+                    "the demo did not settle (one MASTER, every running SM answering) within {STEP_TIMEOUT:?}; wire states {states:?}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn lids(&mut self, name: &str) -> Result<BTreeMap<u64, (u32, u32)>, DrillError> {
+        let m = self.member(name)?;
+        let t = m.target.clone();
+        let r = unary(&t, "GetLids", m.fabric.get_lids(pb::GetLidsRequest {})).await?;
+        Ok(r.lids
+            .iter()
+            .map(|l| (l.port_guid, (l.base_lid, l.lmc)))
+            .collect())
+    }
+
+    async fn epoch(&mut self, name: &str) -> u64 {
+        let Ok(m) = self.member(name) else { return 0 };
+        let t = m.target.clone();
+        unary(
+            &t,
+            "GetStatus",
+            m.control.get_status(pb::GetStatusRequest {}),
+        )
+        .await
+        .map_or(0, |s| s.epoch)
+    }
+
+    /// Wait for a MASTER other than `old` on the wire (or `expect` if given).
+    async fn wait_new_master(
+        &mut self,
+        old: &str,
+        since: u64,
+    ) -> Result<Option<(String, u64)>, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        loop {
+            self.poll().await?;
+            let mut after: Vec<&Change> = self.changes.iter().filter(|c| c.at >= since).collect();
+            after.sort_by_key(|c| (c.at, c.seq));
+            if let Some(c) = after
+                .iter()
+                .find(|c| c.name != old && c.state == Some("MASTER"))
+            {
+                return Ok(Some((c.name.clone(), c.at)));
+            }
+            if now_ms() > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Wait until `name` answers GetTopology from a master view taken after `since`.
+    async fn wait_verified(&mut self, name: &str, since: u64) -> Result<Option<u64>, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        loop {
+            let m = self.member(name)?;
+            let t = m.target.clone();
+            if let Ok(v) = unary(
+                &t,
+                "GetTopology",
+                m.fabric.get_topology(pb::GetTopologyRequest {}),
+            )
+            .await
+            {
+                if v.source == "master" && v.taken_unix_ms >= since {
+                    return Ok(Some(v.taken_unix_ms));
+                }
+            }
+            if now_ms() > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    async fn act(
+        &mut self,
+        scenario: Scenario,
+        master: &str,
+    ) -> Result<(String, Restore), DrillError> {
+        let t = self.target.clone();
+        match scenario {
+            Scenario::KillMaster => {
+                unary(&t, "KillInstance", self.demo.kill_instance(pb::KillInstanceRequest {
+                    name: master.to_string(),
+                    ..Default::default()
+                }))
+                .await?;
+                Ok((format!("killed {master}"), Restore::Restart(master.to_string())))
+            }
+            Scenario::PlannedHandover => {
+                let m = self.member(master)?;
+                let mt = m.target.clone();
+                let r = unary(&mt, "Handover", m.control.handover(pb::HandoverRequest { to_guid: 0 })).await?;
+                Ok((format!("handover to {}: {}", fmt_guid(r.target_guid), r.outcome), Restore::Nothing))
+            }
+            Scenario::MasterPortDown => {
+                unary(&t, "SetLinkState", self.demo.set_link_state(pb::SetLinkStateRequest {
+                    name: master.to_string(),
+                    up: false,
+                }))
+                .await?;
+                Ok((format!("cable of {master} pulled"), Restore::LinkUp(master.to_string())))
+            }
+            Scenario::PriorityFlap => {
+                let lowest = self
+                    .members
+                    .iter()
+                    .filter(|m| m.name != master)
+                    .min_by_key(|m| m.priority)
+                    .map(|m| (m.name.clone(), m.priority))
+                    .ok_or_else(|| DrillError::Setup("no standby to raise".into()))?;
+                let m = self.member(&lowest.0)?;
+                let mt = m.target.clone();
+                unary(&mt, "SetPriority", m.control.set_priority(pb::SetPriorityRequest { priority: 15 })).await?;
+                Ok((format!("{} raised to priority 15", lowest.0), Restore::Priority(lowest.0, lowest.1)))
+            }
+            Scenario::RaftPartition => Err(DrillError::Unsupported(
+                "raft-partition",
+                "ibsmd exposes no Raft fault switch over gRPC (ibsm_replica::Replica::fault_switch is in-process only)".into(),
+            )),
+        }
+    }
+
+    async fn restore(&mut self, r: Restore) -> Result<(), DrillError> {
+        let t = self.target.clone();
+        match r {
+            Restore::Nothing => {}
+            Restore::Restart(name) => {
+                unary(
+                    &t,
+                    "RestartInstance",
+                    self.demo
+                        .restart_instance(pb::RestartInstanceRequest { name }),
+                )
+                .await?;
+            }
+            Restore::LinkUp(name) => {
+                unary(
+                    &t,
+                    "SetLinkState",
+                    self.demo
+                        .set_link_state(pb::SetLinkStateRequest { name, up: true }),
+                )
+                .await?;
+            }
+            Restore::Priority(name, p) => {
+                let m = self.member(&name)?;
+                let mt = m.target.clone();
+                unary(
+                    &mt,
+                    "SetPriority",
+                    m.control
+                        .set_priority(pb::SetPriorityRequest { priority: p }),
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn cycle(&mut self, scenario: Scenario, index: u32) -> Result<Cycle, DrillError> {
+        let master = self.wait_stable().await?;
+        let before = self.lids(&master).await?;
+        let epoch_before = self.epoch(&master).await;
+        let t0 = self.poll().await?.max(now_ms());
+        let (note, restore) = self.act(scenario, &master).await?;
+        let mut c = Cycle {
+            index,
+            old_master: master.clone(),
+            action_at: t0,
+            epoch_before,
+            note,
+            ..Cycle::default()
+        };
+        let found = self.wait_new_master(&master, t0).await?;
+        if let Some((new, at)) = &found {
+            c.new_master = Some(new.clone());
+            c.failover_ms = Some(at.saturating_sub(t0));
+            c.verified_ms = self
+                .wait_verified(new, t0)
+                .await?
+                .map(|_| now_ms().saturating_sub(t0));
+            let after = self.lids(new).await?;
+            diff_lids(&before, &after, "after failover", &mut c);
+            c.epoch_after = self.epoch(new).await;
+        }
+        let mut sorted: Vec<&Change> = self.changes.iter().filter(|x| x.at >= t0).collect();
+        sorted.sort_by_key(|x| (x.at, x.seq));
+        c.detection_ms = sorted
+            .iter()
+            .find(|x| x.name != master && matches!(x.state, Some("DISCOVERING" | "MASTER")))
+            .map(|x| x.at.saturating_sub(t0));
+        self.restore(restore).await?;
+        let settled = self.wait_stable().await?;
+        let end = self.lids(&settled).await?;
+        diff_lids(&before, &end, "after restore", &mut c);
+        c.end_at = self.poll().await?;
+        let (none, none_max, dual) = master_gaps(&self.changes, t0, c.end_at);
+        c.masterless_ms = none;
+        c.masterless_max_ms = none_max;
+        c.dual_master_ms = dual;
+        Ok(c)
+    }
+}
+
+enum Restore {
+    Nothing,
+    Restart(String),
+    LinkUp(String),
+    Priority(String, u32),
+}
+
+fn diff_lids(
+    before: &BTreeMap<u64, (u32, u32)>,
+    after: &BTreeMap<u64, (u32, u32)>,
+    when: &str,
+    c: &mut Cycle,
+) {
+    for (g, b) in before {
+        match after.get(g) {
+            Some(a) if a == b => {}
+            Some(a) => {
+                c.lid_changes += 1;
+                c.lid_change_detail.push(format!(
+                    "{when}: {} LID {}/lmc{} -> {}/lmc{}",
+                    fmt_guid(*g),
+                    b.0,
+                    b.1,
+                    a.0,
+                    a.1
+                ));
+            }
+            None => {
+                c.lid_changes += 1;
+                c.lid_change_detail.push(format!(
+                    "{when}: {} (LID {}) no longer has a LID",
+                    fmt_guid(*g),
+                    b.0
+                ));
+            }
+        }
+    }
+}
+
+/// The SVG timeline: one lane per SM, a rectangle per state interval.
+pub fn svg(
+    names: &[String],
+    changes: &[Change],
+    from: u64,
+    to: u64,
+    marks: &[(u64, String)],
+) -> String {
+    let (left, width, lane_h, top) = (90.0_f64, 1000.0_f64, 28.0_f64, 30.0_f64);
+    let span = to.saturating_sub(from).max(1) as f64;
+    let x = |t: u64| left + (t.saturating_sub(from).min(to - from.min(to))) as f64 / span * width;
+    let color = |s: Option<&str>| match s {
+        Some("MASTER") => "#2e7d32",
+        Some("STANDBY") => "#1565c0",
+        Some("DISCOVERING") => "#ef6c00",
+        Some(_) => "#9e9e9e",
+        None => "#eeeeee",
+    };
+    let height = top + lane_h * names.len() as f64 + 40.0;
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"monospace\" font-size=\"11\">\n<text x=\"4\" y=\"14\">SMInfo as the fabric poller saw it, {} ms (green MASTER, blue STANDBY, orange DISCOVERING, grey other, light: no answer)</text>\n",
+        left + width + 20.0,
+        to.saturating_sub(from)
+    );
+    for (i, name) in names.iter().enumerate() {
+        let y = top + lane_h * i as f64;
+        out.push_str(&format!(
+            "<g class=\"lane\" data-sm=\"{name}\">\n<text x=\"4\" y=\"{}\">{name}</text>\n",
+            y + 17.0
+        ));
+        let mut mine: Vec<&Change> = changes.iter().filter(|c| &c.name == name).collect();
+        mine.sort_by_key(|c| (c.at, c.seq));
+        for (k, c) in mine.iter().enumerate() {
+            let end = mine.get(k + 1).map_or(to, |n| n.at).min(to);
+            let start = c.at.max(from);
+            if end <= start {
+                continue;
+            }
+            out.push_str(&format!(
+                "<rect x=\"{:.1}\" y=\"{y}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"><title>{name} {} {} ms</title></rect>\n",
+                x(start),
+                (x(end) - x(start)).max(0.5),
+                lane_h - 6.0,
+                color(c.state),
+                c.state.unwrap_or("no answer"),
+                end - start
+            ));
+        }
+        out.push_str("</g>\n");
+    }
+    for (t, label) in marks {
+        let xx = x(*t);
+        out.push_str(&format!(
+            "<line x1=\"{xx:.1}\" y1=\"{}\" x2=\"{xx:.1}\" y2=\"{}\" stroke=\"#c62828\"/><text x=\"{xx:.1}\" y=\"{}\" fill=\"#c62828\">{}</text>\n",
+            top - 4.0,
+            top + lane_h * names.len() as f64,
+            top + lane_h * names.len() as f64 + 14.0,
+            xml_escape(label)
+        ));
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Run the drill; prints the text report and writes the three files.
+pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
+    if args.scenario == Scenario::RaftPartition {
+        return Err(DrillError::Unsupported(
+            "raft-partition",
+            "ibsmd exposes no Raft fault switch over gRPC (ibsm_replica::Replica::fault_switch is in-process only)".into(),
+        ));
+    }
+    std::fs::create_dir_all(&args.report_dir).map_err(|e| {
+        DrillError::Setup(format!("--report-dir {}: {e}", args.report_dir.display()))
+    })?;
+    let mut _demo = None;
+    let mut target = target.clone();
+    if args.start_demo {
+        let (p, eps) = start_demo(&find_ibsmd(args.ibsmd.as_deref()), &args.report_dir)?;
+        _demo = Some(p);
+        target.endpoint = eps.first().cloned().unwrap_or_default();
+    }
+    let mut d = Drill::connect(&target).await?;
+    let mut cycles = Vec::new();
+    let mut marks = Vec::new();
+    for i in 1..=args.cycles.max(1) {
+        let c = d.cycle(args.scenario, i).await?;
+        eprintln!(
+            "cycle {i}: {} -> {}: failover {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}",
+            c.old_master,
+            c.new_master.as_deref().unwrap_or("none"),
+            c.failover_ms,
+            c.masterless_ms,
+            c.dual_master_ms,
+            c.lid_changes
+        );
+        marks.push((c.action_at, format!("#{i}")));
+        cycles.push(c);
+    }
+    let end = d.poll().await?;
+    let names: Vec<String> = d.members.iter().map(|m| m.name.clone()).collect();
+    let (report, broken) = report(args, &cycles);
+    let text = report_text(args, &cycles, &report);
+    let write = |name: &str, body: &str| {
+        let p = args.report_dir.join(name);
+        std::fs::write(&p, body).map_err(|e| DrillError::Setup(format!("{}: {e}", p.display())))
+    };
+    write("report.json", &format!("{report:#}\n"))?;
+    write("report.txt", &text)?;
+    write(
+        "timeline.svg",
+        &svg(
+            &names,
+            &d.changes,
+            d.started.min(
+                cycles
+                    .first()
+                    .map_or(end, |c| c.action_at.saturating_sub(500)),
+            ),
+            end,
+            &marks,
+        ),
+    )?;
+    if target.json {
+        println!("{report}");
+    } else {
+        print!("{text}");
+    }
+    match broken {
+        Some(why) => Err(DrillError::Invariant(why)),
+        None => Ok(()),
+    }
+}
+
+/// The JSON report and, if an invariant broke, why.
+pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
+    let collect = |f: fn(&Cycle) -> Option<u64>| cycles.iter().filter_map(f).collect::<Vec<u64>>();
+    let lid_changes: u64 = cycles.iter().map(|c| c.lid_changes).sum();
+    let dual: u64 = cycles.iter().map(|c| c.dual_master_ms).sum();
+    let dual_max = cycles.iter().map(|c| c.dual_master_ms).max().unwrap_or(0);
+    let masterless_max = cycles
+        .iter()
+        .map(|c| c.masterless_max_ms)
+        .max()
+        .unwrap_or(0);
+    let missing: Vec<u32> = cycles
+        .iter()
+        .filter(|c| c.new_master.is_none())
+        .map(|c| c.index)
+        .collect();
+    let mut broken = Vec::new();
+    if lid_changes > 0 {
+        broken.push(format!("{lid_changes} LID changes"));
+    }
+    if !missing.is_empty() {
+        broken.push(format!("no new master in cycles {missing:?}"));
+    }
+    if dual_max > args.dual_master_bound_ms {
+        broken.push(format!(
+            "two masters for {dual_max} ms in one cycle (bound {} ms)",
+            args.dual_master_bound_ms
+        ));
+    }
+    let v = json!({
+        "scenario": args.scenario.name(),
+        "cycles": cycles.iter().map(Cycle::json).collect::<Vec<_>>(),
+        "cycles_run": cycles.len(),
+        "all_new_master_found": missing.is_empty(),
+        "lid_changes": lid_changes,
+        "masterless_ms_max": masterless_max,
+        "dual_master_ms": dual,
+        "dual_master_bound_ms": args.dual_master_bound_ms,
+        "failover_ms": stats(&collect(|c| c.failover_ms)),
+        "detection_ms": stats(&collect(|c| c.detection_ms)),
+        "verified_ms": stats(&collect(|c| c.verified_ms)),
+        "writes_lost": null,
+        "invariants_ok": broken.is_empty(),
+        "broken": broken,
+        "poller": "ibsm.v1.Demo/PollSmInfo: SMInfo by directed route from a spare CA port every 10 ms",
+    });
+    let why = (!broken.is_empty()).then(|| broken.join("; "));
+    (v, why)
+}
+
+fn fmt_opt(v: Option<u64>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
+fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> String {
+    let mut out = format!("drill {} x{}\n", args.scenario.name(), cycles.len());
+    out.push_str("CYCLE  OLD -> NEW   DETECT_MS  FAILOVER_MS  VERIFIED_MS  MASTERLESS_MS  DUAL_MS  LIDS_CHANGED  EPOCH\n");
+    for c in cycles {
+        out.push_str(&format!(
+            "{:<5}  {:<11} {:>9}  {:>11}  {:>11}  {:>13}  {:>7}  {:>12}  {}->{}\n",
+            c.index,
+            format!(
+                "{}->{}",
+                c.old_master,
+                c.new_master.as_deref().unwrap_or("none")
+            ),
+            fmt_opt(c.detection_ms),
+            fmt_opt(c.failover_ms),
+            fmt_opt(c.verified_ms),
+            c.masterless_ms,
+            c.dual_master_ms,
+            c.lid_changes,
+            c.epoch_before,
+            c.epoch_after
+        ));
+        for d in &c.lid_change_detail {
+            out.push_str(&format!("       {d}\n"));
+        }
+    }
+    let s = |k: &str| {
+        let v = &r[k];
+        format!(
+            "min {} / median {} / max {}",
+            v["min"], v["median"], v["max"]
+        )
+    };
+    out.push_str(&format!("failover ms:   {}\n", s("failover_ms")));
+    out.push_str(&format!("detection ms:  {}\n", s("detection_ms")));
+    out.push_str(&format!("verified ms:   {}\n", s("verified_ms")));
+    out.push_str(&format!(
+        "masterless max {} ms, dual master {} ms (bound {} ms), LID changes {}, writes lost: not measured\n",
+        r["masterless_ms_max"], r["dual_master_ms"], args.dual_master_bound_ms, r["lid_changes"]
+    ));
+    out.push_str(&format!(
+        "invariants: {}\n",
+        if r["invariants_ok"] == true {
+            "ok".to_string()
+        } else {
+            format!("BROKEN: {}", r["broken"])
+        }
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ch(at: u64, seq: u64, name: &str, state: Option<&'static str>) -> Change {
+        Change {
+            at,
+            seq,
+            name: name.into(),
+            state,
+        }
+    }
+
+    #[test]
+    fn gaps_and_dual_masters() {
+        let t = vec![
+            ch(0, 1, "a", Some("MASTER")),
+            ch(0, 2, "b", Some("STANDBY")),
+            ch(100, 3, "a", None),
+            ch(150, 4, "b", Some("DISCOVERING")),
+            ch(400, 5, "b", Some("MASTER")),
+            ch(500, 6, "a", Some("MASTER")),
+            ch(520, 7, "b", Some("STANDBY")),
+        ];
+        let (none, none_max, dual) = master_gaps(&t, 0, 1000);
+        assert_eq!((none, none_max, dual), (300, 300, 20));
+        // Clipped to a window.
+        assert_eq!(master_gaps(&t, 200, 450), (200, 200, 0));
+        assert_eq!(master_gaps(&[], 0, 10), (10, 10, 0));
+    }
+
+    #[test]
+    fn stats_and_invariants() {
+        assert_eq!(stats(&[30, 10, 20])["median"], 20);
+        assert_eq!(stats(&[])["min"], Value::Null);
+        let args = DrillArgs {
+            scenario: Scenario::KillMaster,
+            cycles: 2,
+            start_demo: false,
+            ibsmd: None,
+            report_dir: PathBuf::from("x"),
+            dual_master_bound_ms: 0,
+        };
+        let ok = Cycle {
+            index: 1,
+            new_master: Some("sm2".into()),
+            failover_ms: Some(400),
+            ..Cycle::default()
+        };
+        let (r, why) = report(&args, &[ok.clone()]);
+        assert!(why.is_none(), "{why:?}");
+        assert_eq!(r["failover_ms"]["max"], 400);
+        let bad = Cycle {
+            index: 2,
+            lid_changes: 1,
+            dual_master_ms: 10,
+            ..Cycle::default()
+        };
+        let (r, why) = report(&args, &[ok, bad]);
+        let why = why.unwrap_or_default();
+        assert!(
+            why.contains("LID") && why.contains("no new master") && why.contains("two masters"),
+            "{why}"
+        );
+        assert_eq!(r["invariants_ok"], false);
+    }
+
+    #[test]
+    fn svg_has_a_lane_per_sm() {
+        let t = vec![
+            ch(0, 1, "sm1", Some("MASTER")),
+            ch(50, 2, "sm2", Some("STANDBY")),
+            ch(60, 3, "sm1", None),
+        ];
+        let names = vec!["sm1".to_string(), "sm2".to_string(), "sm3".to_string()];
+        let s = svg(&names, &t, 0, 100, &[(60, "#1 <kill>".into())]);
+        assert_eq!(s.matches("class=\"lane\"").count(), 3);
+        assert!(s.contains("#2e7d32") && s.contains("&lt;kill&gt;"));
+        assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
+    }
+}

@@ -1,0 +1,516 @@
+//! `topology`, `lids`, `route`, `partitions` (`ibsm.v1.Fabric`) and `members`
+//! (`ibsm.v1.Cluster`): what the master configured, and the replication cluster.
+//!
+//! Partition arguments are checked here before any RPC (P_Key 15 bits, not 0, not the
+//! default 0x7fff; members `GUID[:full|limited]`), with the reason in the message; the
+//! daemon checks them again against the fabric (unknown GUIDs).
+
+use ibsm_proto::v1 as pb;
+use ibsm_proto::v1::cluster_client::ClusterClient;
+use ibsm_proto::v1::fabric_client::FabricClient;
+use serde_json::{json, Value};
+
+use crate::args::{fmt_guid, parse_guid};
+use crate::control::{channel, unary, CtlError, Target};
+
+/// One Fabric/Cluster request, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FabricRequest {
+    Topology,
+    Lids,
+    Route { src: u16, dst: u16 },
+    Partitions,
+    SetPartition(pb::PartitionEntry),
+    Members,
+    AddMember { id: u64, addr: String },
+    RemoveMember { id: u64 },
+}
+
+/// A unicast LID, 1-0xBFFF (decimal or 0x-hex).
+pub fn parse_lid(text: &str) -> Result<u16, String> {
+    let t = text.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => t.parse::<u64>(),
+    }
+    .map_err(|_| format!("{text:?} is not a LID (decimal or 0x-hex)"))?;
+    u16::try_from(v)
+        .ok()
+        .filter(|l| (1..=0xBFFF).contains(l))
+        .ok_or_else(|| {
+            format!("LID {v} is not a unicast LID: IBA unicast LIDs are 1-0xBFFF (49151)")
+        })
+}
+
+/// A partition's base P_Key: 15 bits, not 0, not the default 0x7fff.
+pub fn parse_pkey(text: &str) -> Result<u16, String> {
+    let t = text.trim();
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => t.parse::<u64>(),
+    }
+    .map_err(|_| format!("{text:?} is not a P_Key (0x-hex such as 0x0012, or decimal)"))?;
+    match v {
+        0 => Err("P_Key 0 is invalid: IBA reserves 0x0000 (no partition)".into()),
+        0x7fff => Err("P_Key 0x7fff is the default partition (every port is a member); pick 0x0001-0x7ffe".into()),
+        0x8000.. => Err(format!(
+            "P_Key {v:#x} does not fit in 15 bits: give the base key 0x0001-0x7ffe (bit 15 is the membership bit; say :full or :limited per member)"
+        )),
+        v => u16::try_from(v).map_err(|_| format!("P_Key {v:#x} is out of range")),
+    }
+}
+
+/// The members of a `partitions set` (a newtype so clap takes the list as one value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberList(pub Vec<pb::PartitionMemberEntry>);
+
+/// [`parse_members`] for clap.
+pub fn parse_member_list(text: &str) -> Result<MemberList, String> {
+    parse_members(text).map(MemberList)
+}
+
+/// `GUID[:full|limited],...` (membership defaults to full, as ibsmd's --partition).
+pub fn parse_members(text: &str) -> Result<Vec<pb::PartitionMemberEntry>, String> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (g, kind) = match item.split_once(':') {
+            Some((g, k)) => (g, Some(k)),
+            None => (item, None),
+        };
+        let full = match kind.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("full") => true,
+            Some("limited") => false,
+            Some(other) => {
+                return Err(format!(
+                    "member {item:?}: membership {other:?} is neither full nor limited"
+                ))
+            }
+        };
+        let port_guid = parse_guid(g).map_err(|e| format!("member {item:?}: {e}"))?;
+        if port_guid == 0 {
+            return Err(format!("member {item:?}: GUID 0 names no port"));
+        }
+        if out
+            .iter()
+            .any(|m: &pb::PartitionMemberEntry| m.port_guid == port_guid)
+        {
+            return Err(format!(
+                "member {item:?}: port {} is listed twice",
+                fmt_guid(port_guid)
+            ));
+        }
+        out.push(pb::PartitionMemberEntry { port_guid, full });
+    }
+    if out.is_empty() {
+        return Err("a partition needs at least one member GUID".into());
+    }
+    Ok(out)
+}
+
+fn node_type(t: u32) -> &'static str {
+    match t {
+        1 => "CA",
+        2 => "Switch",
+        3 => "Router",
+        _ => "?",
+    }
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; cols];
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// JSON of a topology answer.
+pub fn topology_json(t: &pb::TopologyResponse) -> Value {
+    json!({
+        "source": t.source,
+        "taken_unix_ms": t.taken_unix_ms,
+        "switches": t.switches,
+        "cas": t.cas,
+        "routers": t.routers,
+        "links": t.links,
+        "nodes": t.nodes.iter().map(|n| json!({
+            "node_guid": fmt_guid(n.node_guid),
+            "type": node_type(n.node_type),
+            "description": n.description,
+            "num_ports": n.num_ports,
+            "lids": n.ports.iter().filter(|p| p.lid != 0).map(|p| p.lid).collect::<Vec<_>>(),
+            "ports": n.ports.iter().map(|p| json!({
+                "num": p.num,
+                "port_guid": fmt_guid(p.port_guid),
+                "lid": p.lid,
+                "lmc": p.lmc,
+                "remote_node_guid": fmt_guid(p.remote_node_guid),
+                "remote_port": p.remote_port,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Summary line plus one row per node.
+pub fn topology_text(t: &pb::TopologyResponse) -> String {
+    let mut out = format!(
+        "{} nodes: {} switches, {} CAs, {} routers, {} links (from the {})\n",
+        t.nodes.len(),
+        t.switches,
+        t.cas,
+        t.routers,
+        t.links,
+        t.source
+    );
+    let mut rows = vec![["NODE_GUID", "TYPE", "LID(S)", "PORTS", "DESCRIPTION"]
+        .map(String::from)
+        .to_vec()];
+    for n in &t.nodes {
+        let lids: Vec<String> = n
+            .ports
+            .iter()
+            .filter(|p| p.lid != 0)
+            .map(|p| {
+                if p.lmc > 0 {
+                    format!("{}/lmc{}", p.lid, p.lmc)
+                } else {
+                    p.lid.to_string()
+                }
+            })
+            .collect();
+        let cabled = n.ports.iter().filter(|p| p.remote_node_guid != 0).count();
+        rows.push(vec![
+            fmt_guid(n.node_guid),
+            node_type(n.node_type).into(),
+            if lids.is_empty() {
+                "-".into()
+            } else {
+                lids.join(",")
+            },
+            format!("{cabled}/{}", n.num_ports),
+            n.description.clone(),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out
+}
+
+/// JSON of a LID list.
+pub fn lids_json(r: &pb::GetLidsResponse) -> Value {
+    json!({
+        "source": r.source,
+        "lids": r.lids.iter().map(|l| json!({
+            "port_guid": fmt_guid(l.port_guid),
+            "base_lid": l.base_lid,
+            "lmc": l.lmc,
+            "description": l.description,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn lids_text(r: &pb::GetLidsResponse) -> String {
+    let mut rows = vec![["PORT_GUID", "BASE_LID", "LMC", "DESCRIPTION"]
+        .map(String::from)
+        .to_vec()];
+    for l in &r.lids {
+        rows.push(vec![
+            fmt_guid(l.port_guid),
+            l.base_lid.to_string(),
+            l.lmc.to_string(),
+            l.description.clone(),
+        ]);
+    }
+    format!(
+        "{} ports with a LID (from the {})\n{}",
+        r.lids.len(),
+        r.source,
+        table(&rows)
+    )
+}
+
+fn route_json(r: &pb::RouteResponse) -> Value {
+    json!({
+        "source": r.source,
+        "src_lid": r.src_lid,
+        "dst_lid": r.dst_lid,
+        "src_port_guid": fmt_guid(r.src_port_guid),
+        "dst_port_guid": fmt_guid(r.dst_port_guid),
+        "hops": r.hops.iter().map(|h| json!({
+            "node_guid": fmt_guid(h.node_guid),
+            "description": h.description,
+            "in_port": h.in_port,
+            "out_port": h.out_port,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn route_text(r: &pb::RouteResponse) -> String {
+    let mut out = format!(
+        "LID {} ({}) -> LID {} ({}): {} switch hops\n",
+        r.src_lid,
+        fmt_guid(r.src_port_guid),
+        r.dst_lid,
+        fmt_guid(r.dst_port_guid),
+        r.hops.len()
+    );
+    let mut rows = vec![["HOP", "SWITCH_GUID", "IN", "OUT", "DESCRIPTION"]
+        .map(String::from)
+        .to_vec()];
+    for (i, h) in r.hops.iter().enumerate() {
+        rows.push(vec![
+            (i + 1).to_string(),
+            fmt_guid(h.node_guid),
+            if h.in_port == 0 {
+                "-".into()
+            } else {
+                h.in_port.to_string()
+            },
+            if h.out_port == 0 {
+                "self".into()
+            } else {
+                h.out_port.to_string()
+            },
+            h.description.clone(),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out
+}
+
+fn partitions_json(r: &pb::ListPartitionsResponse) -> Value {
+    json!({
+        "source": r.source,
+        "outcome": r.outcome,
+        "partitions": r.partitions.iter().map(|p| json!({
+            "name": p.name,
+            "p_key": format!("{:#06x}", p.p_key),
+            "members": p.members.iter().map(|m| json!({
+                "port_guid": fmt_guid(m.port_guid),
+                "membership": if m.full { "full" } else { "limited" },
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn partitions_text(r: &pb::ListPartitionsResponse) -> String {
+    let mut out = String::new();
+    if !r.outcome.is_empty() {
+        out.push_str(&r.outcome);
+        out.push('\n');
+    }
+    let mut rows = vec![["P_KEY", "NAME", "MEMBERS"].map(String::from).to_vec()];
+    rows.push(vec![
+        "0x7fff".into(),
+        "default".into(),
+        "every port (full)".into(),
+    ]);
+    for p in &r.partitions {
+        let m: Vec<String> = p
+            .members
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}:{}",
+                    fmt_guid(m.port_guid),
+                    if m.full { "full" } else { "limited" }
+                )
+            })
+            .collect();
+        rows.push(vec![
+            format!("{:#06x}", p.p_key),
+            p.name.clone(),
+            m.join(","),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out
+}
+
+fn members_json(r: &pb::ListMembersResponse) -> Value {
+    json!({
+        "node_id": r.node_id,
+        "leader": r.leader,
+        "term": r.term,
+        "applied_index": r.applied_index,
+        "members": r.members.iter().map(|m| json!({
+            "node_id": m.node_id, "addr": m.addr, "voter": m.voter, "leader": m.leader,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn members_text(r: &pb::ListMembersResponse) -> String {
+    let mut rows = vec![["NODE_ID", "ADDR", "ROLE", "LEADER"]
+        .map(String::from)
+        .to_vec()];
+    for m in &r.members {
+        rows.push(vec![
+            m.node_id.to_string(),
+            m.addr.clone(),
+            if m.voter { "voter" } else { "learner" }.into(),
+            if m.leader { "*".into() } else { String::new() },
+        ]);
+    }
+    format!(
+        "term {}, leader {}, applied {} (this is node {})\n{}",
+        r.term,
+        r.leader,
+        r.applied_index,
+        r.node_id,
+        table(&rows)
+    )
+}
+
+fn print(json_out: bool, j: Value, text: String) {
+    if json_out {
+        println!("{j}");
+    } else {
+        print!("{text}");
+    }
+}
+
+/// Run one Fabric/Cluster request.
+pub async fn run(target: &Target, req: FabricRequest) -> Result<(), CtlError> {
+    let ch = channel(target).await?;
+    let mut fabric = FabricClient::new(ch.clone());
+    let mut cluster = ClusterClient::new(ch);
+    let j = target.json;
+    match req {
+        FabricRequest::Topology => {
+            let r = unary(
+                target,
+                "GetTopology",
+                fabric.get_topology(pb::GetTopologyRequest {}),
+            )
+            .await?;
+            print(j, topology_json(&r), topology_text(&r));
+        }
+        FabricRequest::Lids => {
+            let r = unary(target, "GetLids", fabric.get_lids(pb::GetLidsRequest {})).await?;
+            print(j, lids_json(&r), lids_text(&r));
+        }
+        FabricRequest::Route { src, dst } => {
+            let r = unary(
+                target,
+                "GetRoute",
+                fabric.get_route(pb::GetRouteRequest {
+                    src_lid: u32::from(src),
+                    dst_lid: u32::from(dst),
+                }),
+            )
+            .await?;
+            print(j, route_json(&r), route_text(&r));
+        }
+        FabricRequest::Partitions => {
+            let r = unary(
+                target,
+                "ListPartitions",
+                fabric.list_partitions(pb::ListPartitionsRequest {}),
+            )
+            .await?;
+            print(j, partitions_json(&r), partitions_text(&r));
+        }
+        FabricRequest::SetPartition(p) => {
+            let r = unary(
+                target,
+                "SetPartition",
+                fabric.set_partition(pb::SetPartitionRequest { partition: Some(p) }),
+            )
+            .await?;
+            print(j, partitions_json(&r), partitions_text(&r));
+        }
+        FabricRequest::Members => {
+            let r = unary(
+                target,
+                "ListMembers",
+                cluster.list_members(pb::ListMembersRequest {}),
+            )
+            .await?;
+            print(j, members_json(&r), members_text(&r));
+        }
+        FabricRequest::AddMember { id, addr } => {
+            let r = unary(
+                target,
+                "AddMember",
+                cluster.add_member(pb::AddMemberRequest { node_id: id, addr }),
+            )
+            .await?;
+            print(j, members_json(&r), members_text(&r));
+        }
+        FabricRequest::RemoveMember { id } => {
+            let r = unary(
+                target,
+                "RemoveMember",
+                cluster.remove_member(pb::RemoveMemberRequest { node_id: id }),
+            )
+            .await?;
+            print(j, members_json(&r), members_text(&r));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn pkeys_say_why() {
+        assert_eq!(parse_pkey("0x12"), Ok(0x12));
+        assert_eq!(parse_pkey("32766"), Ok(0x7ffe));
+        assert!(parse_pkey("0").unwrap_err().contains("reserves"));
+        assert!(parse_pkey("0x7fff")
+            .unwrap_err()
+            .contains("default partition"));
+        assert!(parse_pkey("0x8012").unwrap_err().contains("15 bits"));
+        assert!(parse_pkey("zz").unwrap_err().contains("not a P_Key"));
+    }
+
+    #[test]
+    fn members_parse() {
+        let m = parse_members("0x10:full, 0x11:limited,0x12").expect("members");
+        assert_eq!(
+            m.iter().map(|m| (m.port_guid, m.full)).collect::<Vec<_>>(),
+            vec![(0x10, true), (0x11, false), (0x12, true)]
+        );
+        assert!(parse_members("0x10:both").unwrap_err().contains("neither"));
+        assert!(parse_members("0x10,0x10").unwrap_err().contains("twice"));
+        assert!(parse_members("").unwrap_err().contains("at least one"));
+        assert!(parse_members("0x0").unwrap_err().contains("GUID 0"));
+    }
+
+    #[test]
+    fn lids_parse() {
+        assert_eq!(parse_lid("7"), Ok(7));
+        assert_eq!(parse_lid("0xbfff"), Ok(0xbfff));
+        assert!(parse_lid("0").is_err());
+        assert!(parse_lid("0xc000").unwrap_err().contains("unicast"));
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(s in ".{0,40}") {
+            let _ = parse_pkey(&s);
+            let _ = parse_members(&s);
+            let _ = parse_lid(&s);
+        }
+
+        #[test]
+        fn pkey_accepts_exactly_1_to_7ffe(v in 0u32..0x10000) {
+            prop_assert_eq!(parse_pkey(&format!("{v:#x}")).is_ok(), (1..0x7fff).contains(&v));
+        }
+    }
+}
