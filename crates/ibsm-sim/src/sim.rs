@@ -38,6 +38,11 @@ pub struct SimConfig {
     pub mtu_cap: u8,
     /// PortInfo.VLCap (IBA encoding: 1 = VL0, 2 = VL0-1, 3 = VL0-3, 4 = VL0-7).
     pub vl_cap: u8,
+    /// PortInfo.VLArbitrationHighCap of link ports (entries of the high-priority
+    /// table; VLArbitration blocks 3 and, above 32, 4 exist).
+    pub vl_arb_high_cap: u8,
+    /// PortInfo.VLArbitrationLowCap of link ports (blocks 1 and, above 32, 2).
+    pub vl_arb_low_cap: u8,
     /// PortInfo.RespTimeValue.
     pub resp_time_value: u8,
     /// SwitchInfo.LifeTimeValue at power-on.
@@ -59,6 +64,8 @@ impl Default for SimConfig {
             guid_cap: 8,
             mtu_cap: 5,
             vl_cap: 4,
+            vl_arb_high_cap: 8,
+            vl_arb_low_cap: 8,
             resp_time_value: 8,
             life_time_value: 18,
             latency: Duration::from_micros(2),

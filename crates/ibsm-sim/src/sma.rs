@@ -204,8 +204,8 @@ impl Fabric {
             optimized_sl_to_vl_mapping_programming: 0,
             lids_per_port: 0,
             partition_enforcement_cap: cfg.partition_enforcement_cap,
-            inbound_enforcement_cap: false,
-            outbound_enforcement_cap: false,
+            inbound_enforcement_cap: cfg.partition_enforcement_cap > 0,
+            outbound_enforcement_cap: cfg.partition_enforcement_cap > 0,
             filter_raw_inbound_cap: false,
             filter_raw_outbound_cap: false,
             enhanced_port0: false,
@@ -434,14 +434,16 @@ impl Fabric {
             pi.vl_stall_count = req.vl_stall_count;
             pi.local_phy_errors = req.local_phy_errors;
             pi.overrun_errors = req.overrun_errors;
-            if !is_switch {
-                pi.hoq_life = req.hoq_life;
+            pi.hoq_life = req.hoq_life;
+            // Partition enforcement (and raw filtering) at a switch external port
+            // works on the P_KeyTable that SwitchInfo.PartitionEnforcementCap sizes
+            // (IBA 14.2.5.7, OpenSM's pkey manager sets both bits on the switch port
+            // facing a CA); a switch without such tables keeps them 0.
+            if !is_switch || cfg.partition_enforcement_cap > 0 {
                 pi.partition_enforcement_inbound = req.partition_enforcement_inbound;
                 pi.partition_enforcement_outbound = req.partition_enforcement_outbound;
                 pi.filter_raw_inbound = req.filter_raw_inbound;
                 pi.filter_raw_outbound = req.filter_raw_outbound;
-            } else {
-                pi.hoq_life = req.hoq_life;
             }
         }
         if let Some(h) = self.ports.get_mut(target as usize) {
@@ -585,6 +587,21 @@ impl Fabric {
         } else {
             arr
         };
+        // Blocks 1/2 are the low-priority table's lower/upper 32 entries, 3/4 the
+        // high-priority table's: a block beyond the port's cap does not exist.
+        let pi = self
+            .port_info
+            .get(idx as usize)
+            .ok_or(STATUS_INVALID_VALUE)?;
+        let cap = if block <= 2 {
+            pi.vl_arbitration_low_cap
+        } else {
+            pi.vl_arbitration_high_cap
+        };
+        let upper = block == 2 || block == 4;
+        if cap == 0 || (upper && cap <= 32) {
+            return Err(STATUS_INVALID_VALUE);
+        }
         // block is 1..=4.
         let key = (idx, block as u8);
         if let Some(d) = set {

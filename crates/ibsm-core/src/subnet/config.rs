@@ -79,6 +79,12 @@ pub struct SubnetConfig {
     pub switch_sl2vl: bool,
     /// Partitions besides the default one (0xFFFF, every port a full member).
     pub partitions: Vec<Partition>,
+    /// Enforce partitions at switches too (OpenSM's `no_partition_enforcement
+    /// FALSE`, the default): a switch with SwitchInfo.PartitionEnforcementCap > 0
+    /// gets, on each external port facing a CA, a copy of that CA port's P_Key
+    /// table and PortInfo.PartitionEnforcementInbound/Outbound set. Off: those
+    /// bits are cleared and CAs alone filter by P_Key.
+    pub partition_enforcement: bool,
     /// Routing engine (min-hop by default).
     pub routing: RoutingEngine,
 }
@@ -97,6 +103,7 @@ impl Default for SubnetConfig {
             max_mtu: 5,
             switch_sl2vl: false,
             partitions: Vec::new(),
+            partition_enforcement: true,
             routing: RoutingEngine::MinHop,
         }
     }

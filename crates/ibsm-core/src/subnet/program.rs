@@ -1,6 +1,30 @@
 //! What a heavy sweep sends: the per-node SMP plan (produced lazily, one node
 //! at a time, so a 50k-node fabric never holds millions of encoded SMPs) and
 //! the encoding of each operation.
+//!
+//! # Partition enforcement at switches
+//!
+//! A CA port's P_Key table only stops the CA itself from using other keys; a
+//! rogue or misconfigured CA could still send with any P_Key. When a switch
+//! implements per-port tables (SwitchInfo.PartitionEnforcementCap > 0) and
+//! [`SubnetConfig::partition_enforcement`] is on, the switch external port facing
+//! a CA gets a copy of that CA port's P_Key table and
+//! PortInfo.PartitionEnforcementInbound/Outbound set, so the switch drops the
+//! CA's packets with keys it is not a member of (OpenSM's pkey manager with
+//! `no_partition_enforcement FALSE` does the same). If the CA's keys do not fit
+//! in the switch port's table, enforcement is switched off there rather than
+//! enforcing a truncated table (which would cut the CA off from partitions it
+//! belongs to). The table goes out before the enforcement bits.
+//!
+//! # VLArbitration
+//!
+//! Every block a port has is written (low-priority table: block 1, and 2 when
+//! VLArbitrationLowCap > 32; high-priority: 3, and 4 when
+//! VLArbitrationHighCap > 32), so nothing a previous SM left survives, with
+//! OpenSM's default tables (`qos_vlarb_high` "0:4,1:0,..,14:0", `qos_vlarb_low`
+//! "0:0,1:4,..,14:4", `qos_high_limit` 0 as PortInfo.VLHighLimit). Entries beyond
+//! the port's cap are not sent (zero), and an entry for a data VL the link does
+//! not operate is written as weight 0.
 
 use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_mad::attr::{
@@ -24,13 +48,36 @@ pub(super) enum ProgStage {
 /// One programming SMP. `node` is a `NodeIdx` of the sweep's topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Op {
-    SwitchInfo { node: u32 },
-    Lft { node: u32, block: u16 },
-    PortInfo { node: u32, port: u8 },
-    PKey { node: u32, port: u8 },
-    Sl2Vl { node: u32, port: u8, in_port: u8 },
-    VlArb { node: u32, port: u8, high: bool },
-    State { node: u32, port: u8, state: u8 },
+    SwitchInfo {
+        node: u32,
+    },
+    Lft {
+        node: u32,
+        block: u16,
+    },
+    PortInfo {
+        node: u32,
+        port: u8,
+    },
+    PKey {
+        node: u32,
+        port: u8,
+    },
+    Sl2Vl {
+        node: u32,
+        port: u8,
+        in_port: u8,
+    },
+    VlArb {
+        node: u32,
+        port: u8,
+        section: VlArbSection,
+    },
+    State {
+        node: u32,
+        port: u8,
+        state: u8,
+    },
 }
 
 impl Op {
@@ -152,6 +199,26 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
                 }
             }
             for &p in &ports {
+                if is_switch {
+                    match enforcement(sw, cfg, idx, p) {
+                        Enforce::On(pg) => {
+                            // The table before the enforcement bits (PortInfo below).
+                            if prog.pkeys.get(&(guid, p))
+                                != Some(&pkey_table(cfg, pg).keys.map(|k| k.0))
+                            {
+                                sw.ops.push_back(Op::PKey { node: n32, port: p });
+                            }
+                        }
+                        Enforce::TooSmall { entries, cap } => tracing::warn!(
+                            switch = format_args!("{guid:#018x}"),
+                            port = p,
+                            entries,
+                            cap,
+                            "P_Keys of the CA do not fit the switch port's table: partition enforcement off there"
+                        ),
+                        Enforce::Off | Enforce::NotApplicable => {}
+                    }
+                }
                 if needs_port_info(sw, cfg, idx, p) {
                     sw.ops.push_back(Op::PortInfo { node: n32, port: p });
                 }
@@ -180,20 +247,17 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
                             }
                         }
                     }
-                    let caps = pi_of(res, idx, p);
-                    if caps.is_some_and(|c| c.vl_arbitration_low_cap > 0) {
-                        sw.ops.push_back(Op::VlArb {
-                            node: n32,
-                            port: p,
-                            high: false,
-                        });
-                    }
-                    if caps.is_some_and(|c| c.vl_arbitration_high_cap > 0) {
-                        sw.ops.push_back(Op::VlArb {
-                            node: n32,
-                            port: p,
-                            high: true,
-                        });
+                    if let Some(caps) = pi_of(res, idx, p) {
+                        for section in vlarb_sections(
+                            caps.vl_arbitration_low_cap,
+                            caps.vl_arbitration_high_cap,
+                        ) {
+                            sw.ops.push_back(Op::VlArb {
+                                node: n32,
+                                port: p,
+                                section,
+                            });
+                        }
                     }
                 }
             }
@@ -302,8 +366,71 @@ fn desired_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) ->
     if !(is_switch && port == 0) {
         pi.neighbor_mtu = neighbor_mtu(sw, cfg, node, port);
         pi.operational_vls = op_vls(sw, cfg, node, port);
+        pi.vl_high_limit = VL_HIGH_LIMIT;
+    }
+    if is_switch && port != 0 {
+        match enforcement(sw, cfg, node, port) {
+            Enforce::On(_) => {
+                pi.partition_enforcement_inbound = true;
+                pi.partition_enforcement_outbound = true;
+            }
+            Enforce::Off | Enforce::TooSmall { .. } => {
+                pi.partition_enforcement_inbound = false;
+                pi.partition_enforcement_outbound = false;
+            }
+            Enforce::NotApplicable => {}
+        }
     }
     Some(pi)
+}
+
+/// PortInfo.VLHighLimit programmed on link ports (OpenSM's `qos_high_limit` default).
+const VL_HIGH_LIMIT: u8 = 0;
+
+/// Partition enforcement at a switch external port (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Enforce {
+    /// Not a switch port facing a CA, or the switch has no per-port tables:
+    /// the enforcement bits are left as they read.
+    NotApplicable,
+    /// Enforcement configured off: bits cleared.
+    Off,
+    /// The CA's keys need `entries` entries, the switch port holds `cap`: bits cleared.
+    TooSmall { entries: usize, cap: u16 },
+    /// Copy the P_Key table of the CA port with this PortGUID, bits set.
+    On(u64),
+}
+
+fn enforcement(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> Enforce {
+    let res = &sw.res;
+    let cap = res
+        .switch_info
+        .get(node.as_usize())
+        .copied()
+        .flatten()
+        .map_or(0, |si| si.partition_enforcement_cap);
+    let Some((rn, rp)) = res.topology.neighbor(node, port) else {
+        return Enforce::NotApplicable;
+    };
+    let Some(ca) = res.topology.node(rn).filter(|n| !n.is_switch()) else {
+        return Enforce::NotApplicable;
+    };
+    if cap == 0 {
+        return Enforce::NotApplicable;
+    }
+    if !cfg.partition_enforcement {
+        return Enforce::Off;
+    }
+    let pg = ca.port(rp).map_or(0, |p| p.port_guid);
+    let entries = pkey_table(cfg, pg)
+        .keys
+        .iter()
+        .filter(|k| k.0 & 0x7FFF != 0)
+        .count();
+    if entries > usize::from(cap) {
+        return Enforce::TooSmall { entries, cap };
+    }
+    Enforce::On(pg)
 }
 
 fn needs_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> bool {
@@ -328,6 +455,14 @@ fn needs_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> b
             cur.subnet_timeout,
         )
         || (want.neighbor_mtu, want.operational_vls) != (cur.neighbor_mtu, cur.operational_vls)
+        || want.vl_high_limit != cur.vl_high_limit
+        || (
+            want.partition_enforcement_inbound,
+            want.partition_enforcement_outbound,
+        ) != (
+            cur.partition_enforcement_inbound,
+            cur.partition_enforcement_outbound,
+        )
 }
 
 /// P_Key block 0 for the port `port_guid` (0: a switch management port).
@@ -367,17 +502,57 @@ pub(super) fn sl2vl_table(op_vls: u8) -> SlToVlMappingTable {
     SlToVlMappingTable { vl }
 }
 
-/// VLArbitration default: low-priority table round-robins the data VLs with
-/// weight 64 (within the port's cap); high-priority table empty.
-pub(super) fn vlarb_table(op_vls: u8, cap: u8, high: bool) -> VlArbitrationTable {
+/// The VLArbitration blocks a port with these caps has, in the order they are written.
+pub(super) fn vlarb_sections(low_cap: u8, high_cap: u8) -> Vec<VlArbSection> {
+    let mut out = Vec::with_capacity(4);
+    for (cap, lower, upper) in [
+        (low_cap, VlArbSection::LowLower, VlArbSection::LowUpper),
+        (high_cap, VlArbSection::HighLower, VlArbSection::HighUpper),
+    ] {
+        if cap > 0 {
+            out.push(lower);
+        }
+        if cap > 32 {
+            out.push(upper);
+        }
+    }
+    out
+}
+
+/// Entry `i` (0..64) of OpenSM's default table: high "0:4,1:0,..,14:0", low
+/// "0:0,1:4,..,14:4"; entries past the 15 listed are VL0 weight 0.
+fn default_vlarb_entry(high: bool, i: usize) -> VlArbEntry {
+    match u8::try_from(i) {
+        Ok(vl) if vl < 15 => VlArbEntry {
+            vl,
+            weight: match (high, vl) {
+                (true, 0) | (false, 1..) => 4,
+                _ => 0,
+            },
+        },
+        _ => VlArbEntry::default(),
+    }
+}
+
+/// One VLArbitration block: the default table's entries for `section`, only up
+/// to the table's `cap`, with entries for VLs the link does not run (by
+/// OperationalVLs) at weight 0.
+pub(super) fn vlarb_table(op_vls: u8, cap: u8, section: VlArbSection) -> VlArbitrationTable {
+    let high = matches!(section, VlArbSection::HighLower | VlArbSection::HighUpper);
+    let base = match section {
+        VlArbSection::LowUpper | VlArbSection::HighUpper => 32,
+        VlArbSection::LowLower | VlArbSection::HighLower => 0,
+    };
+    let vls = num_vls(op_vls);
     let mut entries = [VlArbEntry::default(); 32];
-    if !high {
-        let n = num_vls(op_vls).min(cap).min(32);
-        for (i, e) in entries.iter_mut().take(usize::from(n)).enumerate() {
-            *e = VlArbEntry {
-                vl: i as u8,
-                weight: 64,
-            };
+    for (j, e) in entries.iter_mut().enumerate() {
+        let i = base + j;
+        if i >= usize::from(cap) {
+            break;
+        }
+        let d = default_vlarb_entry(high, i);
+        if d.vl < vls {
+            *e = d;
         }
     }
     VlArbitrationTable { entries }
@@ -462,14 +637,7 @@ pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadE
             )
         }
         Op::PKey { port, .. } => {
-            let guid = if is_switch {
-                0
-            } else {
-                res.topology
-                    .node(idx)
-                    .and_then(|n| n.port(port))
-                    .map_or(0, |p| p.port_guid)
-            };
+            let guid = pkey_owner(sw, cfg, idx, port);
             let amod = PKeyBlock {
                 block: 0,
                 port: if is_switch { port } else { 0 },
@@ -504,24 +672,18 @@ pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadE
                 t.encode(),
             )
         }
-        Op::VlArb { port, high, .. } => {
+        Op::VlArb { port, section, .. } => {
             let caps = pi_of(res, idx, port).ok_or(missing("PortInfo"))?;
-            let cap = if high {
-                caps.vl_arbitration_high_cap
-            } else {
-                caps.vl_arbitration_low_cap
-            };
-            let section = if high {
-                VlArbSection::HighLower
-            } else {
-                VlArbSection::LowLower
+            let cap = match section {
+                VlArbSection::HighLower | VlArbSection::HighUpper => caps.vl_arbitration_high_cap,
+                VlArbSection::LowLower | VlArbSection::LowUpper => caps.vl_arbitration_low_cap,
             };
             let amod = VlArbBlock {
                 section,
                 port: if is_switch { port } else { 0 },
             }
             .attr_mod();
-            let t = vlarb_table(op_vls(sw, cfg, idx, port), cap, high);
+            let t = vlarb_table(op_vls(sw, cfg, idx, port), cap, section);
             Smp::try_set_dr(
                 &path(port)?,
                 AttributeId::VL_ARBITRATION_TABLE,
@@ -530,6 +692,22 @@ pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadE
                 t.encode(),
             )
         }
+    }
+}
+
+/// Whose P_Key table `port` of `node` holds, as a PortGUID for [`pkey_table`]: a
+/// CA port its own, a switch port facing a CA (enforcement on) that CA port's, the
+/// switch management port 0 (the default partition only).
+fn pkey_owner(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> u64 {
+    let Some(nd) = sw.res.topology.node(node) else {
+        return 0;
+    };
+    if !nd.is_switch() {
+        return nd.port(port).map_or(0, |p| p.port_guid);
+    }
+    match (port, enforcement(sw, cfg, node, port)) {
+        (1.., Enforce::On(pg)) => pg,
+        _ => 0,
     }
 }
 
@@ -542,11 +720,7 @@ pub(super) fn remember(sw: &Sweep, cfg: &SubnetConfig, prog: &mut Programmed, op
     let guid = nd.node_guid;
     match op {
         Op::PKey { port, .. } => {
-            let pg = if nd.is_switch() {
-                0
-            } else {
-                nd.port(port).map_or(0, |p| p.port_guid)
-            };
+            let pg = pkey_owner(sw, cfg, idx, port);
             prog.pkeys
                 .insert((guid, port), pkey_table(cfg, pg).keys.map(|k| k.0));
         }

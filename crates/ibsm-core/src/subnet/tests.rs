@@ -62,7 +62,11 @@ struct Lab {
 
 impl Lab {
     fn new(topo: Topology, cfg: SubnetConfig) -> Lab {
-        let sim = Sim::new(&topo, SimConfig::default());
+        Lab::with_sim(topo, cfg, SimConfig::default())
+    }
+
+    fn with_sim(topo: Topology, cfg: SubnetConfig, sim_cfg: SimConfig) -> Lab {
+        let sim = Sim::new(&topo, sim_cfg);
         let local = topo
             .iter()
             .find(|(_, n)| !n.is_switch())
@@ -217,8 +221,19 @@ impl Lab {
     /// SubnGet by directed route through the reader client (None: no answer or error status).
     fn get(&mut self, path: &[u8], attr: AttributeId, amod: u32) -> Option<Smp> {
         self.tid += 1;
-        let tid = 0xEE00_0000_0000 | self.tid;
-        let smp = Smp::get_dr(path, attr, amod, tid);
+        let smp = Smp::get_dr(path, attr, amod, 0xEE00_0000_0000 | self.tid);
+        self.exchange(smp)
+    }
+
+    /// SubnSet by directed route through the reader client (another SM writing).
+    fn set(&mut self, path: &[u8], attr: AttributeId, amod: u32, data: [u8; 64]) -> Option<Smp> {
+        self.tid += 1;
+        let smp = Smp::try_set_dr(path, attr, amod, 0xEE00_0000_0000 | self.tid, data).ok()?;
+        self.exchange(smp)
+    }
+
+    fn exchange(&mut self, smp: Smp) -> Option<Smp> {
+        let tid = smp.tid;
         self.sim.send(self.now, self.reader, &smp.encode()).ok()?;
         let deadline = self.now + Duration::from_millis(5);
         while let Some(t) = self.sim.poll_timeout() {
@@ -811,4 +826,280 @@ fn lid_space_exhaustion_serves_end_ports_first() {
         sw_lids, 127,
         "switches take the LIDs below the first aligned CA block and the tail"
     );
+}
+
+/// The switch port cabled to a CA port, and the DR path of that switch.
+fn switch_port_of(lab: &Lab, guid: u64) -> (Vec<u8>, u8) {
+    let (n, p) = lab.topo.find_by_port_guid(guid).unwrap();
+    let (sw, sp) = lab.topo.neighbor(n, p).unwrap();
+    let pmap = paths(&lab.topo, lab.local, &HashSet::new());
+    (pmap[&sw].clone(), sp)
+}
+
+fn read_pkeys(lab: &mut Lab, path: &[u8], port: u8) -> Vec<u16> {
+    lab.get(
+        path,
+        AttributeId::P_KEY_TABLE,
+        PKeyBlock { block: 0, port }.attr_mod(),
+    )
+    .unwrap_or_else(|| panic!("P_KeyTable of port {port} at {path:?} unanswered"))
+    .attribute::<PKeyTable>()
+    .unwrap()
+    .keys
+    .iter()
+    .map(|k| k.0)
+    .filter(|&k| k != 0)
+    .collect()
+}
+
+fn read_enforcement(lab: &mut Lab, path: &[u8], port: u8) -> (bool, bool) {
+    let pi = lab
+        .get(path, AttributeId::PORT_INFO, u32::from(port))
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    (
+        pi.partition_enforcement_inbound,
+        pi.partition_enforcement_outbound,
+    )
+}
+
+fn ca_guids(topo: &Topology) -> Vec<u64> {
+    topo.iter()
+        .filter(|(_, n)| !n.is_switch())
+        .map(|(_, n)| n.ports[1].port_guid)
+        .collect()
+}
+
+fn two_partitions(cas: &[u64]) -> Vec<Partition> {
+    vec![
+        Partition {
+            name: "storage".into(),
+            pkey: 0x0010,
+            members: vec![
+                PartitionMember {
+                    port_guid: cas[1],
+                    membership: Membership::Full,
+                },
+                PartitionMember {
+                    port_guid: cas[2],
+                    membership: Membership::Limited,
+                },
+            ],
+        },
+        Partition {
+            name: "compute".into(),
+            pkey: 0x0020,
+            members: vec![PartitionMember {
+                port_guid: cas[2],
+                membership: Membership::Full,
+            }],
+        },
+    ]
+}
+
+#[test]
+fn switch_ports_facing_cas_enforce_the_cas_partitions() {
+    let topo = gen::fat_tree_2level(4).unwrap();
+    let cas = ca_guids(&topo);
+    let mut c = cfg();
+    c.partitions = two_partitions(&cas);
+    let mut lab = Lab::new(topo.clone(), c.clone());
+    let (_, report) = lab.bring_up();
+    assert_eq!(report.failures, 0, "{report:?}");
+    let expect: [(u64, Vec<u16>); 3] = [
+        (cas[1], vec![0xFFFF, 0x8010]),
+        (cas[2], vec![0xFFFF, 0x0010, 0x8020]),
+        (cas[3], vec![0xFFFF]),
+    ];
+    for (guid, keys) in &expect {
+        let (path, sp) = switch_port_of(&lab, *guid);
+        // Limited stays limited at the switch: the copy is exact.
+        assert_eq!(
+            &read_pkeys(&mut lab, &path, sp),
+            keys,
+            "switch port facing {guid:#x}"
+        );
+        assert_eq!(
+            read_enforcement(&mut lab, &path, sp),
+            (true, true),
+            "{guid:#x}"
+        );
+    }
+    // Switch-to-switch ports neither get a CA's table nor enforce.
+    let leaf = topo.find_by_name("leaf-0").unwrap();
+    let up = topo
+        .node(leaf)
+        .unwrap()
+        .physical_ports()
+        .find(|(_, p)| {
+            p.remote
+                .is_some_and(|(r, _)| topo.node(r).unwrap().is_switch())
+        })
+        .map(|(n, _)| n)
+        .unwrap();
+    let pmap = paths(&topo, lab.local, &HashSet::new());
+    let lpath = pmap[&leaf].clone();
+    assert_eq!(read_enforcement(&mut lab, &lpath, up), (false, false));
+    assert_eq!(read_pkeys(&mut lab, &lpath, up), vec![0xFFFF]);
+    // A second sweep resends nothing (tables and bits read as wanted).
+    lab.sm.start_heavy_sweep(lab.now);
+    let (_, report) = lab.heavy();
+    assert_eq!(report.port_info_sets, 0, "{report:?}");
+
+    // A master configured without switch enforcement clears the bits.
+    c.partition_enforcement = false;
+    lab.sm.stop();
+    lab.sm = SubnetManager::new(c).unwrap();
+    lab.bring_up();
+    for (guid, _) in &expect {
+        let (path, sp) = switch_port_of(&lab, *guid);
+        assert_eq!(
+            read_enforcement(&mut lab, &path, sp),
+            (false, false),
+            "{guid:#x}"
+        );
+    }
+}
+
+#[test]
+fn switch_enforcement_follows_the_switch_caps() {
+    let topo = gen::fat_tree_2level(4).unwrap();
+    let cas = ca_guids(&topo);
+    let mut c = cfg();
+    c.partitions = two_partitions(&cas);
+    // Switches without per-port P_Key tables: nothing is written to their
+    // external ports (the sim refuses such a P_KeyTable, a failure would show).
+    let sim_cfg = SimConfig {
+        partition_enforcement_cap: 0,
+        ..SimConfig::default()
+    };
+    let mut lab = Lab::with_sim(topo.clone(), c.clone(), sim_cfg);
+    let (_, report) = lab.bring_up();
+    assert_eq!(report.failures, 0, "{report:?}");
+    let (path, sp) = switch_port_of(&lab, cas[1]);
+    assert_eq!(read_enforcement(&mut lab, &path, sp), (false, false));
+    // Tables of 2 entries: cas[1] (2 keys) is enforced, cas[2] (3 keys) cannot
+    // be without cutting it off a partition, so its switch port does not enforce.
+    let sim_cfg = SimConfig {
+        partition_enforcement_cap: 2,
+        ..SimConfig::default()
+    };
+    let mut lab = Lab::with_sim(topo, c, sim_cfg);
+    let (_, report) = lab.bring_up();
+    assert_eq!(report.failures, 0, "{report:?}");
+    let (path, sp) = switch_port_of(&lab, cas[1]);
+    assert_eq!(read_enforcement(&mut lab, &path, sp), (true, true));
+    assert_eq!(read_pkeys(&mut lab, &path, sp), vec![0xFFFF, 0x8010]);
+    let (path, sp) = switch_port_of(&lab, cas[2]);
+    assert_eq!(read_enforcement(&mut lab, &path, sp), (false, false));
+}
+
+/// OpenSM's default VL arbitration as the IBA tables read: (VL, weight) of entry
+/// `i`, for a link running `vls` data VLs and a table of `cap` entries.
+fn expected_vlarb(high: bool, i: usize, cap: u8, vls: u8) -> (u8, u8) {
+    if i >= usize::from(cap) || i >= 15 || i as u8 >= vls {
+        return (0, 0);
+    }
+    let weight = match (high, i) {
+        (true, 0) => 4,
+        (true, _) => 0,
+        (false, 0) => 0,
+        (false, _) => 4,
+    };
+    (i as u8, weight)
+}
+
+fn read_vlarb(lab: &mut Lab, path: &[u8], port: u8, section: u32) -> Vec<(u8, u8)> {
+    lab.get(
+        path,
+        AttributeId::VL_ARBITRATION_TABLE,
+        (section << 16) | u32::from(port),
+    )
+    .unwrap_or_else(|| panic!("VLArbitration block {section} of {path:?}/{port} unanswered"))
+    .attribute::<ibsm_mad::attr::VlArbitrationTable>()
+    .unwrap()
+    .entries
+    .iter()
+    .map(|e| (e.vl, e.weight))
+    .collect()
+}
+
+#[test]
+fn vl_arbitration_programs_every_block_the_port_has() {
+    let topo = gen::fat_tree_2level(4).unwrap();
+    let (low_cap, high_cap) = (64u8, 40u8);
+    let sim_cfg = SimConfig {
+        vl_arb_low_cap: low_cap,
+        vl_arb_high_cap: high_cap,
+        ..SimConfig::default()
+    };
+    let mut lab = Lab::with_sim(topo.clone(), cfg(), sim_cfg);
+    // A previous SM left junk in every block of a CA port and a switch port.
+    let cas = ca_guids(&topo);
+    let (n, p) = topo.find_by_port_guid(cas[2]).unwrap();
+    let pmap = paths(&topo, lab.local, &HashSet::new());
+    let ca_path = port_route(&topo, &pmap, n, p).unwrap();
+    let (sw_path, sp) = switch_port_of(&lab, cas[2]);
+    let junk = [0x0Eu8; 64];
+    for section in 1..=4u32 {
+        assert!(lab
+            .set(
+                &ca_path,
+                AttributeId::VL_ARBITRATION_TABLE,
+                section << 16,
+                junk
+            )
+            .is_some());
+        assert!(lab
+            .set(
+                &sw_path,
+                AttributeId::VL_ARBITRATION_TABLE,
+                (section << 16) | u32::from(sp),
+                junk
+            )
+            .is_some());
+    }
+    let (_, report) = lab.bring_up();
+    assert_eq!(report.failures, 0, "{report:?}");
+    // VLCap 4 on both ends, max_operational_vls 4: VL0-7.
+    let vls = 8;
+    for (path, port) in [(ca_path, 0u8), (sw_path.clone(), sp)] {
+        for (section, high, base) in [
+            (1u32, false, 0),
+            (2, false, 32),
+            (3, true, 0),
+            (4, true, 32),
+        ] {
+            let got = read_vlarb(&mut lab, &path, port, section);
+            let cap = if high { high_cap } else { low_cap };
+            let want: Vec<(u8, u8)> = (0..32)
+                .map(|j| expected_vlarb(high, base + j, cap, vls))
+                .collect();
+            assert_eq!(got, want, "block {section} of {path:?}/{port}");
+        }
+        let pi = lab
+            .get(&path, AttributeId::PORT_INFO, u32::from(port))
+            .unwrap()
+            .attribute::<PortInfo>()
+            .unwrap();
+        assert_eq!(pi.vl_high_limit, 0);
+    }
+}
+
+#[test]
+fn vl_arbitration_sends_no_block_beyond_the_caps() {
+    // Default caps (8 entries): blocks 2 and 4 do not exist; the sim rejects
+    // them, so a single one sent would count as a failure.
+    let topo = gen::fat_tree_2level(4).unwrap();
+    let mut lab = Lab::new(topo.clone(), cfg());
+    let (_, report) = lab.bring_up();
+    assert_eq!(report.failures, 0, "{report:?}");
+    let (path, sp) = switch_port_of(&lab, ca_guids(&topo)[1]);
+    let got = read_vlarb(&mut lab, &path, sp, 1);
+    let want: Vec<(u8, u8)> = (0..32).map(|i| expected_vlarb(false, i, 8, 8)).collect();
+    assert_eq!(got, want);
+    let got = read_vlarb(&mut lab, &path, sp, 3);
+    let want: Vec<(u8, u8)> = (0..32).map(|i| expected_vlarb(true, i, 8, 8)).collect();
+    assert_eq!(got, want);
 }
