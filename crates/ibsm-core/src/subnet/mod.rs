@@ -47,7 +47,12 @@
 //!
 //! SubnGet(SwitchInfo) of every switch (PortStateChange), PortInfo of the SM's
 //! own port and of the known SM ports. Anything changed or unanswered -> heavy sweep.
-//! Also on demand: [`SubnetManager::start_light_sweep`].
+//! Also on demand: [`SubnetManager::start_light_sweep`]. "Changed" for a port
+//! read: PortState other than what the last heavy sweep left (Active for a link
+//! port it activated), a LID other than the assigned one, a MasterSMLID other
+//! than ours (another SM configured it), or, for a known SM port,
+//! CapabilityMask.IsSM gone (that SM stopped). A *new* SM port is not looked for
+//! here: its trap 144 (IsSM set) or the periodic heavy sweep finds it.
 //!
 //! A new master that already holds a fresh discovery of the fabric (the daemon's
 //! own, from while it was DISCOVERING) hands it to
@@ -56,11 +61,25 @@
 //! # Traps
 //!
 //! Every SubnTrap(Notice) is answered with SubnTrapRepress (LID-routed to the
-//! IssuerLID). 128 (link state change) requests a heavy sweep; 144 is reported
-//! ([`SubnetEvent::Trap144`]) for the election and requests a heavy sweep; the
-//! heavy sweeps coalesce. Traps 64/65 (GID in/out of service) are *produced*
-//! here for the SA: [`SubnetEvent::Notice`] after a sweep that found end ports
-//! appear or disappear.
+//! IssuerLID), whatever it says, so the sender stops repeating it. Then, as
+//! OpenSM's trap receiver does:
+//! * 128 (link state change), 145 (SystemImageGUID changed): a heavy sweep.
+//! * 144 (capability mask / local changes): reported ([`SubnetEvent::Trap144`])
+//!   for the election, and a heavy sweep, whose [`SweepReport::sm_ports`] is the
+//!   refreshed list of SM ports (IsSM set or cleared) the daemon hands to
+//!   `Election::handle_sweep`; it also rereads a changed NodeDescription.
+//! * 129/130/131 (link integrity, buffer overrun, flow-control watchdog on a
+//!   port): counted per (LID, port, trap) ([`SubnetMetrics::port_error_traps`])
+//!   and logged at warn on the 1st, 10th, 100th... within
+//!   [`PORT_ERROR_WINDOW`]; no sweep: they say a link is noisy, not that the
+//!   topology changed (a link that actually drops raises 128/PortStateChange).
+//! * 64-67 (GID in/out of service, multicast group created/deleted) are the
+//!   SA's own notices to its subscribers; one arriving from a port is logged and
+//!   dropped, never forwarded. This module *produces* 64/65
+//!   ([`SubnetEvent::Notice`]) after a sweep that found end ports appear or
+//!   disappear.
+//!
+//! Heavy sweeps requested by traps coalesce.
 
 mod config;
 mod inherit;
@@ -252,6 +271,8 @@ pub struct SubnetMetrics {
     pub failures: u64,
     /// End ports with a LID after the last heavy sweep.
     pub lids: u64,
+    /// Traps 129/130/131 (port error thresholds) received.
+    pub port_error_traps: u64,
 }
 
 impl SubnetMetrics {
@@ -312,6 +333,12 @@ impl SubnetMetrics {
             "gauge",
             self.lids.to_string(),
         );
+        line(
+            "port_error_traps_total",
+            "Traps 129/130/131 (port error thresholds) received.",
+            "counter",
+            self.port_error_traps.to_string(),
+        );
         for (phase, d) in [
             ("discovery", p.discovery),
             ("lids", p.lids),
@@ -346,8 +373,25 @@ enum Token {
 #[derive(Debug, Clone, Copy)]
 enum LightOp {
     SwitchInfo,
-    PortInfo { expect: PortState, sm: bool },
+    PortInfo(PortExpect),
 }
+
+/// What a light sweep expects an SM port (ours or a known SM's) to read.
+#[derive(Debug, Clone, Copy)]
+struct PortExpect {
+    state: PortState,
+    lid: u16,
+    master_sm_lid: u16,
+    /// A known SM's port: CapabilityMask.IsSM must still be set.
+    sm: bool,
+}
+
+/// Traps 129/130/131 of one (LID, port, trap) further apart than this start
+/// a new count.
+pub const PORT_ERROR_WINDOW: Duration = Duration::from_secs(60);
+
+/// At most this many (LID, port, trap) counts are kept; older ones go first.
+const PORT_ERROR_KEYS: usize = 4096;
 
 /// State of the current heavy sweep after discovery.
 #[derive(Debug)]
@@ -414,6 +458,8 @@ pub struct SubnetManager {
     last: Option<DiscoveryResult>,
     last_end_ports: HashSet<u64>,
     light_smps_start: u64,
+    /// Traps 129/130/131 per (LID, port, trap): count and time of the last one.
+    port_errors: HashMap<(u16, u8, u16), (u64, Duration)>,
     transmit: VecDeque<Outgoing>,
     events: VecDeque<SubnetEvent>,
     metrics: SubnetMetrics,
@@ -444,6 +490,7 @@ impl SubnetManager {
             last: None,
             last_end_ports: HashSet::new(),
             light_smps_start: 0,
+            port_errors: HashMap::new(),
             transmit: VecDeque::new(),
             events: VecDeque::new(),
             metrics: SubnetMetrics::default(),
@@ -659,19 +706,98 @@ impl SubnetManager {
             self.metrics.trap_represses += 1;
         }
         let trap = notice.trap_number();
-        tracing::info!(trap, issuer_lid = notice.issuer_lid, "trap received");
+        let issuer_lid = notice.issuer_lid;
         match notice.details() {
-            Some(TrapDetails::LinkStateChange { .. }) => self.request_heavy(SweepReason::Trap(128)),
+            Some(TrapDetails::LinkStateChange { lid }) => {
+                tracing::info!(issuer_lid, lid, "trap 128 (link state change): heavy sweep");
+                self.request_heavy(SweepReason::Trap(128));
+            }
             Some(TrapDetails::CapabilityMaskChanged(t)) => {
+                tracing::info!(
+                    issuer_lid,
+                    lid = t.lid,
+                    capability_mask = format_args!("{:#010x}", t.capability_mask.0),
+                    change_flags = format_args!("{:#06x}", t.change_flags),
+                    "trap 144 (capability mask / local changes): heavy sweep"
+                );
                 self.events.push_back(SubnetEvent::Trap144 {
-                    issuer_lid: notice.issuer_lid,
+                    issuer_lid,
                     trap: t,
                 });
                 self.request_heavy(SweepReason::Trap(144));
             }
-            _ => {}
+            Some(TrapDetails::SystemImageGuidChanged { lid, .. }) => {
+                tracing::info!(
+                    issuer_lid,
+                    lid,
+                    "trap 145 (SystemImageGUID changed): heavy sweep"
+                );
+                self.request_heavy(SweepReason::Trap(145));
+            }
+            Some(
+                TrapDetails::LinkIntegrityThreshold { lid, port_num }
+                | TrapDetails::ExcessiveBufferOverrun { lid, port_num }
+                | TrapDetails::FlowControlUpdateWatchdog { lid, port_num },
+            ) => self.port_error_trap(now, trap.unwrap_or(0), lid, port_num),
+            Some(
+                TrapDetails::GidInService { .. }
+                | TrapDetails::GidOutOfService { .. }
+                | TrapDetails::McGroupCreated { .. }
+                | TrapDetails::McGroupDeleted { .. },
+            ) => tracing::warn!(
+                trap,
+                issuer_lid,
+                "an SA notice (64-67) arrived as a trap; only the SM produces these: ignored"
+            ),
+            None => tracing::info!(
+                trap,
+                issuer_lid,
+                "trap without an action here (vendor or unknown): repressed"
+            ),
         }
         self.pump(now);
+    }
+
+    /// Trap 129/130/131: count it per (LID, port, trap) and log the 1st, 10th, 100th...
+    fn port_error_trap(&mut self, now: Duration, trap: u16, lid: u16, port: u8) {
+        self.metrics.port_error_traps += 1;
+        if self.port_errors.len() >= PORT_ERROR_KEYS {
+            self.port_errors
+                .retain(|_, (_, last)| now.saturating_sub(*last) <= PORT_ERROR_WINDOW);
+            if self.port_errors.len() >= PORT_ERROR_KEYS {
+                self.port_errors.clear();
+            }
+        }
+        let entry = self
+            .port_errors
+            .entry((lid, port, trap))
+            .or_insert((0, now));
+        if now.saturating_sub(entry.1) > PORT_ERROR_WINDOW {
+            entry.0 = 0;
+        }
+        entry.0 += 1;
+        entry.1 = now;
+        let count = entry.0;
+        let what = match trap {
+            129 => "local link integrity threshold",
+            130 => "excessive buffer overrun threshold",
+            _ => "flow control update watchdog",
+        };
+        // 1, 10, 100, ...: a babbling port must not flood the log.
+        let mut c = count;
+        while c >= 10 && c.is_multiple_of(10) {
+            c /= 10;
+        }
+        if c == 1 {
+            tracing::warn!(trap, lid, port, count, "trap {trap} ({what}) on a port");
+        }
+    }
+
+    /// Traps 129/130/131 counted for (LID, port, trap) in the current window.
+    pub fn port_error_count(&self, lid: u16, port: u8, trap: u16) -> u64 {
+        self.port_errors
+            .get(&(lid, port, trap))
+            .map_or(0, |(n, _)| *n)
     }
 
     /// Call when [`SubnetManager::poll_timeout`] has passed.
@@ -751,16 +877,38 @@ impl SubnetManager {
                 }
             }
         }
+        let master_sm_lid = last
+            .local
+            .and_then(|(n, p)| last.topology.node(n)?.port(p).map(|p| p.lid))
+            .unwrap_or(0);
+        let expect = |node: NodeIdx, port: u8, sm: bool| PortExpect {
+            state: match port_state(last, node, port) {
+                // The heavy sweep activated every trained link port.
+                PortState::Init | PortState::Armed => PortState::Active,
+                s => s,
+            },
+            lid: last
+                .topology
+                .node(node)
+                .and_then(|n| n.port(port))
+                .map_or(0, |p| p.lid),
+            master_sm_lid,
+            sm,
+        };
         if let Some((node, port)) = last.local {
-            let expect = port_state(last, node, port);
             if let Ok(smp) = Smp::try_get_dr(&[], AttributeId::PORT_INFO, u32::from(port), 0) {
-                reqs.push((smp, Token::Light(LightOp::PortInfo { expect, sm: false })));
+                reqs.push((
+                    smp,
+                    Token::Light(LightOp::PortInfo(expect(node, port, false))),
+                ));
             }
         }
         for (node, port, path) in sm_port_paths(last) {
-            let expect = port_state(last, node, port);
             if let Ok(smp) = Smp::try_get_dr(&path, AttributeId::PORT_INFO, u32::from(port), 0) {
-                reqs.push((smp, Token::Light(LightOp::PortInfo { expect, sm: true })));
+                reqs.push((
+                    smp,
+                    Token::Light(LightOp::PortInfo(expect(node, port, true))),
+                ));
             }
         }
         for (smp, token) in reqs {
@@ -890,11 +1038,28 @@ impl SubnetManager {
                     *changed = true;
                 }
             }
-            LightOp::PortInfo { expect, sm } => match smp.attribute::<PortInfo>() {
+            LightOp::PortInfo(want) => match smp.attribute::<PortInfo>() {
                 Ok(pi) => {
-                    if pi.port_state != expect
-                        || (sm && !pi.capability_mask.contains(CapabilityMask::IS_SM))
-                    {
+                    let why = if pi.port_state != want.state {
+                        Some("PortState")
+                    } else if pi.lid != want.lid {
+                        Some("LID")
+                    } else if pi.master_sm_lid != want.master_sm_lid {
+                        Some("MasterSMLID")
+                    } else if want.sm && !pi.capability_mask.contains(CapabilityMask::IS_SM) {
+                        Some("IsSM cleared")
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        tracing::info!(
+                            why,
+                            lid = pi.lid,
+                            state = ?pi.port_state,
+                            master_sm_lid = pi.master_sm_lid,
+                            sm_port = want.sm,
+                            "light sweep: an SM port reads differently"
+                        );
                         *changed = true;
                     }
                 }

@@ -1103,3 +1103,270 @@ fn vl_arbitration_sends_no_block_beyond_the_caps() {
     let want: Vec<(u8, u8)> = (0..32).map(|i| expected_vlarb(true, i, 8, 8)).collect();
     assert_eq!(got, want);
 }
+
+/// A LID-routed SubnTrap(Notice) as a port's SMA sends it to the master.
+fn trap(issuer_lid: u16, producer: ProducerType, details: &TrapDetails, tid: u64) -> Vec<u8> {
+    let notice = Notice::generic(NoticeType::from(1u8), producer, issuer_lid, details);
+    Smp::request(
+        Method::TRAP,
+        SmpRoute::Lid,
+        AttributeId::NOTICE,
+        0,
+        tid,
+        notice.encode(),
+    )
+    .encode()
+    .to_vec()
+}
+
+fn is_heavy_done(e: &SubnetEvent) -> bool {
+    matches!(
+        e,
+        SubnetEvent::SweepDone {
+            kind: SweepKind::Heavy,
+            ..
+        }
+    )
+}
+
+fn is_light_done(e: &SubnetEvent) -> bool {
+    matches!(
+        e,
+        SubnetEvent::SweepDone {
+            kind: SweepKind::Light,
+            ..
+        }
+    )
+}
+
+/// Bring the fabric up and run light sweeps until one is quiet.
+fn settled(topo: Topology) -> Lab {
+    let mut lab = Lab::new(topo, cfg());
+    lab.bring_up();
+    for _ in 0..3 {
+        let evs = lab.run_until(is_light_done);
+        if let Some(SubnetEvent::SweepDone { report, .. }) = evs.last() {
+            if !report.changed {
+                return lab;
+            }
+        }
+    }
+    panic!("light sweeps never quiet");
+}
+
+/// The first CA that is not the SM's (index in the generated topology), with the
+/// LID the SM gave its port 1 and that port's GUID.
+fn other_ca(lab: &Lab) -> (NodeIdx, u16, u64) {
+    let (idx, guid) = lab
+        .topo
+        .iter()
+        .filter(|(i, n)| !n.is_switch() && *i != lab.local)
+        .map(|(i, n)| (i, n.ports[1].port_guid))
+        .next()
+        .unwrap();
+    let res = lab.sm.last_discovery().unwrap();
+    let (n, p) = res.topology.find_by_port_guid(guid).unwrap();
+    let lid = res.topology.node(n).unwrap().port(p).unwrap().lid;
+    (idx, lid, guid)
+}
+
+#[test]
+fn light_sweep_after_bring_up_is_quiet() {
+    // The SM's own port reads Active after activation: that is expected, not a change.
+    let mut lab = Lab::new(gen::fat_tree_3level(4).unwrap(), cfg());
+    lab.bring_up();
+    let evs = lab.run_until(is_light_done);
+    assert!(!evs.iter().any(is_heavy_done), "{evs:?}");
+    match evs.last() {
+        Some(SubnetEvent::SweepDone { report, .. }) => assert!(!report.changed),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn traps_64_65_from_a_port_are_repressed_and_ignored() {
+    let mut lab = settled(gen::fat_tree_2level(4).unwrap());
+    let (_, lid, guid) = other_ca(&lab);
+    let mut gid = [0u8; 16];
+    gid[..8].copy_from_slice(&0xFE80_0000_0000_0000u64.to_be_bytes());
+    gid[8..].copy_from_slice(&guid.to_be_bytes());
+    let heavy = lab.sm.metrics().heavy_sweeps;
+    let t64 = trap(
+        lid,
+        ProducerType::CA,
+        &TrapDetails::GidInService { gid },
+        0x64,
+    );
+    let t65 = trap(
+        lid,
+        ProducerType::CA,
+        &TrapDetails::GidOutOfService { gid },
+        0x65,
+    );
+    lab.sm.handle_incoming(lab.now, &t64);
+    lab.sm.handle_incoming(lab.now, &t65);
+    assert!(!lab.sm.is_sweeping(), "a 64/65 started a sweep");
+    let evs = lab.run_until(is_light_done);
+    assert!(!evs.iter().any(is_heavy_done), "{evs:?}");
+    assert!(
+        !evs.iter().any(|e| matches!(e, SubnetEvent::Notice(_))),
+        "a foreign 64/65 was passed on to the SA: {evs:?}"
+    );
+    assert_eq!(lab.sm.metrics().heavy_sweeps, heavy);
+    let tids: Vec<(Option<u16>, u64)> = lab
+        .wire
+        .represses
+        .iter()
+        .map(|(d, s)| (*d, s.tid))
+        .collect();
+    assert_eq!(tids, vec![(Some(lid), 0x64), (Some(lid), 0x65)]);
+}
+
+#[test]
+fn port_error_traps_are_repressed_counted_and_do_not_sweep() {
+    let mut lab = settled(gen::fat_tree_2level(4).unwrap());
+    let sw_lid = 1; // any switch LID: the trap only names it
+    let heavy = lab.sm.metrics().heavy_sweeps;
+    for i in 0..12u64 {
+        let t = trap(
+            sw_lid,
+            ProducerType::SWITCH,
+            &TrapDetails::LinkIntegrityThreshold {
+                lid: sw_lid,
+                port_num: 3,
+            },
+            0x1290 + i,
+        );
+        lab.sm.handle_incoming(lab.now, &t);
+    }
+    for (tid, d) in [
+        (
+            0x130,
+            TrapDetails::ExcessiveBufferOverrun {
+                lid: sw_lid,
+                port_num: 3,
+            },
+        ),
+        (
+            0x131,
+            TrapDetails::FlowControlUpdateWatchdog {
+                lid: sw_lid,
+                port_num: 4,
+            },
+        ),
+    ] {
+        lab.sm
+            .handle_incoming(lab.now, &trap(sw_lid, ProducerType::SWITCH, &d, tid));
+    }
+    assert_eq!(
+        lab.wire.represses.len(),
+        0,
+        "nothing sent before the loop runs"
+    );
+    let evs = lab.run_until(is_light_done);
+    assert!(!evs.iter().any(is_heavy_done), "{evs:?}");
+    assert_eq!(lab.sm.metrics().heavy_sweeps, heavy);
+    assert_eq!(lab.wire.represses.len(), 14);
+    assert!(lab
+        .wire
+        .represses
+        .iter()
+        .all(|(d, s)| *d == Some(sw_lid) && s.method == Method::TRAP_REPRESS));
+    assert_eq!(lab.sm.port_error_count(sw_lid, 3, 129), 12);
+    assert_eq!(lab.sm.port_error_count(sw_lid, 3, 130), 1);
+    assert_eq!(lab.sm.port_error_count(sw_lid, 4, 131), 1);
+    assert_eq!(lab.sm.port_error_count(sw_lid, 4, 129), 0);
+    assert_eq!(lab.sm.metrics().port_error_traps, 14);
+    assert!(lab
+        .sm
+        .metrics()
+        .to_prometheus()
+        .contains("ibsm_port_error_traps_total 14"));
+    // Outside the window the count starts again.
+    lab.now += PORT_ERROR_WINDOW + MS;
+    let t = trap(
+        sw_lid,
+        ProducerType::SWITCH,
+        &TrapDetails::LinkIntegrityThreshold {
+            lid: sw_lid,
+            port_num: 3,
+        },
+        0x1300,
+    );
+    lab.sm.handle_incoming(lab.now, &t);
+    assert_eq!(lab.sm.port_error_count(sw_lid, 3, 129), 1);
+}
+
+#[test]
+fn trap_144_is_sm_refreshes_the_known_sms_and_the_light_sweep_sees_one_stop() {
+    let mut lab = settled(gen::fat_tree_2level(4).unwrap());
+    let (node, lid, guid) = other_ca(&lab);
+    // Another SM starts on that CA: IsSM goes up and its SMA sends trap 144.
+    let standby = lab.sim.attach(node, 1).unwrap();
+    lab.sim.set_is_sm(standby, true).unwrap();
+    let pi = lab.sim.port_info(node, 1).unwrap();
+    let t144 = TrapDetails::CapabilityMaskChanged(ibsm_mad::attr::Trap144 {
+        lid,
+        other_local_changes: false,
+        capability_mask: pi.capability_mask,
+        change_flags: 0,
+        capability_mask2: 0,
+    });
+    lab.sm
+        .handle_incoming(lab.now, &trap(lid, ProducerType::CA, &t144, 0x144));
+    let (evs, report) = lab.heavy();
+    assert!(evs
+        .iter()
+        .any(|e| matches!(e, SubnetEvent::Trap144 { issuer_lid, .. } if *issuer_lid == lid)));
+    assert_eq!(lab.wire.represses.len(), 1);
+    assert_eq!(
+        report.sm_ports.iter().map(|p| p.guid).collect::<Vec<_>>(),
+        vec![guid],
+        "the new SM port is not in the sweep's SM list"
+    );
+    // The standby dies without a trap: the light sweep reads its IsSM gone.
+    lab.sim.set_is_sm(standby, false).unwrap();
+    let evs = lab.run_until(is_light_done);
+    match evs.last() {
+        Some(SubnetEvent::SweepDone { report, .. }) => assert!(report.changed, "{report:?}"),
+        other => panic!("{other:?}"),
+    }
+    let (_, report) = lab.heavy();
+    assert!(report.sm_ports.is_empty(), "{:?}", report.sm_ports);
+}
+
+#[test]
+fn light_sweep_sees_another_sm_rewrite_our_port() {
+    let mut lab = settled(gen::fat_tree_2level(4).unwrap());
+    let port = lab
+        .sm
+        .last_discovery()
+        .and_then(|r| r.local)
+        .map(|(_, p)| p)
+        .unwrap();
+    let mut pi = lab
+        .get(&[], AttributeId::PORT_INFO, u32::from(port))
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    let ours = pi.master_sm_lid;
+    assert_ne!(ours, 0);
+    // A rival SM points our port at itself; nothing on a switch changes.
+    pi.master_sm_lid = 0x0BAD;
+    pi.port_state = PortState::NoChange;
+    pi.port_physical_state = ibsm_mad::PhysPortState::NoChange;
+    lab.set(&[], AttributeId::PORT_INFO, u32::from(port), pi.encode())
+        .unwrap();
+    let evs = lab.run_until(is_light_done);
+    match evs.last() {
+        Some(SubnetEvent::SweepDone { report, .. }) => assert!(report.changed, "{report:?}"),
+        other => panic!("{other:?}"),
+    }
+    lab.heavy();
+    let pi = lab
+        .get(&[], AttributeId::PORT_INFO, u32::from(port))
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    assert_eq!(pi.master_sm_lid, ours, "MasterSMLID not restored");
+}
