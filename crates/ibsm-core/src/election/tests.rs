@@ -559,8 +559,14 @@ fn a_master_lost_to_missed_polls_is_asked_once_more_without_retries() {
         assert!(now < ms(5000));
     }
     assert_eq!(e.state(), SmState::Master);
-    assert_eq!(queries_to_lost, 1, "one query, no retries, to the lost master");
-    assert!(now <= discovering_at + c.query_timeout, "{now:?} vs {discovering_at:?}");
+    assert_eq!(
+        queries_to_lost, 1,
+        "one query, no retries, to the lost master"
+    );
+    assert!(
+        now <= discovering_at + c.query_timeout,
+        "{now:?} vs {discovering_at:?}"
+    );
 }
 
 #[test]
