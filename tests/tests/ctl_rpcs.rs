@@ -1,0 +1,308 @@
+//! Every `ibsm.v1.Fabric`/`Cluster` RPC through `ibsmctl` against a real three-instance
+//! `ibsmd demo` (`--base-port 0`: the endpoints are read from its stdout), including the
+//! bad requests, and a check that the daemon kept running with its state intact after
+//! them. Binaries are built through cargo as discover_ibsim.rs explains.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use ibsm_labkit::{run_with_timeout, ChildGuard};
+use serde_json::Value;
+
+fn profile_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("current_exe")?;
+    let deps = exe.parent().context("test executable has no parent dir")?;
+    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().context("deps dir has no parent")?
+    } else {
+        deps
+    };
+    Ok(profile.to_path_buf())
+}
+
+/// Build ibsmd and ibsmctl into this test's target dir.
+pub fn build() -> Result<(PathBuf, PathBuf)> {
+    let profile = profile_dir()?;
+    let target_dir = profile.parent().context("profile dir has no parent")?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "ibsmd",
+        "-p",
+        "ibsmctl",
+        "--manifest-path",
+    ])
+    .arg(&manifest)
+    .env("CARGO_TARGET_DIR", target_dir);
+    if profile.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let out = cmd.output().context("running cargo build")?;
+    if !out.status.success() {
+        bail!(
+            "cargo build failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok((profile.join("ibsmd"), profile.join("ibsmctl")))
+}
+
+struct Demo {
+    _guard: ChildGuard,
+    ctl: PathBuf,
+    endpoints: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Demo {
+    fn start() -> Result<Demo> {
+        let (ibsmd, ctl) = build()?;
+        let dir = tempfile::tempdir()?;
+        let mut child = Command::new(&ibsmd)
+            .args(["demo", "--base-port", "0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join("demo.log"))?)
+            .spawn()
+            .context("spawning ibsmd demo")?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let guard = ChildGuard::new(child, "ibsmd demo");
+        let mut endpoints = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let line = line?;
+            if let Some(at) = line.find("gRPC http://") {
+                endpoints.push(line[at + 5..].trim().to_string());
+            }
+            if line.starts_with("Ctrl-C") {
+                break;
+            }
+        }
+        if endpoints.len() != 3 {
+            bail!("ibsmd demo printed {endpoints:?}, expected three endpoints");
+        }
+        let demo = Demo {
+            _guard: guard,
+            ctl,
+            endpoints,
+            _dir: dir,
+        };
+        // Ready when one instance is MASTER and has published its fabric view.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(m) = demo.master() {
+                if demo
+                    .json(m, &["topology", "--json"])
+                    .is_ok_and(|t| t["source"] == "master")
+                {
+                    return Ok(demo);
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("the demo did not come up with a MASTER view in 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn ctl(&self, i: usize, args: &[&str]) -> Result<Output> {
+        let mut cmd = Command::new(&self.ctl);
+        cmd.arg("--endpoint").arg(&self.endpoints[i]).args(args);
+        Ok(run_with_timeout(&mut cmd, Duration::from_secs(30))?)
+    }
+
+    fn json(&self, i: usize, args: &[&str]) -> Result<Value> {
+        let out = self.ctl(i, args)?;
+        if !out.status.success() {
+            bail!(
+                "ibsmctl {args:?} on sm{} exited {:?}: {}",
+                i + 1,
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("not JSON: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
+    fn master(&self) -> Result<usize> {
+        (0..3)
+            .find(|i| {
+                self.json(*i, &["status", "--json"])
+                    .is_ok_and(|s| s["state"] == "MASTER")
+            })
+            .context("no MASTER")
+    }
+
+    /// Exit code and stderr of a call expected to fail.
+    fn fails(&self, i: usize, args: &[&str]) -> Result<(Option<i32>, String)> {
+        let out = self.ctl(i, args)?;
+        if out.status.success() {
+            bail!(
+                "ibsmctl {args:?} succeeded: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        Ok((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+}
+
+fn lid_map(v: &Value) -> Result<BTreeMap<String, u64>> {
+    v["lids"]
+        .as_array()
+        .context("lids array")?
+        .iter()
+        .map(|l| {
+            Ok((
+                l["port_guid"].as_str().context("guid")?.to_string(),
+                l["base_lid"].as_u64().context("lid")?,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn fabric_rpcs_through_ibsmctl() -> Result<()> {
+    let demo = Demo::start()?;
+    let m = demo.master()?;
+    let s = (0..3).find(|i| *i != m).context("a standby")?;
+    let status = demo.json(m, &["status", "--json"])?;
+
+    // Topology: counts agree with the node list; every cable is seen from both ends.
+    let topo = demo.json(m, &["topology", "--json"])?;
+    assert_eq!(topo["source"], "master");
+    let nodes = topo["nodes"].as_array().context("nodes")?;
+    let count = |ty: &str| nodes.iter().filter(|n| n["type"] == ty).count() as u64;
+    assert_eq!(topo["switches"].as_u64(), Some(count("Switch")), "{topo}");
+    assert_eq!(topo["cas"].as_u64(), Some(count("CA")));
+    assert!(count("Switch") > 0 && count("CA") >= 3);
+    let ends: usize = nodes
+        .iter()
+        .flat_map(|n| n["ports"].as_array().into_iter().flatten())
+        .filter(|p| p["remote_node_guid"] != "0x0000000000000000")
+        .count();
+    assert_eq!(Some(ends as u64), topo["links"].as_u64().map(|l| l * 2));
+
+    // LIDs: unique, and the master's own port has the LID its status reports.
+    let lids = demo.json(m, &["lids", "--json"])?;
+    let map = lid_map(&lids)?;
+    let unique: BTreeSet<u64> = map.values().copied().collect();
+    assert_eq!(unique.len(), map.len(), "duplicate LIDs: {lids}");
+    assert_eq!(
+        map.get(status["guid"].as_str().context("guid")?).copied(),
+        status["lid"].as_u64()
+    );
+    // A standby answers the same LIDs from its replica.
+    let standby_lids = demo.json(s, &["lids", "--json"])?;
+    assert_eq!(standby_lids["source"], "replica");
+    assert_eq!(lid_map(&standby_lids)?, map);
+
+    // Route between the two CA ports of the other SMs: every hop follows a cable.
+    let sms = demo.json(m, &["sms", "--json"])?;
+    let ca_lids: Vec<u64> = sms
+        .as_array()
+        .context("sms")?
+        .iter()
+        .filter_map(|e| e["lid"].as_u64())
+        .collect();
+    let (a, b) = (ca_lids[0], ca_lids[ca_lids.len() - 1]);
+    let route = demo.json(m, &["route", &a.to_string(), &b.to_string(), "--json"])?;
+    let hops = route["hops"].as_array().context("hops")?;
+    assert!(!hops.is_empty(), "{route}");
+    let by_guid: BTreeMap<&str, &Value> = nodes
+        .iter()
+        .filter_map(|n| Some((n["node_guid"].as_str()?, n)))
+        .collect();
+    for w in hops.windows(2) {
+        let node = by_guid
+            .get(w[0]["node_guid"].as_str().unwrap_or(""))
+            .context("hop node")?;
+        let out = w[0]["out_port"].as_u64();
+        let port = node["ports"]
+            .as_array()
+            .context("ports")?
+            .iter()
+            .find(|p| p["num"].as_u64() == out)
+            .context("egress port")?;
+        assert_eq!(port["remote_node_guid"], w[1]["node_guid"], "{route}");
+        assert_eq!(port["remote_port"], w[1]["in_port"], "{route}");
+    }
+    let text = demo.ctl(m, &["route", &a.to_string(), &b.to_string()])?;
+    assert!(String::from_utf8_lossy(&text.stdout).contains("switch hops"));
+
+    // Bad requests, each with a precise reason and exit code.
+    let (code, err) = demo.fails(m, &["route", &a.to_string(), "40000"])?;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("assigned to no port"), "{err}");
+    let (code, err) = demo.fails(m, &["route", "0", "1"])?;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unicast"), "{err}");
+    let (code, err) = demo.fails(s, &["route", &a.to_string(), &b.to_string()])?;
+    assert_eq!(code, Some(4), "{err}");
+    assert!(err.contains("ask the master"), "{err}");
+    let (code, err) = demo.fails(m, &["set-priority", "16"])?;
+    assert_eq!(code, Some(2), "{err}");
+    let (code, err) = demo.fails(m, &["partitions", "set", "p", "0x7fff", "0x1"])?;
+    assert_eq!(code, Some(2));
+    assert!(err.contains("default partition"), "{err}");
+    let (code, err) = demo.fails(m, &["partitions", "set", "p", "0x8012", "0x1"])?;
+    assert_eq!(code, Some(2));
+    assert!(err.contains("15 bits"), "{err}");
+    let (code, err) = demo.fails(m, &["partitions", "set", "p", "0x12", "0x1:both"])?;
+    assert_eq!(code, Some(2));
+    assert!(err.contains("neither full nor limited"), "{err}");
+    let (code, err) = demo.fails(m, &["partitions", "set", "p", "0x12", "0x00ffeeddccbbaa99"])?;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not on the fabric"), "{err}");
+
+    // A valid partition goes through the replica: a standby lists it.
+    let guids: Vec<&str> = map.keys().map(String::as_str).take(2).collect();
+    let members = format!("{}:full,{}:limited", guids[0], guids[1]);
+    let set = demo.json(
+        m,
+        &["partitions", "set", "storage", "0x12", &members, "--json"],
+    )?;
+    assert!(
+        set["outcome"].as_str().unwrap_or("").contains("committed"),
+        "{set}"
+    );
+    let listed = demo.json(s, &["partitions", "--json"])?;
+    let p = listed["partitions"]
+        .as_array()
+        .context("partitions")?
+        .iter()
+        .find(|p| p["p_key"] == "0x0012")
+        .context("partition 0x0012 on the standby")?;
+    assert_eq!(p["name"], "storage");
+    assert_eq!(p["members"][1]["membership"], "limited");
+
+    // Members (the replica engineer's Cluster service) through ibsmctl.
+    let members = demo.json(m, &["members", "--json"])?;
+    assert_eq!(
+        members["members"].as_array().map(Vec::len),
+        Some(3),
+        "{members}"
+    );
+    let (code, err) = demo.fails(m, &["members", "remove", "99"])?;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("not a member"), "{err}");
+    let (code, _) = demo.fails(m, &["members", "add", "0", "127.0.0.1:1"])?;
+    assert_eq!(code, Some(2));
+
+    // The daemon kept running, same master, same LIDs.
+    assert_eq!(demo.master()?, m);
+    assert_eq!(lid_map(&demo.json(m, &["lids", "--json"])?)?, map);
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! "A short drill runs in CI": five master kills on the embedded fabric through
+//! `ibsmctl drill kill-master --start-demo`, judged by the demo's fabric-side SMInfo
+//! poller. The report must show that no LID changed, that every cycle found a new
+//! master and that two masters were never seen at once; the SVG timeline must have
+//! one lane per SM. No wall-clock speed is asserted (this machine is shared).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use ibsm_labkit::run_with_timeout;
+use serde_json::Value;
+
+fn build() -> Result<(PathBuf, PathBuf)> {
+    let exe = std::env::current_exe().context("current_exe")?;
+    let deps = exe.parent().context("no parent")?;
+    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().context("deps dir has no parent")?
+    } else {
+        deps
+    };
+    let target_dir = profile.parent().context("profile dir has no parent")?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "ibsmd",
+        "-p",
+        "ibsmctl",
+        "--manifest-path",
+    ])
+    .arg(&manifest)
+    .env("CARGO_TARGET_DIR", target_dir);
+    if profile.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let out = cmd.output().context("running cargo build")?;
+    if !out.status.success() {
+        bail!(
+            "cargo build failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok((profile.join("ibsmd"), profile.join("ibsmctl")))
+}
+
+#[test]
+fn five_master_kills_change_no_lid_and_never_show_two_masters() -> Result<()> {
+    let (ibsmd, ctl) = build()?;
+    let dir = tempfile::tempdir()?;
+    let report_dir = dir.path().join("report");
+    let mut cmd = Command::new(&ctl);
+    cmd.args([
+        "drill",
+        "kill-master",
+        "--cycles",
+        "5",
+        "--start-demo",
+        "--ibsmd",
+    ])
+    .arg(&ibsmd)
+    .arg("--report-dir")
+    .arg(&report_dir);
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(600))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(report_dir.join("report.json"))
+            .with_context(|| format!("no report.json; stdout:\n{text}\nstderr:\n{err}"))?,
+    )?;
+    assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
+    let cycles = json["cycles"].as_array().context("cycles")?;
+    assert_eq!(cycles.len(), 5, "{json:#}");
+    for c in cycles {
+        assert_eq!(c["new_master_found"], true, "{c}");
+        assert_ne!(c["new_master"], c["old_master"], "{c}");
+        assert!(
+            c["epoch_after"].as_u64() > c["epoch_before"].as_u64(),
+            "epoch must rise: {c}"
+        );
+        assert!(
+            c["masterless_ms"].as_u64().is_some_and(|m| m > 0),
+            "a kill leaves a gap: {c}"
+        );
+    }
+    assert_eq!(json["lid_changes"], 0, "{json:#}");
+    assert_eq!(json["dual_master_ms"], 0, "{json:#}");
+    for k in ["min", "median", "max"] {
+        assert!(json["failover_ms"][k].as_u64().is_some(), "{json:#}");
+    }
+    assert!(json["masterless_ms_max"].as_u64().is_some());
+    assert!(text.contains("invariants: ok"), "{text}");
+    let svg = std::fs::read_to_string(report_dir.join("timeline.svg"))?;
+    assert!(svg.starts_with("<svg"));
+    for sm in ["sm1", "sm2", "sm3"] {
+        assert_eq!(
+            svg.matches(&format!("class=\"lane\" data-sm=\"{sm}\""))
+                .count(),
+            1,
+            "{sm}"
+        );
+    }
+    assert_eq!(svg.matches("class=\"lane\"").count(), 3);
+    assert!(svg.contains("#2e7d32"), "a MASTER interval is drawn");
+    Ok(())
+}
