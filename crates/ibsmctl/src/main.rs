@@ -13,6 +13,13 @@
 //! an `https://` endpoint `--ca-cert`, plus `--client-cert/--client-key` for mTLS.
 //! A refused call (`UNAUTHENTICATED`) exits 1 with a hint.
 //!
+//! - `topology`, `lids`, `route SRC DST`, `partitions [set ...]` use `ibsm.v1.Fabric`
+//!   (what the master configured; a standby answers from its replica), `members [add
+//!   ID ADDR | remove ID]` uses `ibsm.v1.Cluster` ([`fabric`]).
+//! - `drill SCENARIO` repeats a failover against `ibsmd demo` and judges it by the
+//!   demo's fabric-side SMInfo poller, not by what the SMs say ([`drill`]); it exits 5
+//!   when an invariant breaks (a LID changed, no new master, two masters).
+//!
 //! Every command prints a human table by default and JSON with `--json` (GUIDs as
 //! `"0x%016x"` strings, SM states by their IBA names; see `render`).
 //!

@@ -53,7 +53,12 @@
 //!
 //! [`demo::Demo`] runs three instances in one process on one embedded fabric (the
 //! simulator is in-process), each with its own gRPC endpoint, and the `ibsm.v1.Demo`
-//! drills (kill/restart an instance) in [`demo_service`].
+//! drills (kill/restart an instance, pull an instance's cable) in [`demo_service`],
+//! plus an independent SMInfo observer on a spare CA port ([`demo_poller`]) that
+//! `ibsmctl drill` uses to judge "no master" and "two masters" as the fabric sees them.
+//! What the MASTER configured (topology, LIDs, routes, partitions) is served by
+//! `ibsm.v1.Fabric` ([`fabric_service`]) from the view it publishes after each heavy
+//! sweep ([`fabric_view`]).
 //!
 //! # Replication
 //!
