@@ -55,7 +55,11 @@
 //! when done. If the discovery this instance made while DISCOVERING is fresh (see
 //! `take_fresh_discovery`: seconds old, no trap and no other MASTER since it started),
 //! that sweep starts from it ([`SubnetManager::become_master_with_discovery`]) instead
-//! of walking the fabric a second time. Its light sweeps (every
+//! of walking the fabric a second time. With replication, a STANDBY that has missed
+//! all but one poll of its master (or just went DISCOVERING after losing it) and that
+//! no known standby outranks prepares the takeover: discovery and the read-back of
+//! every LFT start then, read-only ([`SubnetManager::prepare_takeover`], see
+//! `watch_master`), and MASTER continues that sweep instead of starting one. Its light sweeps (every
 //! `SubnetConfig::sweep_interval`, and on `Sweep{heavy: false}`), traps and a heavy
 //! sweep every `master_heavy_sweep_interval` (0: only on change) follow. The SM ports
 //! its heavy sweeps find feed [`Election::handle_sweep`], the SMPs
@@ -169,6 +173,11 @@ pub const DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL: Duration = Duration::from_secs(60
 /// configuring from it instead of discovering again (see `become_master`). At start-up
 /// the election decides within a few SMInfo polls of the first sweep.
 const FRESH_DISCOVERY_MAX_AGE: Duration = Duration::from_secs(5);
+
+/// How old a prepared takeover (see `prepare_takeover`) may be when MASTER comes for
+/// the new master to continue it rather than start over. The election normally
+/// decides one SMInfo query timeout (~100 ms) after DISCOVERING.
+const PREPARED_TAKEOVER_MAX_AGE: Duration = Duration::from_secs(2);
 
 /// Settings of one SM instance.
 #[derive(Debug, Clone)]
@@ -580,6 +589,9 @@ struct Runtime {
     last_sweep: String,
     /// SMPs the election initiated (SMInfo polls, control packets), for metrics.
     election_sent: u64,
+    /// A takeover prepared while DISCOVERING (see `prepare_takeover`):
+    /// `fabric_changes` when it started and the replicated guid2lid it used.
+    prepared: Option<(u64, BTreeMap<u64, ibsm_replica::LidRange>)>,
 }
 
 impl Runtime {
@@ -638,6 +650,7 @@ impl Runtime {
             request_order: VecDeque::new(),
             last_sweep: String::new(),
             election_sent: 0,
+            prepared: None,
             cfg,
         })
     }
@@ -673,7 +686,8 @@ impl Runtime {
                     self.schedule_master_heavy(now);
                     self.subnet.start_heavy_sweep(now);
                 }
-            } else if self.sweep.is_none() {
+            } else if self.sweep.is_none() && !self.subnet.is_preparing() {
+                // (A prepared takeover has the fabric to itself until MASTER.)
                 if self.heavy_wanted || now >= self.next_heavy {
                     self.start_sweep(now, true);
                 } else if now >= self.next_light || !self.waiting_replies.is_empty() {
@@ -681,6 +695,9 @@ impl Runtime {
                 }
             }
             self.pump(now)?;
+            if self.watch_master(now) {
+                self.pump(now)?;
+            }
             self.publish();
             let now = self.now();
             let mut until = now + MAX_WAIT;
@@ -698,7 +715,7 @@ impl Runtime {
                 if !self.subnet.is_sweeping() {
                     until = until.min(self.next_heavy);
                 }
-            } else if self.sweep.is_none() {
+            } else if self.sweep.is_none() && !self.subnet.is_preparing() {
                 until = until.min(self.next_light).min(self.next_heavy);
             }
             if let Some(r) = self.dev.recv(until.saturating_sub(now))? {
@@ -866,7 +883,9 @@ impl Runtime {
                 let mut m = *mad;
                 set_wire_tid_low(&mut m, RUNTIME_TID.unfold(low, self.tx.counters().sent));
                 self.tx.handle_incoming(now, &m);
-            } else if SUBNET_TID.contains(low) && self.subnet.is_active() {
+            } else if SUBNET_TID.contains(low)
+                && (self.subnet.is_active() || self.subnet.is_preparing())
+            {
                 let mut m = *mad;
                 let sent = self.subnet.metrics().smps_sent;
                 set_wire_tid_low(&mut m, SUBNET_TID.unfold(low, sent));
@@ -1093,13 +1112,26 @@ impl Runtime {
                         .extend(self.waiting_replies.drain(..).map(|(_, r)| r));
                     self.schedule_master_heavy(now);
                     tracing::info!("master: configuring the subnet (heavy sweep)");
+                    self.check_prepared(now);
                     if let Some(r) = &self.cfg.replication {
                         crate::replication::take_over(r, &mut self.subnet, self.port_guid);
                     }
-                    match self.take_fresh_discovery(now) {
-                        Some(d) => self.subnet.become_master_with_discovery(now, d),
-                        None => self.subnet.become_master(now),
+                    if self.subnet.is_preparing() {
+                        // Continue the prepared sweep; the standby discovery is older.
+                        self.last_discovery = None;
+                        self.subnet.become_master(now);
+                    } else {
+                        match self.take_fresh_discovery(now) {
+                            Some(d) => self.subnet.become_master_with_discovery(now, d),
+                            None => self.subnet.become_master(now),
+                        }
                     }
+                } else if *to == SmState::Discovering && *from == SmState::Standby {
+                    self.prepare_takeover(now);
+                } else if *to != SmState::Master && self.subnet.is_preparing() {
+                    tracing::info!(state = %to, "prepared takeover dropped: another SM leads");
+                    self.subnet.stop();
+                    self.prepared = None;
                 }
                 if *from == SmState::Master && *to != SmState::Master && self.subnet.is_active() {
                     tracing::info!("no longer master: subnet configuration stops");
@@ -1530,6 +1562,98 @@ impl Runtime {
             SubnetEvent::Unsolicited(smp) => {
                 tracing::trace!(attr = ?smp.attr_id, "configurator passed a request on");
             }
+        }
+    }
+
+    /// STANDBY: one poll before the election gives up on its master (at the defaults,
+    /// 2 of 3 polls missed), prepare the takeover; when the master answers again, drop
+    /// the preparation. True if something started or stopped.
+    ///
+    /// Why one poll early: discovery plus LFT read-back are ~0.2 s of fabric time on
+    /// a k=16 fat tree, about what the last two polls (or the last poll and the
+    /// election's final query) take, and "fabric verified" within 0.5 s of a SIGKILL
+    /// needs both to overlap. A standby that gets no answer to two polls in a row
+    /// almost always lost its master; a false alarm costs one read-only sweep and is
+    /// dropped at the next answer (and any answer from a MASTER also voids the
+    /// preparation at MASTER time, see `check_prepared`).
+    fn watch_master(&mut self, now: Duration) -> bool {
+        if self.election.state() != SmState::Standby || self.subnet.is_active() {
+            return false;
+        }
+        let missed = self.election.missed_polls();
+        let early = self.cfg.poll_retries.saturating_sub(1).max(1);
+        if missed >= early && !self.subnet.is_preparing() && !self.subnet.is_sweeping() {
+            tracing::info!(missed, "master missed polls: preparing the takeover");
+            self.prepare_takeover(now);
+            return self.subnet.is_preparing();
+        }
+        if missed == 0 && self.subnet.is_preparing() {
+            tracing::info!("master answered again: prepared takeover dropped");
+            self.subnet.stop();
+            self.prepared = None;
+            return true;
+        }
+        false
+    }
+
+    /// The standby lost its master (STANDBY -> DISCOVERING): start the read-only half
+    /// of the takeover now ([`SubnetManager::prepare_takeover`]: discovery and the
+    /// read-back of every LFT, nothing written, no Raft claim) instead of after the
+    /// election's last SMInfo query, which only waits for a dead master's timeout.
+    /// Only with replication (that is what the read-back is verified against) and
+    /// only if no known STANDBY/DISCOVERING SM outranks us, so the other standbys do
+    /// not load the fabric with reads they will throw away.
+    fn prepare_takeover(&mut self, now: Duration) {
+        let Some(r) = self.cfg.replication.clone() else {
+            return;
+        };
+        if self.subnet.is_active() || self.subnet.is_sweeping() {
+            return;
+        }
+        let me = (self.election.priority(), std::cmp::Reverse(self.port_guid));
+        let outranked = self.peers.values().any(|p| {
+            !p.is_self
+                && matches!(p.state, Some(SmState::Standby | SmState::Discovering))
+                && (p.priority, std::cmp::Reverse(p.guid)) > me
+        });
+        if outranked {
+            tracing::debug!("master lost; a higher standby will take over: nothing prepared");
+            return;
+        }
+        let guid2lid = crate::replication::prepare_take_over(&r, &mut self.subnet, now);
+        self.prepared = Some((self.fabric_changes, guid2lid));
+    }
+
+    /// At MASTER: keep a prepared takeover only if it is recent, nothing may have
+    /// changed the fabric since it started (traps, another MASTER, a sweep request)
+    /// and the replicated guid2lid it assigned LIDs from is unchanged; else drop it
+    /// and sweep from scratch.
+    fn check_prepared(&mut self, now: Duration) {
+        let Some((changes, guid2lid)) = self.prepared.take() else {
+            return;
+        };
+        let Some(since) = self.subnet.preparing_since() else {
+            return;
+        };
+        let age = now.saturating_sub(since);
+        let lids_same = self
+            .cfg
+            .replication
+            .as_ref()
+            .is_some_and(|r| crate::replication::replicated_guid2lid(r) == guid2lid);
+        if changes != self.fabric_changes || age > PREPARED_TAKEOVER_MAX_AGE || !lids_same {
+            tracing::info!(
+                age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+                fabric_changed = changes != self.fabric_changes,
+                lids_same,
+                "prepared takeover dropped: sweeping from scratch"
+            );
+            self.subnet.abandon_prepared();
+        } else {
+            tracing::info!(
+                age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
+                "master: continuing the takeover prepared while DISCOVERING"
+            );
         }
     }
 

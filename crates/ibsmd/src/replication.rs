@@ -735,6 +735,38 @@ async fn register(replica: &Replica, shared: &Mutex<Shared>, guid: u64) -> Next 
 /// in the background. Call just before `SubnetManager::become_master`.
 pub fn take_over(r: &Replication, subnet: &mut SubnetManager, port_guid: u64) {
     let seed = r.seed();
+    seed_subnet(&seed, subnet);
+    r.become_master(port_guid);
+}
+
+/// The read-only half of a takeover, started while the election is still
+/// DISCOVERING after losing its master: LIDs seeded from the local replica and
+/// [`SubnetManager::prepare_takeover`] (discovery and LFT read-back, nothing
+/// written, no Raft claim). Returns the seed's guid2lid it used, so the caller
+/// can tell at MASTER whether the LIDs it assigned still hold (see
+/// [`take_over`], which re-reads the seed; the digests are compared then).
+pub fn prepare_take_over(
+    r: &Replication,
+    subnet: &mut SubnetManager,
+    now: Duration,
+) -> BTreeMap<u64, LidRange> {
+    let seed = r.seed();
+    if !seed.guid2lid.is_empty() {
+        if let Err(e) = subnet.import_guid2lid(&seed.guid2lid_file) {
+            tracing::warn!(%e, "takeover preparation: replicated guid2lid refused");
+        }
+    }
+    subnet.prepare_takeover(now, inherited_of(&seed));
+    seed.guid2lid
+}
+
+/// The replica's guid2lid as it is now (compared with what a prepared takeover used).
+pub fn replicated_guid2lid(r: &Replication) -> BTreeMap<u64, LidRange> {
+    r.replica.with_state(|s| s.guid2lid.clone())
+}
+
+/// LIDs and inherited LFT digests from `seed` into the configurator.
+fn seed_subnet(seed: &Seed, subnet: &mut SubnetManager) {
     if !seed.guid2lid.is_empty() {
         match subnet.import_guid2lid(&seed.guid2lid_file) {
             Ok(n) => tracing::info!(
@@ -747,8 +779,7 @@ pub fn take_over(r: &Replication, subnet: &mut SubnetManager, port_guid: u64) {
             }
         }
     }
-    subnet.inherit(inherited_of(&seed));
-    r.become_master(port_guid);
+    subnet.inherit(inherited_of(seed));
 }
 
 /// The core's view of what the previous master left.

@@ -192,6 +192,16 @@ impl Election {
         }
     }
 
+    /// STANDBY: polls of the master that went unanswered in a row so far (0 in
+    /// other states, and again once the master answers). The daemon starts the
+    /// read-only part of a takeover one poll before the election gives up.
+    pub fn missed_polls(&self) -> u32 {
+        match (&self.following, self.state) {
+            (Some(f), SmState::Standby) => f.missed,
+            _ => 0,
+        }
+    }
+
     /// Count of incoming Sets rejected for a wrong SM_Key.
     pub fn sm_key_violations(&self) -> u64 {
         self.sm_key_violations

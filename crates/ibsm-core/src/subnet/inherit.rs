@@ -19,7 +19,25 @@
 //! Chosen over seeding from the digests alone (a digest cannot say which block
 //! differs, and trusting it would skip verifying the fabric) and over replicating
 //! whole LFTs (megabytes per sweep on large fabrics, and still unverified). The
-//! price is one SMP per 64 LIDs per switch: ~8.6k SMPs on a k=16 fat tree.
+//! price is one SMP per 64 LIDs per switch: ~7k SMPs on a k=16 fat tree.
+//!
+//! # Prepared before MASTER
+//!
+//! Discovery plus read-back are ~20k SMPs on a k=16 fat tree, ~0.2 s of what
+//! ibsim answers, and the fabric (not the SMP window: 64 vs 256 made no
+//! difference) bounds their rate. So the daemon starts them *before* MASTER, with
+//! [`super::SubnetManager::prepare_takeover`], once its election has missed all
+//! but one poll of the master (or went DISCOVERING): Gets only, no Raft claim,
+//! and the sweep parks when the read-back is complete. `become_master` continues
+//! it and compares the tables with the replicated digests *as they are at
+//! MASTER* (a fresh [`super::SubnetManager::inherit`]), so "verified" still means
+//! every LFT read from the fabric after the old master fell silent, and a
+//! fabric walked then, matched against the replicated state. The daemon drops a
+//! preparation when the master answers again, when anything may have changed the
+//! fabric meanwhile (a trap, another MASTER, a sweep request), when the
+//! replicated guid2lid moved, or when it is over 2 s old
+//! ([`super::SubnetManager::abandon_prepared`]: the agent and its TIDs carry on,
+//! answers to the dropped requests are discarded by generation).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -116,6 +134,7 @@ mod tests {
     use super::*;
     use crate::subnet::{SubnetConfig, SubnetEvent, SubnetManager, SweepReport};
     use ibsm_fabric::{gen, NodeIdx};
+    use ibsm_mad::{AttributeId, Method, Smp};
     use ibsm_sim::{ClientId, Sim, SimConfig};
     use std::time::Duration;
 
@@ -243,6 +262,147 @@ mod tests {
             r4.lft_blocks_sent,
             r1.lft_blocks_sent
         );
+    }
+
+    /// Send what `sm` has queued into `sim` (recording every SMP), without
+    /// delivering anything back.
+    fn send_queued(
+        sim: &mut Sim,
+        client: ClientId,
+        sm: &mut SubnetManager,
+        now: Duration,
+        sent: &mut Vec<Smp>,
+    ) {
+        while let Some(o) = sm.poll_transmit() {
+            if let Ok(smp) = Smp::decode(&o.mad) {
+                sent.push(smp);
+            }
+            let r = match o.dlid {
+                None => sim.send(now, client, &o.mad),
+                Some(l) => sim.send_to(now, client, l, &o.mad),
+            };
+            r.expect("well-formed MAD");
+        }
+    }
+
+    /// Drive `sm` until nothing is on the wire and it asks for no timeout (a
+    /// prepared takeover waiting for MASTER), recording every SMP it sends.
+    fn until_quiet(
+        sim: &mut Sim,
+        client: ClientId,
+        sm: &mut SubnetManager,
+        now: &mut Duration,
+        sent: &mut Vec<Smp>,
+    ) {
+        for _ in 0..1_000_000 {
+            let before = sent.len();
+            send_queued(sim, client, sm, *now, sent);
+            let mut busy = sent.len() > before;
+            while let Some((c, mad)) = sim.poll_delivery(*now) {
+                busy = true;
+                if c == client {
+                    sm.handle_incoming(*now, &mad);
+                }
+            }
+            if !busy {
+                let Some(next) = [sm.poll_timeout(), sim.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                else {
+                    return;
+                };
+                *now = next.max(*now);
+                sm.handle_timeout(*now);
+            }
+        }
+        panic!("never quiet");
+    }
+
+    /// A standby about to take over prepares: discovery and every LFT read with
+    /// Gets only, and nothing compared until MASTER; `become_master` then adopts
+    /// without walking the fabric again or writing an LFT block. An abandoned
+    /// preparation's answers still in flight are dropped, not fed to the next
+    /// sweep, and a stopped one leaves the SM idle.
+    #[test]
+    fn a_prepared_takeover_reads_only_and_continues_at_master() {
+        let topo = gen::fat_tree_3level(4).expect("k=4");
+        let cas: Vec<NodeIdx> = topo
+            .iter()
+            .filter(|(_, n)| !n.is_switch())
+            .map(|(i, _)| i)
+            .collect();
+        let mut sim = Sim::new(&topo, SimConfig::default());
+        let mut now = Duration::ZERO;
+        let (c1, mut first) = master_at(&mut sim, cas[0]);
+        first.become_master(now);
+        sweep(&mut sim, c1, &mut first, &mut now);
+        let inh = inherited(&first);
+        first.stop();
+        sim.detach(c1).expect("detach");
+
+        let (c2, mut second) = master_at(&mut sim, cas[cas.len() - 1]);
+        second.prepare_takeover(now, inh.clone());
+        assert!(second.is_preparing() && !second.is_active());
+        let mut sent = Vec::new();
+        until_quiet(&mut sim, c2, &mut second, &mut now, &mut sent);
+        assert!(
+            sent.iter().all(|s| s.method == Method::GET),
+            "a preparation writes nothing"
+        );
+        let lft_gets = sent
+            .iter()
+            .filter(|s| s.attr_id == AttributeId::LINEAR_FORWARDING_TABLE)
+            .count();
+        assert!(lft_gets >= 20, "every switch's LFT read: {lft_gets}");
+        assert!(
+            second.last_inherit().is_none(),
+            "nothing compared before MASTER"
+        );
+        assert!(second.is_preparing(), "still waiting for MASTER");
+        second.inherit(inh.clone());
+        second.become_master(now);
+        let mut at_master = Vec::new();
+        send_queued(&mut sim, c2, &mut second, now, &mut at_master);
+        let r = sweep(&mut sim, c2, &mut second, &mut now);
+        let rep = second.last_inherit().cloned().expect("compared at MASTER");
+        assert!(rep.adopted, "{rep:?}");
+        assert_eq!((rep.verified, rep.mismatched, rep.unread), (20, 0, 0));
+        assert_eq!(r.lft_blocks_sent, 0);
+        assert!(
+            !at_master
+                .iter()
+                .any(|s| s.attr_id == AttributeId::NODE_INFO),
+            "MASTER does not walk the fabric again"
+        );
+        second.stop();
+        sim.detach(c2).expect("detach");
+
+        // Abandoned with its first requests still unanswered: those answers arrive
+        // during the next sweep and must not be taken for its own.
+        let (c3, mut third) = master_at(&mut sim, cas[cas.len() / 2]);
+        third.prepare_takeover(now, inh.clone());
+        let mut sent = Vec::new();
+        send_queued(&mut sim, c3, &mut third, now, &mut sent);
+        assert!(!sent.is_empty());
+        third.abandon_prepared();
+        assert!(!third.is_preparing());
+        third.inherit(inh.clone());
+        third.become_master(now);
+        sweep(&mut sim, c3, &mut third, &mut now);
+        let rep = third.last_inherit().cloned().expect("read back");
+        assert!(rep.adopted, "{rep:?}");
+        assert_eq!((rep.verified, rep.mismatched, rep.unread), (20, 0, 0));
+        third.stop();
+        sim.detach(c3).expect("detach");
+
+        // Stopped (another SM won): idle, nothing more goes out.
+        let (c4, mut fourth) = master_at(&mut sim, cas[1]);
+        fourth.prepare_takeover(now, inh);
+        fourth.stop();
+        assert!(!fourth.is_preparing() && !fourth.is_sweeping());
+        assert!(fourth.poll_transmit().is_none() && fourth.poll_timeout().is_none());
+        sim.detach(c4).expect("detach");
     }
 
     #[test]
