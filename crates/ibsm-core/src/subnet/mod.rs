@@ -54,6 +54,18 @@
 //! CapabilityMask.IsSM gone (that SM stopped). A *new* SM port is not looked for
 //! here: its trap 144 (IsSM set) or the periodic heavy sweep finds it.
 //!
+//! Activation does not make the next light sweep heavy: the heavy sweep's
+//! SwitchInfo Set clears PortStateChange (write 1) before programming, and port
+//! state changes made by SubnSet do not raise it again (IBA 14.2.5.4; ibsim and
+//! `ibsm-sim` both behave so, checked on ibsim with `smpquery switchinfo` after
+//! subnet up). So neither a second clear after activation nor "ignore what we
+//! caused" is needed, and both would cost something: a clear after activation
+//! would hide a real link change between the last Set and the clear, and
+//! ignoring changes on switches we touched would hide one for a whole sweep
+//! interval. What made the first light sweep after subnet up heavy-sweep was the
+//! SM's own port read Active against the Init its discovery saw; that port is
+//! expected Active now. Test: `light_sweep_right_after_subnet_up_starts_no_heavy_sweep`.
+//!
 //! A new master that already holds a fresh discovery of the fabric (the daemon's
 //! own, from while it was DISCOVERING) hands it to
 //! [`SubnetManager::become_master_with_discovery`], so start-up discovers once.

@@ -1370,3 +1370,65 @@ fn light_sweep_sees_another_sm_rewrite_our_port() {
         .unwrap();
     assert_eq!(pi.master_sm_lid, ours, "MasterSMLID not restored");
 }
+
+/// SwitchInfo.PortStateChange after bring-up, and the light sweeps that read it.
+///
+/// Links that trained before the SM came (and a bounced cable) leave
+/// PortStateChange raised; the first sweep's SwitchInfo Set clears it (write 1)
+/// before programming, and activation (Init -> Armed -> Active by SubnSet) does not
+/// raise it again (IBA 14.2.5.4: "changes in port state resulting from SubnSet do
+/// not change this bit"; ibsim behaves the same). So a light sweep right after
+/// subnet up, on an unchanged fabric, sees nothing and starts no heavy sweep:
+/// after a fresh bring-up and after a new master takes over an Active fabric.
+#[test]
+fn light_sweep_right_after_subnet_up_starts_no_heavy_sweep() {
+    let topo = gen::fat_tree_3level(4).unwrap();
+    let switches: Vec<NodeIdx> = topo
+        .iter()
+        .filter(|(_, n)| n.is_switch())
+        .map(|(i, _)| i)
+        .collect();
+    let mut lab = Lab::new(topo.clone(), cfg());
+    let edge = topo.find_by_name("edge-3-0").unwrap();
+    lab.sim.link_down(edge, 3).unwrap();
+    lab.sim.link_up(edge, 3).unwrap();
+    let raised = switches
+        .iter()
+        .filter(|s| lab.sim.port_state_change(**s) == Some(true))
+        .count();
+    assert!(raised > 0, "the bounced cable raised PortStateChange");
+    for round in ["bring-up", "takeover"] {
+        if round == "takeover" {
+            // A new master on the same port: every link is Active already.
+            lab.sm.stop();
+            lab.sm = SubnetManager::new(cfg()).unwrap();
+        }
+        let (_, up) = lab.bring_up();
+        if round == "bring-up" {
+            assert!(up.ports_activated > 0, "{up:?}");
+        } else {
+            assert_eq!(up.ports_activated, 0, "{up:?}");
+        }
+        for s in &switches {
+            assert_eq!(
+                lab.sim.port_state_change(*s),
+                Some(false),
+                "{round}: PortStateChange left set on {:?}",
+                topo.node(*s).map(|n| &n.description)
+            );
+        }
+        let heavy = lab.sm.metrics().heavy_sweeps;
+        lab.sm.start_light_sweep(lab.now);
+        let evs = lab.run_until(is_light_done);
+        match evs.last() {
+            Some(SubnetEvent::SweepDone { report, .. }) => {
+                assert!(!report.changed, "{round}: {report:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // The periodic one after it too, and no heavy sweep in between.
+        let evs = lab.run_until(is_light_done);
+        assert!(!evs.iter().any(is_heavy_done), "{round}: {evs:?}");
+        assert_eq!(lab.sm.metrics().heavy_sweeps, heavy, "{round}");
+    }
+}
