@@ -94,6 +94,10 @@ pub struct Election {
     /// Last (Priority, SMState) each known SM port answered (not ActCount: the model
     /// checker hashes this state, and nothing here needs it).
     peers: BTreeMap<u64, (u8, SmState)>,
+    /// MASTER: SMs not among our known SM ports that queried our SMInfo (their GUID is
+    /// in the request's payload); each asked for one heavy sweep. Removed once a sweep
+    /// reports them; bounded by [`MAX_UNKNOWN_REQUESTERS`].
+    unknown_requesters: BTreeSet<u64>,
     master_poll_at: Option<Duration>,
     suspects: BTreeMap<u64, u32>,
     sm_key_violations: u64,
@@ -125,6 +129,7 @@ impl Election {
             unconfirmed: None,
             yielded: None,
             peers: BTreeMap::new(),
+            unknown_requesters: BTreeSet::new(),
             master_poll_at: None,
             suspects: BTreeMap::new(),
             sm_key_violations: 0,
@@ -277,6 +282,7 @@ impl Election {
             .collect();
         let known = &self.known;
         self.peers.retain(|g, _| known.contains_key(g));
+        self.unknown_requesters.retain(|g| !known.contains_key(g));
         self.swept = true;
         match self.state {
             SmState::Discovering => {
@@ -449,7 +455,7 @@ impl Election {
                     reply.sm_key = self.cfg.sm_key;
                 }
                 self.transmits.push_back(Transmit {
-                    dest: from,
+                    dest: from.clone(),
                     msg: SmInfoMsg::GetResp {
                         tid,
                         status: 0,
@@ -457,6 +463,7 @@ impl Election {
                         info: reply,
                     },
                 });
+                self.requested_by(now, &from, &info);
             }
             SmInfoMsg::Set {
                 tid,
@@ -745,6 +752,7 @@ impl Election {
 
     fn become_master(&mut self, now: Duration, reason: TransitionReason) {
         self.clear_activity();
+        self.unknown_requesters.clear();
         self.set_state(SmState::Master, reason);
         if let Some(p) = self.cfg.sticky_priority {
             let old = self.priority();
@@ -1173,6 +1181,39 @@ impl Election {
         );
     }
 
+    /// MASTER answered a SubnGet(SMInfo). A requester that names itself in the payload
+    /// (as ours do: GUID, priority, state) and is not among the SM ports our sweeps found
+    /// is an SM that came up after our last heavy sweep: its port set IsSM, which moves no
+    /// PortState, so no light sweep sees it, and a newcomer below us sends no trap 144.
+    /// Read its SMInfo back along the request's path (the roster learns it at once) and
+    /// ask for one heavy sweep, which adds its port to the known ones. Requests with a
+    /// zero GUID (`sminfo`, OpenSM, pollers) change nothing.
+    fn requested_by(&mut self, now: Duration, from: &SmRoute, info: &SmInfo) {
+        if self.state != SmState::Master
+            || info.guid == 0
+            || info.guid == self.cfg.port_guid
+            || self.known.contains_key(&info.guid)
+            || self.unknown_requesters.contains(&info.guid)
+            || self.unknown_requesters.len() >= MAX_UNKNOWN_REQUESTERS
+        {
+            return;
+        }
+        tracing::info!(
+            guid = format_args!("{:#018x}", info.guid),
+            priority = info.priority,
+            state = %info.state,
+            "an SM our sweeps have not found queried us: reading its SMInfo, heavy sweep"
+        );
+        self.unknown_requesters.insert(info.guid);
+        self.query(
+            now,
+            route_for_new_request(from),
+            Some(info.guid),
+            Purpose::MasterQuery,
+        );
+        self.events.push_back(ElectionEvent::HeavySweepRequested);
+    }
+
     fn handle_trap144(
         &mut self,
         now: Duration,
@@ -1338,6 +1379,10 @@ impl Election {
         });
     }
 }
+
+/// At most this many unknown SMInfo requesters each trigger a heavy sweep between two
+/// sweeps that find them (a flood of made-up GUIDs cannot sweep the fabric forever).
+const MAX_UNKNOWN_REQUESTERS: usize = 64;
 
 /// The route for a new request to the sender of a request that arrived by `from`:
 /// a LID stays; a directed route is the arrival's return path, reversed.

@@ -375,7 +375,12 @@ fn get_answer_carries_sm_key_only_to_authenticated_requesters() {
                 },
             },
         );
-        match transmits(&mut e).pop().map(|t| t.msg) {
+        // The answer (a master also reads back an SM it does not know yet).
+        match transmits(&mut e)
+            .into_iter()
+            .map(|t| t.msg)
+            .find(|m| matches!(m, SmInfoMsg::GetResp { .. }))
+        {
             Some(SmInfoMsg::GetResp {
                 info,
                 status: 0,
@@ -1515,4 +1520,73 @@ fn unanswered_handover_to_completes_when_the_target_turns_up_master() {
     assert_eq!(e.state(), SmState::Standby);
     assert_eq!(e.master_guid(), Some(PEER));
     assert_eq!(e.priority(), 4);
+}
+
+/// An SM that came up after the master's last heavy sweep (its IsSM moves no PortState,
+/// and a lower newcomer sends no trap 144) is learnt from the SMInfo Get it sends: the
+/// master reads its SMInfo back along the request's path and asks for one heavy sweep.
+#[test]
+fn master_learns_an_unknown_sm_that_queries_it() {
+    let mut e = master(cfg(10));
+    let get = |tid: u64, guid: u64| SmInfoMsg::Get {
+        tid,
+        m_key: 0,
+        info: SmInfo {
+            guid,
+            sm_key: 0,
+            act_count: 3,
+            priority: 6,
+            state: SmState::Discovering,
+        },
+    };
+    e.handle_message(ms(20), SmRoute::Lid(PEER_LID), get(0xa, PEER));
+    let t = transmits(&mut e);
+    assert!(
+        t.iter().any(|t| t.dest == SmRoute::Lid(PEER_LID)
+            && matches!(t.msg, SmInfoMsg::GetResp { tid: 0xa, .. })),
+        "answered: {t:?}"
+    );
+    let back = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    assert_eq!(back.len(), 1, "its SMInfo is read back: {t:?}");
+    assert_eq!(
+        events(&mut e),
+        vec![ElectionEvent::HeavySweepRequested],
+        "one heavy sweep finds its port"
+    );
+    // Its polls do not sweep again and again.
+    e.handle_message(ms(120), SmRoute::Lid(PEER_LID), get(0xb, PEER));
+    assert!(gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID)).is_empty());
+    assert!(events(&mut e).is_empty());
+    // A requester without a GUID (sminfo, OpenSM, a poller) changes nothing.
+    e.handle_message(ms(130), SmRoute::Lid(9), get(0xc, 0));
+    assert!(gets_to(&transmits(&mut e), &SmRoute::Lid(9)).is_empty());
+    assert!(events(&mut e).is_empty());
+    // Once a sweep found its port it is a known SM like the others.
+    e.handle_sweep(ms(200), &[peer_port()]);
+    assert!(transmits(&mut e).len() <= 1);
+    e.handle_message(ms(300), SmRoute::Lid(PEER_LID), get(0xd, PEER));
+    assert!(events(&mut e).is_empty());
+}
+
+/// A STANDBY answering Gets never sweeps for them: only the MASTER keeps the roster.
+#[test]
+fn standby_ignores_unknown_requesters() {
+    let mut e = standby(cfg(3), 9);
+    e.handle_message(
+        ms(20),
+        SmRoute::Lid(11),
+        SmInfoMsg::Get {
+            tid: 0xa,
+            m_key: 0,
+            info: SmInfo {
+                guid: 0x0002_c903_0000_0099,
+                sm_key: 0,
+                act_count: 0,
+                priority: 1,
+                state: SmState::Discovering,
+            },
+        },
+    );
+    assert!(gets_to(&transmits(&mut e), &SmRoute::Lid(11)).is_empty());
+    assert!(events(&mut e).is_empty());
 }
