@@ -671,6 +671,25 @@ impl Election {
             .push_back(ElectionEvent::StateChanged { from, to, reason });
     }
 
+    /// Mastership is handed to us on purpose: a priority we yielded in an earlier
+    /// [`handover_to`](Self::handover_to) (so that the move away from us stuck) has done
+    /// its job and ends. Kept, it can rank us below the SM that just handed over: that
+    /// SM computed its own yield from the priority it last read from us, possibly from
+    /// before our yield (a master reads its peers only every `master_poll_interval`), so
+    /// it may not yield at all; our first master poll then finds it outranking us and
+    /// we hand the subnet straight back (drill planned-handover, cycle 2).
+    fn end_yield(&mut self) {
+        if self.yielded.is_some() {
+            let old = self.priority();
+            self.yielded = None;
+            let new = self.priority();
+            if old != new {
+                self.events
+                    .push_back(ElectionEvent::PriorityChanged { from: old, to: new });
+            }
+        }
+    }
+
     fn drop_elevation(&mut self) {
         if self.elevated {
             let old = self.priority();
@@ -1300,6 +1319,7 @@ impl Election {
                 if self.cfg.injected_fault == Some(InjectedFault::IgnoreHandover) {
                     return;
                 }
+                self.end_yield();
                 self.become_master(now, reason);
                 self.send_ack(now, info.guid, &from);
             }

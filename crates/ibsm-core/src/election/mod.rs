@@ -38,7 +38,10 @@
 //!   SM polling the old master, a standby, after the best SM came back and took MASTER.
 //!   On entering STANDBY behind a master we outrank, and on every priority raise, we
 //!   send trap 144 to the master's LID (retried until TrapRepress).
-//! * **MASTER**: answers SubnGet(SMInfo); every `master_poll_interval` (and on trap 144,
+//! * **MASTER**: answers SubnGet(SMInfo); a requester our sweeps have not found that
+//!   names itself in the payload (an SM started after our last heavy sweep: IsSM moves
+//!   no PortState, and a lower newcomer sends no trap 144) is read back and one
+//!   [`ElectionEvent::HeavySweepRequested`] reported. Every `master_poll_interval` (and on trap 144,
 //!   and for ports new in a sweep) reads the SMInfo of the other SM ports. When one in
 //!   STANDBY or MASTER outranks us it sends HANDOVER (timeout `handover_timeout`,
 //!   `handover_retries` retries) and goes STANDBY behind it when an ACKNOWLEDGE arrives
@@ -70,7 +73,9 @@
 //! as MASTER, HANDOVER to a known SM last seen STANDBY (or MASTER), completed as above.
 //! It sticks: on completion, if we outranked the target, our advertised priority drops
 //! to the highest one that ranks below the target's last SMInfo priority until
-//! [`Election::set_priority`]; refused (typed [`ElectionError`]) when impossible (target
+//! [`Election::set_priority`] or until a HANDOVER makes us MASTER again (the yield did
+//! its job; kept, the SM handing back may still outrank it and we would hand straight
+//! back); refused (typed [`ElectionError`]) when impossible (target
 //! priority 0 with a higher GUID). If every answer was lost but the target then answers
 //! MASTER, the handover counts as done rather than letting the target hand back.
 //!

@@ -1590,3 +1590,50 @@ fn standby_ignores_unknown_requesters() {
     assert!(gets_to(&transmits(&mut e), &SmRoute::Lid(11)).is_empty());
     assert!(events(&mut e).is_empty());
 }
+
+/// Drill planned-handover, cycle 2: the SM that stepped down (yielding its priority
+/// below the target's) gets the subnet handed back. Its yield ends on that HANDOVER:
+/// kept, its first master poll finds the old master outranking it and hands straight
+/// back (the old master did not yield, having read our priority before our yield).
+#[test]
+fn handover_back_to_an_sm_that_yielded_ends_its_yield_and_sticks() {
+    let mut e = master_knowing_peer(cfg(9), SmState::Standby, 5);
+    e.handover_to(ms(20), PEER).expect("handover");
+    let (tid, _) = handover_set(&transmits(&mut e));
+    e.handle_message(
+        ms(22),
+        SmRoute::Lid(PEER_LID),
+        SmInfoMsg::GetResp {
+            tid,
+            status: 0,
+            attr_mod: 1,
+            info: peer_info(SmState::Standby, 5, 0),
+        },
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.yielded_priority(), Some(4));
+    events(&mut e);
+    transmits(&mut e);
+    // PEER (priority 5, MASTER) hands the subnet back to us.
+    assert_eq!(set(&mut e, ControlPacket::Handover, SmState::Master, 1), 0);
+    assert_eq!(e.state(), SmState::Master);
+    assert_eq!(e.yielded_priority(), None);
+    assert_eq!(e.priority(), 9);
+    assert!(events(&mut e).contains(&ElectionEvent::PriorityChanged { from: 4, to: 9 }));
+    // Our master polls of PEER (still MASTER a moment, then STANDBY) hand nothing back.
+    let mut now = ms(50);
+    for state in [SmState::Master, SmState::Standby, SmState::Standby] {
+        now += e.config().master_poll_interval;
+        e.handle_timeout(now);
+        let t = transmits(&mut e);
+        for tid in gets_to(&t, &SmRoute::Lid(PEER_LID)) {
+            answer(&mut e, now + ms(1), tid, peer_info(state, 5, 7));
+        }
+        let t = transmits(&mut e);
+        assert!(
+            !t.iter().any(|t| matches!(t.msg, SmInfoMsg::Set { .. })),
+            "no HANDOVER back: {t:?}"
+        );
+        assert_eq!(e.state(), SmState::Master);
+    }
+}
