@@ -308,7 +308,9 @@ impl RaftNetwork<TypeConfig> for SimClient {
         let call = self.net.call(self.from, target, |r| async move {
             r.install_full_snapshot(vote, snapshot).await
         });
+        // `biased`: no runtime-seeded branch choice, so a seed replays the same way.
         tokio::select! {
+            biased;
             closed = cancel => Err(StreamingError::Closed(closed)),
             r = tokio::time::timeout(ttl, call) => match r {
                 Err(_) => Err(StreamingError::Network(NetworkError::new(&Msg(format!(

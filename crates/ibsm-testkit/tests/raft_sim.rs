@@ -46,40 +46,31 @@ fn raft_sim_invariants_hold_under_seeded_faults() {
     }
 }
 
-/// Two runs of one seed: the same faults and SM decisions; report whether the Raft
-/// internals interleaved identically too (openraft's `select!` order is not seedable).
+/// Two runs of each seed give the same trace (every step's Raft roles, terms, applied
+/// and snapshot indexes, epochs; every write's log index and outcome) and the same
+/// message counts: a failing seed replays exactly. See the `raft_sim` module doc for
+/// the one residual source of nondeterminism (openraft's replication backoff select).
 #[test]
 fn raft_sim_replay_of_a_seed() {
     let cfg = RaftSimConfig::default();
-    let seed = seeds(1).unwrap_or_else(|e| panic!("{e}"))[0];
-    let a = run(seed, &cfg).unwrap_or_else(|f| panic!("{f}"));
-    let b = run(seed, &cfg).unwrap_or_else(|f| panic!("{f}"));
-    let faults = |t: &[String]| -> Vec<String> {
-        t.iter()
-            .filter(|l| {
-                [
-                    "crash", "restart", "isolate", "cut", "heal", "loss", "latency", "failover",
-                ]
-                .iter()
-                .any(|k| l.starts_with(k))
-            })
-            .cloned()
-            .collect()
-    };
-    let same = a.trace == b.trace;
-    let first_diff = a.trace.iter().zip(&b.trace).position(|(x, y)| x != y);
-    eprintln!(
-        "seed {seed}: traces identical: {same} ({} vs {} lines, first difference at {first_diff:?})",
-        a.trace.len(),
-        b.trace.len()
-    );
-    if let Some(i) = first_diff {
-        eprintln!("  run 1: {}\n  run 2: {}", a.trace[i], b.trace[i]);
+    for seed in seeds(4).unwrap_or_else(|e| panic!("{e}")) {
+        let a = run(seed, &cfg).unwrap_or_else(|f| panic!("{f}"));
+        let b = run(seed, &cfg).unwrap_or_else(|f| panic!("{f}"));
+        let first_diff = a
+            .trace
+            .iter()
+            .zip(&b.trace)
+            .position(|(x, y)| x != y)
+            .or((a.trace.len() != b.trace.len()).then(|| a.trace.len().min(b.trace.len())));
+        if let Some(i) = first_diff {
+            panic!(
+                "IBSM_SEED={seed}: two runs diverge at trace line {i}:\n  run 1: {:?}\n  run 2: {:?}",
+                a.trace.get(i),
+                b.trace.get(i)
+            );
+        }
+        assert_eq!(a.net, b.net, "IBSM_SEED={seed}: message counts differ");
     }
-    // The seed-driven part must replay whenever the Raft side did the same; at the
-    // least the fault schedule up to the first divergence is identical.
-    let n = first_diff.unwrap_or(a.trace.len());
-    assert_eq!(faults(&a.trace[..n]), faults(&b.trace[..n]));
 }
 
 fn planted_is_caught(plant: Plant, expect: fn(&Violation) -> bool) {
@@ -124,9 +115,6 @@ fn raft_sim_checker_catches_forgotten_acked_write() {
 #[test]
 fn raft_sim_checker_catches_renumbered_port() {
     planted_is_caught(Plant::RenumberPort, |v| {
-        matches!(
-            v,
-            Violation::LidChanged { .. } | Violation::AckedWriteLost { .. }
-        )
+        matches!(v, Violation::LidChanged { .. })
     });
 }
