@@ -237,6 +237,8 @@ pub struct RaftSimOutcome {
     pub final_epoch: u64,
     pub final_index: u64,
     pub ports: usize,
+    /// Highest snapshot index any node reached (snapshots and log purges happened).
+    pub max_snapshot_index: u64,
     pub virtual_time: Duration,
     pub net: NetStats,
     /// One line per step and per write result.
@@ -558,6 +560,7 @@ struct Sim {
     partitions: u32,
     failovers: u32,
     stale_refused: u32,
+    max_snapshot_index: u64,
     started: tokio::time::Instant,
 }
 
@@ -616,6 +619,7 @@ impl Sim {
             partitions: 0,
             failovers: 0,
             stale_refused: 0,
+            max_snapshot_index: 0,
             started: tokio::time::Instant::now(),
         }
     }
@@ -780,6 +784,12 @@ impl Sim {
                     epoch: top,
                     sms: holders,
                 });
+            }
+        }
+        for id in NODES {
+            if let Some(n) = self.node(id) {
+                let snap = n.raft.metrics().borrow().snapshot.map(|l| l.index);
+                self.max_snapshot_index = self.max_snapshot_index.max(snap.unwrap_or(0));
             }
         }
         let line = self.state_line();
@@ -1179,6 +1189,7 @@ impl Sim {
             final_epoch,
             final_index,
             ports: self.ports.len(),
+            max_snapshot_index: self.max_snapshot_index,
             virtual_time: self.started.elapsed(),
             net: self.net.stats(),
             trace: self.trace.clone(),

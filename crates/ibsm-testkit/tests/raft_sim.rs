@@ -10,20 +10,22 @@ fn raft_sim_invariants_hold_under_seeded_faults() {
     let cfg = RaftSimConfig::default();
     let seeds = seeds(24).unwrap_or_else(|e| panic!("{e}"));
     let mut failures = Vec::new();
-    let (mut crashes, mut partitions, mut failovers, mut stale, mut acked) = (0, 0, 0, 0, 0);
+    let (mut crashes, mut partitions, mut failovers, mut stale, mut acked, mut snap) =
+        (0, 0, 0, 0, 0, 0);
     for s in &seeds {
         match run(*s, &cfg) {
             Ok(o) => {
                 eprintln!(
-                    "seed {s}: {} steps ({:?} virtual), {} crashes, {} partitions, {} failovers, {} acked, {} stale refused, epoch {}, index {}, {} ports, net {:?}",
+                    "seed {s}: {} steps ({:?} virtual), {} crashes, {} partitions, {} failovers, {} acked, {} stale refused, epoch {}, index {}, {} ports, snapshot index {}, net {:?}",
                     o.steps, o.virtual_time, o.crashes, o.partitions, o.failovers, o.acked,
-                    o.stale_refused, o.final_epoch, o.final_index, o.ports, o.net
+                    o.stale_refused, o.final_epoch, o.final_index, o.ports, o.max_snapshot_index, o.net
                 );
                 crashes += o.crashes;
                 partitions += o.partitions;
                 failovers += o.failovers;
                 stale += o.stale_refused;
                 acked += o.acked;
+                snap = snap.max(o.max_snapshot_index);
             }
             Err(f) => {
                 eprintln!("{f}");
@@ -43,6 +45,10 @@ fn raft_sim_invariants_hold_under_seeded_faults() {
         );
         assert!(stale > 0, "no deposed master was ever refused");
         assert!(acked > seeds.len(), "hardly any write was acknowledged");
+        assert!(
+            snap > 0,
+            "no snapshot was ever taken (log compaction untested)"
+        );
     }
 }
 
