@@ -7,4 +7,4 @@ export IBSM_REQUIRE_LAB=1   # integration tests fail, never skip, when a lab too
 cargo fmt --all -- --check
 ./tests/check-invariants.sh
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
+cargo test --workspace --locked --no-fail-fast
