@@ -466,6 +466,19 @@ impl Drill {
             .collect())
     }
 
+    /// The SM's port GUID (GetStatus), 0 if it does not answer.
+    async fn port_guid(&mut self, name: &str) -> u64 {
+        let Ok(m) = self.member(name) else { return 0 };
+        let t = m.target.clone();
+        unary(
+            &t,
+            "GetStatus",
+            m.control.get_status(pb::GetStatusRequest {}),
+        )
+        .await
+        .map_or(0, |s| s.guid)
+    }
+
     async fn epoch(&mut self, name: &str) -> u64 {
         let Ok(m) = self.member(name) else { return 0 };
         let t = m.target.clone();
@@ -616,6 +629,13 @@ impl Drill {
         let master = self.wait_stable().await?;
         let before = self.lids(&master).await?;
         let epoch_before = self.epoch(&master).await;
+        // A pulled cable takes the master's port off the fabric: the new master cannot
+        // read (or list) a LID there until the cable is back, and "after restore" checks
+        // that it has its old LID again.
+        let off_fabric = match scenario {
+            Scenario::MasterPortDown => Some(self.port_guid(&master).await).filter(|g| *g != 0),
+            _ => None,
+        };
         let t0 = self.poll().await?.max(now_ms());
         let (note, restore) = self.act(scenario, &master).await?;
         let mut c = Cycle {
@@ -635,7 +655,7 @@ impl Drill {
                 .await?
                 .map(|_| now_ms().saturating_sub(t0));
             let after = self.lids(new).await?;
-            diff_lids(&before, &after, "after failover", &mut c);
+            diff_lids(&before, &after, "after failover", off_fabric, &mut c);
             c.epoch_after = self.epoch(new).await;
         }
         let mut sorted: Vec<&Change> = self.changes.iter().filter(|x| x.at >= t0).collect();
@@ -647,7 +667,7 @@ impl Drill {
         self.restore(restore).await?;
         let settled = self.wait_stable().await?;
         let end = self.lids(&settled).await?;
-        diff_lids(&before, &end, "after restore", &mut c);
+        diff_lids(&before, &end, "after restore", None, &mut c);
         c.end_at = self.poll().await?;
         let (none, none_max, dual) = master_gaps(&self.changes, t0, c.end_at);
         c.masterless_ms = none;
@@ -668,11 +688,14 @@ fn diff_lids(
     before: &BTreeMap<u64, (u32, u32)>,
     after: &BTreeMap<u64, (u32, u32)>,
     when: &str,
+    off_fabric: Option<u64>,
     c: &mut Cycle,
 ) {
     for (g, b) in before {
         match after.get(g) {
             Some(a) if a == b => {}
+            // Unplugged on purpose: no LID to list, not a LID change.
+            None if off_fabric == Some(*g) => {}
             Some(a) => {
                 c.lid_changes += 1;
                 c.lid_change_detail.push(format!(
@@ -958,6 +981,26 @@ fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unplugged_port_without_a_lid_is_no_lid_change_but_a_moved_lid_is() {
+        let before: BTreeMap<u64, (u32, u32)> = [(1, (1, 0)), (2, (5, 0)), (3, (9, 0))].into();
+        // The pulled master's port (1) is off the fabric; 3 lost its LID for real.
+        let after: BTreeMap<u64, (u32, u32)> = [(2, (5, 0))].into();
+        let mut c = Cycle::default();
+        diff_lids(&before, &after, "after failover", Some(1), &mut c);
+        assert_eq!(c.lid_changes, 1, "{:?}", c.lid_change_detail);
+        assert!(c.lid_change_detail[0].contains("0x0000000000000003"));
+        // Back on the fabric with another LID: a change, whatever the exemption.
+        let moved: BTreeMap<u64, (u32, u32)> = [(1, (4, 0)), (2, (5, 0)), (3, (9, 0))].into();
+        let mut c = Cycle::default();
+        diff_lids(&before, &moved, "after restore", Some(1), &mut c);
+        assert_eq!(c.lid_changes, 1);
+        // Without the exemption a missing port counts.
+        let mut c = Cycle::default();
+        diff_lids(&before, &after, "after failover", None, &mut c);
+        assert_eq!(c.lid_changes, 2);
+    }
 
     fn ch(at: u64, seq: u64, name: &str, state: Option<&'static str>) -> Change {
         Change {

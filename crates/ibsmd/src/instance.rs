@@ -80,6 +80,7 @@ use ibsm_core::election::{
 };
 use ibsm_core::subnet::{SubnetConfig, SubnetEvent, SubnetManager, SweepKind as SubnetSweep};
 use ibsm_core::transactions::{Event, Transactions, TransactionsConfig};
+use ibsm_mad::attr::PortState;
 use ibsm_mad::{
     AttributeId, CapabilityMask, Method, NodeInfo, PortInfo, Smp, SmpAttribute, SmpRoute, MAD_SIZE,
     PERMISSIVE_LID,
@@ -95,6 +96,13 @@ const ELECTION_TID_HIGH: u64 = 0x5300_0000;
 pub const ELECTION_TID_LOW: u32 = 0x8000_0000;
 /// Low 32 bits of the bootstrap queries' TIDs.
 const BOOT_TID_LOW: u32 = 0x7000_0000;
+/// Low 32 bits of the local PortInfo reads that watch our own link (`| seq & 0xFFFF`).
+const PORT_WATCH_TID_LOW: u32 = 0x7100_0000;
+/// How often the instance reads its own port's PortInfo. The SMP goes to the local
+/// SMA only (no fabric traffic) and is sent outside every agent, so it does not move
+/// ActCount (the stall rule must still see a master whose sweeper hangs). 100 ms, like
+/// the standby poll: a cut-off master leaves MASTER before its cable is back.
+const PORT_WATCH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A range of low TID halves on the wire that one agent's counter is folded into
 /// (see the module doc).
@@ -514,6 +522,19 @@ impl Drop for Instance {
 
 /// What a transaction of ours is for.
 #[derive(Debug)]
+/// The watch of our own port's link (see [`PORT_WATCH_INTERVAL`]).
+struct PortWatch {
+    /// Our port number (NodeInfo.LocalPortNum).
+    port: u8,
+    /// When the next read goes out.
+    next: Duration,
+    seq: u16,
+    /// The last read found the port Active.
+    was_active: bool,
+    /// The last read found the port Down.
+    down: bool,
+}
+
 enum Job {
     Disc(DiscoveryToken),
     Probe(usize),
@@ -591,6 +612,7 @@ struct Runtime {
     election_sent: u64,
     /// A takeover prepared while DISCOVERING (see `prepare_takeover`):
     /// `fabric_changes` when it started and the replicated guid2lid it used.
+    port_watch: PortWatch,
     prepared: Option<(u64, BTreeMap<u64, ibsm_replica::LidRange>)>,
 }
 
@@ -603,7 +625,7 @@ impl Runtime {
         events: broadcast::Sender<EventRecord>,
     ) -> anyhow::Result<Runtime> {
         let epoch = Instant::now();
-        let (port_guid, lid) = bootstrap(dev.as_mut())?;
+        let (port_guid, lid, local_port) = bootstrap(dev.as_mut())?;
         let mut ecfg = ElectionConfig::new(port_guid);
         ecfg.priority = cfg.priority;
         ecfg.sm_key = cfg.sm_key;
@@ -651,6 +673,13 @@ impl Runtime {
             last_sweep: String::new(),
             election_sent: 0,
             prepared: None,
+            port_watch: PortWatch {
+                port: local_port,
+                next: Duration::ZERO,
+                seq: 0,
+                was_active: false,
+                down: false,
+            },
             cfg,
         })
     }
@@ -694,13 +723,14 @@ impl Runtime {
                     self.start_sweep(now, false);
                 }
             }
+            self.watch_local_port(now)?;
             self.pump(now)?;
             if self.watch_master(now) {
                 self.pump(now)?;
             }
             self.publish();
             let now = self.now();
-            let mut until = now + MAX_WAIT;
+            let mut until = (now + MAX_WAIT).min(self.port_watch.next);
             for t in [
                 self.tx.poll_timeout(),
                 self.election.poll_timeout(),
@@ -879,6 +909,8 @@ impl Runtime {
                     let from = crate::wire::arrival_route(&smp, 0);
                     self.election.handle_message(now, from, msg);
                 }
+            } else if low & 0xFFFF_0000 == PORT_WATCH_TID_LOW {
+                self.local_port_read(now, &smp);
             } else if RUNTIME_TID.contains(low) {
                 let mut m = *mad;
                 set_wire_tid_low(&mut m, RUNTIME_TID.unfold(low, self.tx.counters().sent));
@@ -1565,6 +1597,64 @@ impl Runtime {
         }
     }
 
+    /// Every [`PORT_WATCH_INTERVAL`]: SubnGet(PortInfo) of our own port to the local
+    /// SMA (a zero-hop directed route), answered in [`Self::local_port_read`].
+    fn watch_local_port(&mut self, now: Duration) -> anyhow::Result<()> {
+        let w = &mut self.port_watch;
+        if now < w.next {
+            return Ok(());
+        }
+        w.next = now + PORT_WATCH_INTERVAL;
+        w.seq = w.seq.wrapping_add(1);
+        let tid = u64::from(PORT_WATCH_TID_LOW | u32::from(w.seq));
+        let smp = Smp::try_get_dr(&[], AttributeId::PORT_INFO, u32::from(w.port), tid)?;
+        self.dev.send(&smp.encode())?;
+        Ok(())
+    }
+
+    /// Our port's PortState: Down means the link is gone; Init after Active means it
+    /// retrained (the cable was pulled and plugged back between two reads). Either way
+    /// the election re-discovers (`Election::handle_local_port`): cut off, another SM
+    /// may have taken over, and a master that stayed MASTER would answer MASTER beside
+    /// it when the link is back and reprogram the fabric (LIDs) from its stale view.
+    fn local_port_read(&mut self, now: Duration, smp: &Smp) {
+        if smp.status != 0 || smp.attr_id != AttributeId::PORT_INFO {
+            return;
+        }
+        let Ok(pi) = smp.attribute::<PortInfo>() else {
+            return;
+        };
+        let state = pi.port_state;
+        let was_active =
+            std::mem::replace(&mut self.port_watch.was_active, state == PortState::Active);
+        let down = state == PortState::Down;
+        let retrained = was_active && state == PortState::Init;
+        let was_down = std::mem::replace(&mut self.port_watch.down, down);
+        if down || retrained {
+            if !was_down {
+                tracing::info!(?state, retrained, "our port lost its link: re-discovering");
+                self.fabric_changes += 1;
+            }
+            self.election.handle_local_port(now, false);
+        }
+        if !down && (was_down || retrained) {
+            // The link is back: what we swept while cut off is stale (it saw our node
+            // alone). Sweep again; the election concludes only after that sweep.
+            tracing::info!(
+                ?state,
+                "our port has its link again: sweeping before the election concludes"
+            );
+            self.fabric_changes += 1;
+            if let Some(s) = self.sweep.take() {
+                let heavy = s.heavy;
+                self.waiting_replies
+                    .extend(s.replies.into_iter().map(|r| (heavy, r)));
+            }
+            self.heavy_wanted = true;
+            self.election.handle_local_port(now, true);
+        }
+    }
+
     /// STANDBY: one poll before the election gives up on its master (at the defaults,
     /// 2 of 3 polls missed), prepare the takeover; when the master answers again, drop
     /// the preparation. True if something started or stopped.
@@ -1780,13 +1870,13 @@ impl Runtime {
 }
 
 /// Read our port's GUID and LID with 0-hop SubnGet(NodeInfo)/(PortInfo), blocking.
-fn bootstrap(dev: &mut dyn MadDevice) -> anyhow::Result<(u64, u16)> {
+fn bootstrap(dev: &mut dyn MadDevice) -> anyhow::Result<(u64, u16, u8)> {
     let ni: NodeInfo = local_get(dev, AttributeId::NODE_INFO, 0, 1)?;
     if ni.port_guid == 0 {
         anyhow::bail!("the local port reports PortGUID 0 in NodeInfo");
     }
     let pi: PortInfo = local_get(dev, AttributeId::PORT_INFO, u32::from(ni.local_port_num), 2)?;
-    Ok((ni.port_guid, pi.lid))
+    Ok((ni.port_guid, pi.lid, ni.local_port_num))
 }
 
 fn local_get<A: SmpAttribute>(

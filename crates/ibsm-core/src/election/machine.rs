@@ -98,6 +98,9 @@ pub struct Election {
     /// in the request's payload); each asked for one heavy sweep. Removed once a sweep
     /// reports them; bounded by [`MAX_UNKNOWN_REQUESTERS`].
     unknown_requesters: BTreeSet<u64>,
+    /// Our port is not Active ([`handle_local_port`](Self::handle_local_port)): stay
+    /// DISCOVERING, never conclude MASTER of a fabric we cannot see.
+    port_down: bool,
     master_poll_at: Option<Duration>,
     suspects: BTreeMap<u64, u32>,
     sm_key_violations: u64,
@@ -130,6 +133,7 @@ impl Election {
             yielded: None,
             peers: BTreeMap::new(),
             unknown_requesters: BTreeSet::new(),
+            port_down: false,
             master_poll_at: None,
             suspects: BTreeMap::new(),
             sm_key_violations: 0,
@@ -309,6 +313,48 @@ impl Election {
                 }
             }
             SmState::NotActive => {}
+        }
+    }
+
+    /// The driver read our own port's link: `active` false when its PortState is Down,
+    /// or (reported false then true) when it retrained from Active to Init between two
+    /// reads (a cable pulled and plugged back). A MASTER or STANDBY whose port lost its
+    /// link goes DISCOVERING ([`TransitionReason::LocalPortDown`]):
+    /// cut off, it cannot know whether another SM took over meanwhile, and a master that
+    /// kept its role would answer MASTER beside the new one the moment the link is back
+    /// (and reprogram the fabric with its stale view). While the port is down the
+    /// discovery round does not conclude, so an isolated SM never makes itself MASTER of
+    /// nothing; when the link is back a fresh round starts with the next
+    /// [`handle_sweep`](Self::handle_sweep) (a sweep made while cut off saw our node
+    /// alone).
+    pub fn handle_local_port(&mut self, now: Duration, active: bool) {
+        let now = self.clock(now);
+        if !active {
+            if self.port_down {
+                return;
+            }
+            self.port_down = true;
+            if matches!(self.state, SmState::Master | SmState::Standby) {
+                self.enter_discovering(now, TransitionReason::LocalPortDown);
+            }
+            return;
+        }
+        if !self.port_down {
+            return;
+        }
+        self.port_down = false;
+        // What a sweep found while we were cut off is stale (our node alone): the round
+        // waits for the next handle_sweep.
+        self.swept = false;
+        if self.state == SmState::Discovering {
+            let lost = self.round.as_ref().and_then(|r| r.lost);
+            self.pending.retain(|_, p| p.purpose != Purpose::Discover);
+            self.round = Some(Round {
+                lost,
+                ..Round::default()
+            });
+            self.query_round(now);
+            self.maybe_finish_round(now);
         }
     }
 
@@ -820,7 +866,7 @@ impl Election {
     }
 
     fn maybe_finish_round(&mut self, now: Duration) {
-        if self.state != SmState::Discovering || !self.swept {
+        if self.state != SmState::Discovering || !self.swept || self.port_down {
             return;
         }
         if self

@@ -1637,3 +1637,65 @@ fn handover_back_to_an_sm_that_yielded_ends_its_yield_and_sticks() {
         assert_eq!(e.state(), SmState::Master);
     }
 }
+
+/// Drill master-port-down: a MASTER whose own link goes down leaves MASTER at once,
+/// does not make itself MASTER of nothing while cut off (its discovery round cannot
+/// conclude), and when the link is back waits for a fresh sweep, then follows the
+/// master that took over instead of answering MASTER beside it.
+#[test]
+fn a_master_cut_off_by_its_own_link_rediscovers_and_follows_the_new_master() {
+    let mut e = master(cfg(10));
+    e.handle_sweep(ms(10), &[peer_port()]);
+    let t = transmits(&mut e);
+    for tid in gets_to(&t, &SmRoute::Lid(PEER_LID)) {
+        answer(&mut e, ms(11), tid, peer_info(SmState::Standby, 8, 0));
+    }
+    events(&mut e);
+    e.handle_local_port(ms(100), false);
+    assert_eq!(e.state(), SmState::Discovering);
+    assert!(events(&mut e).iter().any(|ev| matches!(
+        ev,
+        ElectionEvent::StateChanged {
+            to: SmState::Discovering,
+            reason: TransitionReason::LocalPortDown,
+            ..
+        }
+    )));
+    // Cut off: every query times out and sweeps see our node alone; still DISCOVERING.
+    let mut now = ms(100);
+    for _ in 0..20 {
+        now += e.config().query_timeout;
+        e.handle_timeout(now);
+        transmits(&mut e);
+    }
+    e.handle_sweep(now, &[]);
+    now += e.config().query_timeout;
+    e.handle_timeout(now);
+    assert_eq!(e.state(), SmState::Discovering, "never MASTER of nothing");
+    // The link is back: nothing concludes before the next sweep.
+    e.handle_local_port(now, true);
+    assert_eq!(e.state(), SmState::Discovering);
+    assert!(transmits(&mut e).is_empty());
+    e.handle_sweep(now + ms(5), &[peer_port()]);
+    let t = transmits(&mut e);
+    let tids = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    assert_eq!(tids.len(), 1, "{t:?}");
+    answer(&mut e, now + ms(6), tids[0], peer_info(SmState::Master, 8, 5));
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(PEER));
+    // We outrank it: trap 144 asks it to hand the subnet back (no second MASTER).
+    assert!(transmits(&mut e)
+        .iter()
+        .any(|t| matches!(t.msg, SmInfoMsg::Trap144 { .. })));
+}
+
+/// A link that was never lost changes nothing (the driver reports every read).
+#[test]
+fn local_port_up_reports_change_nothing() {
+    let mut e = master(cfg(10));
+    e.handle_local_port(ms(5), true);
+    e.handle_local_port(ms(6), true);
+    assert_eq!(e.state(), SmState::Master);
+    assert!(events(&mut e).is_empty());
+    assert!(transmits(&mut e).is_empty());
+}

@@ -380,6 +380,10 @@ pub enum TransitionReason {
         /// SMInfo.GUID in its payload.
         from: u64,
     },
+    /// Our own port is not Active any more (its link went down or retrained): we may
+    /// have been cut off while another SM took over, so we look again, and do not
+    /// conclude while the port stays down.
+    LocalPortDown,
     /// Master: our HANDOVER was accepted (by ACKNOWLEDGE or a status-0 response).
     HandoverDone {
         /// The new master.
@@ -434,6 +438,9 @@ impl fmt::Display for TransitionReason {
             ),
             TransitionReason::Control { packet, from } => {
                 write!(f, "{packet} from {from:#018x}")
+            }
+            TransitionReason::LocalPortDown => {
+                write!(f, "our port left Active (link down or retrained)")
             }
             TransitionReason::HandoverDone { to, acknowledged } => write!(
                 f,
