@@ -1680,7 +1680,12 @@ fn a_master_cut_off_by_its_own_link_rediscovers_and_follows_the_new_master() {
     let t = transmits(&mut e);
     let tids = gets_to(&t, &SmRoute::Lid(PEER_LID));
     assert_eq!(tids.len(), 1, "{t:?}");
-    answer(&mut e, now + ms(6), tids[0], peer_info(SmState::Master, 8, 5));
+    answer(
+        &mut e,
+        now + ms(6),
+        tids[0],
+        peer_info(SmState::Master, 8, 5),
+    );
     assert_eq!(e.state(), SmState::Standby);
     assert_eq!(e.master_guid(), Some(PEER));
     // We outrank it: trap 144 asks it to hand the subnet back (no second MASTER).
