@@ -1251,14 +1251,23 @@ impl Election {
     /// is an SM that came up after our last heavy sweep: its port set IsSM, which moves no
     /// PortState, so no light sweep sees it, and a newcomer below us sends no trap 144.
     /// Read its SMInfo back along the request's path (the roster learns it at once) and
-    /// ask for one heavy sweep, which adds its port to the known ones. Requests with a
-    /// zero GUID (`sminfo`, OpenSM, pollers) change nothing.
+    /// ask for one heavy sweep, which adds its port to the known ones. A known SM's
+    /// payload refreshes its (priority, state). Requests with a zero GUID (`sminfo`,
+    /// OpenSM, pollers) change nothing.
     fn requested_by(&mut self, now: Duration, from: &SmRoute, info: &SmInfo) {
-        if self.state != SmState::Master
-            || info.guid == 0
-            || info.guid == self.cfg.port_guid
-            || self.known.contains_key(&info.guid)
-            || self.unknown_requesters.contains(&info.guid)
+        if self.state != SmState::Master || info.guid == 0 || info.guid == self.cfg.port_guid {
+            return;
+        }
+        if self.known.contains_key(&info.guid) {
+            // A known SM's own word on its state and advertised priority, fresher than
+            // our last master poll (a standby polls us every `poll_interval`): what
+            // handover_to checks and computes its yield from.
+            if info.state != SmState::NotActive {
+                self.note_peer(info);
+            }
+            return;
+        }
+        if self.unknown_requesters.contains(&info.guid)
             || self.unknown_requesters.len() >= MAX_UNKNOWN_REQUESTERS
         {
             return;

@@ -1566,6 +1566,26 @@ fn master_learns_an_unknown_sm_that_queries_it() {
     assert!(transmits(&mut e).len() <= 1);
     e.handle_message(ms(300), SmRoute::Lid(PEER_LID), get(0xd, PEER));
     assert!(events(&mut e).is_empty());
+    // Its own word on its state refreshes what handover_to checks: a peer last read
+    // DISCOVERING that polls us as STANDBY is a valid handover target at once.
+    assert_eq!(e.peer_state(PEER), Some((6, SmState::Discovering)));
+    e.handle_message(
+        ms(310),
+        SmRoute::Lid(PEER_LID),
+        SmInfoMsg::Get {
+            tid: 0xe,
+            m_key: 0,
+            info: SmInfo {
+                guid: PEER,
+                sm_key: 0,
+                act_count: 4,
+                priority: 6,
+                state: SmState::Standby,
+            },
+        },
+    );
+    assert_eq!(e.peer_state(PEER), Some((6, SmState::Standby)));
+    assert_eq!(e.handover_to(ms(320), PEER), Ok(()));
 }
 
 /// A STANDBY answering Gets never sweeps for them: only the MASTER keeps the roster.
