@@ -245,8 +245,13 @@ trial_opensm() { # poll_ms, retries, round
     kill -9 "$pid_a"
     wait "$pid_a" 2>/dev/null || true
     reap "$round"
-    wait_until 240 log_time opensm "$log" "$from" "SUBNET UP" >/dev/null || {
-        echo "failover_replica.sh: OpenSM B never reported SUBNET UP" >&2; exit 1; }
+    if ! wait_until 240 log_time opensm "$log" "$from" "SUBNET UP" >/dev/null; then
+        # Reported and left out of the medians, as bench/failover.sh does.
+        echo "failover_replica.sh: OpenSM B never reported SUBNET UP (round left out)" >&2
+        stop_ibsim
+        T_MASTER="-" T_VER="-" T_UP="-" T_INHERIT=""
+        return 0
+    fi
     t_master=$(log_time opensm "$log" "$from" "Entering MASTER state" || echo "")
     t_up=$(log_time opensm "$log" "$from" "SUBNET UP")
     stop_ibsim

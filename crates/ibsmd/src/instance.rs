@@ -1159,7 +1159,7 @@ impl Runtime {
                         }
                     }
                 } else if *to == SmState::Discovering && *from == SmState::Standby {
-                    self.prepare_takeover(now);
+                    let _ = self.prepare_takeover(now);
                 } else if *to != SmState::Master && self.subnet.is_preparing() {
                     tracing::info!(state = %to, "prepared takeover dropped: another SM leads");
                     self.subnet.stop();
@@ -1673,9 +1673,7 @@ impl Runtime {
         let missed = self.election.missed_polls();
         let early = self.cfg.poll_retries.saturating_sub(1).max(1);
         if missed >= early && !self.subnet.is_preparing() && !self.subnet.is_sweeping() {
-            tracing::info!(missed, "master missed polls: preparing the takeover");
-            self.prepare_takeover(now);
-            return self.subnet.is_preparing();
+            return self.prepare_takeover(now);
         }
         if missed == 0 && self.subnet.is_preparing() {
             tracing::info!("master answered again: prepared takeover dropped");
@@ -1693,12 +1691,13 @@ impl Runtime {
     /// Only with replication (that is what the read-back is verified against) and
     /// only if no known STANDBY/DISCOVERING SM outranks us, so the other standbys do
     /// not load the fabric with reads they will throw away.
-    fn prepare_takeover(&mut self, now: Duration) {
+    /// True if it started one.
+    fn prepare_takeover(&mut self, now: Duration) -> bool {
         let Some(r) = self.cfg.replication.clone() else {
-            return;
+            return false;
         };
         if self.subnet.is_active() || self.subnet.is_sweeping() {
-            return;
+            return false;
         }
         let me = (self.election.priority(), std::cmp::Reverse(self.port_guid));
         let outranked = self.peers.values().any(|p| {
@@ -1707,11 +1706,17 @@ impl Runtime {
                 && (p.priority, std::cmp::Reverse(p.guid)) > me
         });
         if outranked {
-            tracing::debug!("master lost; a higher standby will take over: nothing prepared");
-            return;
+            // (Checked on every loop turn while the polls stay missed: no log.)
+            return false;
         }
+        tracing::info!(
+            state = %self.election.state(),
+            missed = self.election.missed_polls(),
+            "master silent: preparing the takeover"
+        );
         let guid2lid = crate::replication::prepare_take_over(&r, &mut self.subnet, now);
         self.prepared = Some((self.fabric_changes, guid2lid));
+        self.subnet.is_preparing()
     }
 
     /// At MASTER: keep a prepared takeover only if it is recent, nothing may have
