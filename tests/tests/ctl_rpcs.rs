@@ -204,8 +204,17 @@ fn fabric_rpcs_through_ibsmctl() -> Result<()> {
         map.get(status["guid"].as_str().context("guid")?).copied(),
         status["lid"].as_u64()
     );
-    // A standby answers the same LIDs from its replica.
-    let standby_lids = demo.json(s, &["lids", "--json"])?;
+    // A standby answers the same LIDs from its replica. Replication is asynchronous:
+    // the master publishes after its sweep and the standby applies a moment later, so
+    // wait (bounded) for the replica to catch up, then require the very same map.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let standby_lids = loop {
+        let got = demo.json(s, &["lids", "--json"])?;
+        if lid_map(&got)? == map || std::time::Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
     assert_eq!(standby_lids["source"], "replica");
     assert_eq!(lid_map(&standby_lids)?, map);
 
