@@ -1747,7 +1747,7 @@ impl Runtime {
         } else {
             tracing::info!(
                 age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
-                "master: continuing the takeover prepared while DISCOVERING"
+                "master: continuing the takeover prepared before MASTER"
             );
         }
     }
