@@ -6,7 +6,9 @@
 #   MASTER   - "-> MASTER (" (the election alone);
 #   verified - "inherited LFTs read back": discovery done, LIDs taken from the replica,
 #              every switch's LFT read back and checked against the replicated digests
-#              (the fabric verified; target <= 0.5 s);
+#              (the fabric verified; target <= 0.5 s). The survivor starts that discovery
+#              and read-back read-only one poll before its election gives up on the
+#              master, and compares at MASTER, so this lands just after MASTER;
 #   up       - "subnet up": the first sweep's distribution done too (SwitchInfo,
 #              PortInfo with ClientReregister, P_Key/SLtoVL/VLArb re-sent, 0 LFT blocks).
 #
