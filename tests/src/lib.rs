@@ -1,1 +1,105 @@
-//! Integration tests live in `tests/`; this library is empty on purpose.
+//! Shared helpers for the end-to-end tests in `tests/`.
+//!
+//! Finding the `ibsmd` and `ibsmctl` binaries: `CARGO_BIN_EXE_*` only exists inside
+//! the package that owns a binary, and these tests live in their own package. So
+//! [`binary`] asks cargo itself to build them (`$CARGO build -p ibsmd -p ibsmctl`,
+//! with `--release` when the test runs from `target/release`) into the very target
+//! dir and profile this test executable runs from (`target/<profile>/deps/..`, see
+//! [`profile_dir`]), and takes them from there. Building through cargo instead of
+//! guessing a path means a stale binary is never tested; when they are fresh the
+//! build is a quick no-op.
+//!
+//! The build runs at most once per test process (a `OnceLock` holds its outcome,
+//! the error included), so the tests of one file, which run in parallel threads,
+//! neither rebuild nor race each other for cargo's lock; a failed build fails every
+//! test that needs a binary with the same message.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use anyhow::{bail, Context, Result};
+
+/// The binaries [`binary`] builds and can return.
+pub const BINARIES: [&str; 2] = ["ibsmd", "ibsmctl"];
+
+/// `target/<profile>` of this test run: the directory of the running test
+/// executable, or its parent when that is cargo's `deps` dir.
+pub fn profile_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("current_exe")?;
+    let deps = exe.parent().context("test executable has no parent dir")?;
+    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().context("deps dir has no parent")?
+    } else {
+        deps
+    };
+    Ok(profile.to_path_buf())
+}
+
+/// Build `ibsmd` and `ibsmctl` (once per test process; a no-op when fresh) and
+/// return `target/<profile>/<name>`. `name` must be one of [`BINARIES`].
+pub fn binary(name: &str) -> Result<PathBuf> {
+    if !BINARIES.contains(&name) {
+        bail!("binary {name:?}: only {BINARIES:?} are built for the integration tests");
+    }
+    static PROFILE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let profile = PROFILE
+        .get_or_init(|| build().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)?;
+    let bin = profile.join(name);
+    if !bin.is_file() {
+        bail!("{} missing after cargo build", bin.display());
+    }
+    Ok(bin)
+}
+
+/// `$CARGO build -p ibsmd -p ibsmctl` into this test's target dir and profile;
+/// returns the profile dir.
+fn build() -> Result<PathBuf> {
+    let profile = profile_dir()?;
+    let target_dir = profile.parent().context("profile dir has no parent")?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "ibsmd", "-p", "ibsmctl"])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", target_dir);
+    if profile.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let out = cmd
+        .output()
+        .context("running cargo build -p ibsmd -p ibsmctl")?;
+    if !out.status.success() {
+        bail!(
+            "cargo build -p ibsmd -p ibsmctl failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(profile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_dir_is_the_parent_of_deps() -> Result<()> {
+        let profile = profile_dir()?;
+        let exe = std::env::current_exe()?;
+        assert!(exe.starts_with(&profile), "{exe:?} not under {profile:?}");
+        assert_ne!(profile.file_name().and_then(|n| n.to_str()), Some("deps"));
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_binary_is_refused_without_building() {
+        let err = binary("opensm").err().map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("only")),
+            "{err:?}"
+        );
+    }
+}

@@ -3,60 +3,20 @@
 //! checked through `status` on the instances they should affect, and the exit codes
 //! a script relies on (2 invalid argument, 3 unreachable, 4 failed precondition).
 //!
-//! Binaries are built through cargo as discover_ibsim.rs explains.
+//! Binaries are built through cargo by `ibsm_integration::binary` (see its crate doc).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use ibsm_integration::binary;
 use ibsm_labkit::{run_with_timeout, ChildGuard};
 use serde_json::Value;
 
 const STEP: Duration = Duration::from_secs(60);
-
-fn profile_dir() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("current_exe")?;
-    let deps = exe.parent().context("test executable has no parent dir")?;
-    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().context("deps dir has no parent")?
-    } else {
-        deps
-    };
-    Ok(profile.to_path_buf())
-}
-
-fn build() -> Result<(PathBuf, PathBuf)> {
-    let profile = profile_dir()?;
-    let target_dir = profile.parent().context("profile dir has no parent")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
-        "ibsmd",
-        "-p",
-        "ibsmctl",
-        "--manifest-path",
-    ])
-    .arg(&manifest)
-    .env("CARGO_TARGET_DIR", target_dir);
-    if profile.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().context("running cargo build")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build -p ibsmd -p ibsmctl failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok((profile.join("ibsmd"), profile.join("ibsmctl")))
-}
 
 /// A base port whose next three ports are free right now.
 fn free_base_port() -> Result<u16> {
@@ -81,7 +41,7 @@ struct Demo {
 
 impl Demo {
     fn start() -> Result<Demo> {
-        let (ibsmd, ctl) = build()?;
+        let (ibsmd, ctl) = (binary("ibsmd")?, binary("ibsmctl")?);
         let dir = tempfile::tempdir()?;
         let log = dir.path().join("demo.log");
         let base = free_base_port()?;

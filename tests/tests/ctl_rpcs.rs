@@ -1,59 +1,19 @@
 //! Every `ibsm.v1.Fabric`/`Cluster` RPC through `ibsmctl` against a real three-instance
 //! `ibsmd demo` (`--base-port 0`: the endpoints are read from its stdout), including the
 //! bad requests, and a check that the daemon kept running with its state intact after
-//! them. Binaries are built through cargo as discover_ibsim.rs explains.
+//! them. Binaries are built through cargo by `ibsm_integration::binary`
+//! (see its crate doc).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use ibsm_integration::binary;
 use ibsm_labkit::{run_with_timeout, ChildGuard};
 use serde_json::Value;
-
-fn profile_dir() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("current_exe")?;
-    let deps = exe.parent().context("test executable has no parent dir")?;
-    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().context("deps dir has no parent")?
-    } else {
-        deps
-    };
-    Ok(profile.to_path_buf())
-}
-
-/// Build ibsmd and ibsmctl into this test's target dir.
-pub fn build() -> Result<(PathBuf, PathBuf)> {
-    let profile = profile_dir()?;
-    let target_dir = profile.parent().context("profile dir has no parent")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
-        "ibsmd",
-        "-p",
-        "ibsmctl",
-        "--manifest-path",
-    ])
-    .arg(&manifest)
-    .env("CARGO_TARGET_DIR", target_dir);
-    if profile.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().context("running cargo build")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok((profile.join("ibsmd"), profile.join("ibsmctl")))
-}
 
 struct Demo {
     _guard: ChildGuard,
@@ -64,7 +24,7 @@ struct Demo {
 
 impl Demo {
     fn start() -> Result<Demo> {
-        let (ibsmd, ctl) = build()?;
+        let (ibsmd, ctl) = (binary("ibsmd")?, binary("ibsmctl")?);
         let dir = tempfile::tempdir()?;
         let mut child = Command::new(&ibsmd)
             .args(["demo", "--base-port", "0", "--data-dir"])

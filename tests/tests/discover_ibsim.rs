@@ -4,19 +4,15 @@
 //!
 //! Fails (never skips) when ibsim, umad2sim or ibnetdiscover is missing.
 //!
-//! Finding the `ibsmctl` binary: `CARGO_BIN_EXE_*` only exists inside the
-//! package that owns the binary, so this test asks cargo itself to build it
-//! (`$CARGO build -p ibsmctl`, same profile and target dir as this test, a
-//! no-op when it is fresh) and then takes it from the profile directory this
-//! test executable runs from (`target/<profile>/deps/..`). Building through
-//! cargo instead of guessing means a stale binary can never be tested.
+//! The `ibsmctl` binary comes from `ibsm_integration::binary`, which builds it
+//! through cargo with this test's profile and target dir (see its crate doc).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use ibsm_integration::binary;
 use ibsm_labkit::{Ibsim, IbsimOptions};
 
 const NET_2SW2PATH4HCA: &str = "/usr/share/doc/ibsim-utils/net-examples/net.2sw2path4hca";
@@ -29,56 +25,6 @@ struct Counts {
     hcas: u64,
     ports: u64,
     links: u64,
-}
-
-/// `target/<profile>` of this test run.
-fn profile_dir() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("current_exe")?;
-    let deps = exe.parent().context("test executable has no parent dir")?;
-    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().context("deps dir has no parent")?
-    } else {
-        deps
-    };
-    Ok(profile.to_path_buf())
-}
-
-/// Build (if needed) and locate `ibsmctl`.
-fn ibsmctl() -> Result<PathBuf> {
-    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BIN.get_or_init(|| build_ibsmctl().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
-}
-
-fn build_ibsmctl() -> Result<PathBuf> {
-    let profile = profile_dir()?;
-    let target_dir = profile.parent().context("profile dir has no parent")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut cmd = Command::new(cargo);
-    cmd.arg("build")
-        .arg("--quiet")
-        .arg("-p")
-        .arg("ibsmctl")
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .env("CARGO_TARGET_DIR", target_dir);
-    if profile.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().context("running cargo build -p ibsmctl")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build -p ibsmctl failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let bin = profile.join("ibsmctl");
-    if !bin.is_file() {
-        bail!("{} missing after cargo build", bin.display());
-    }
-    Ok(bin)
 }
 
 fn parse_json_counts(stdout: &[u8]) -> Result<Counts> {
@@ -159,7 +105,7 @@ fn run_ok(cmd: &mut Command, what: &str) -> Result<Vec<u8>> {
 /// Run the three discoveries on `netfile` and check they agree.
 fn three_way(netfile: &Path) -> Result<Counts> {
     ibsm_labkit::require_lab()?;
-    let bin = ibsmctl()?;
+    let bin = binary("ibsmctl")?;
     let ibsim = Ibsim::start(netfile, IbsimOptions::default())?;
 
     let theirs = parse_ibnetdiscover(&String::from_utf8_lossy(&run_ok(
@@ -233,7 +179,7 @@ fn three_level_fat_tree_k8() -> Result<()> {
 
 #[test]
 fn bad_fabric_spec_exits_2() -> Result<()> {
-    let bin = ibsmctl()?;
+    let bin = binary("ibsmctl")?;
     let out = Command::new(&bin)
         .args(["discover", "--fabric", "gen:mesh:3"])
         .output()?;

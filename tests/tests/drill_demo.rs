@@ -4,53 +4,17 @@
 //! master and that two masters were never seen at once; the SVG timeline must have
 //! one lane per SM. No wall-clock speed is asserted (this machine is shared).
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
+use ibsm_integration::binary;
 use ibsm_labkit::run_with_timeout;
 use serde_json::Value;
 
-fn build() -> Result<(PathBuf, PathBuf)> {
-    let exe = std::env::current_exe().context("current_exe")?;
-    let deps = exe.parent().context("no parent")?;
-    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().context("deps dir has no parent")?
-    } else {
-        deps
-    };
-    let target_dir = profile.parent().context("profile dir has no parent")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
-        "ibsmd",
-        "-p",
-        "ibsmctl",
-        "--manifest-path",
-    ])
-    .arg(&manifest)
-    .env("CARGO_TARGET_DIR", target_dir);
-    if profile.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().context("running cargo build")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok((profile.join("ibsmd"), profile.join("ibsmctl")))
-}
-
 #[test]
 fn five_master_kills_change_no_lid_and_never_show_two_masters() -> Result<()> {
-    let (ibsmd, ctl) = build()?;
+    let (ibsmd, ctl) = (binary("ibsmd")?, binary("ibsmctl")?);
     let dir = tempfile::tempdir()?;
     let report_dir = dir.path().join("report");
     let mut cmd = Command::new(&ctl);

@@ -24,12 +24,12 @@
 //!
 //! Never skipped: a missing ibsim, umad2sim, OpenSM or sminfo fails the test.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use ibsm_integration::binary;
 use ibsm_labkit::{
     example_net, run_with_timeout, ChildGuard, Ibsim, IbsimOptions, OpenSm, OpenSmOptions,
 };
@@ -56,67 +56,6 @@ fn sm_key() -> u64 {
                 .map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
         })
         .unwrap_or(1)
-}
-
-// ---------------------------------------------------------------- binaries
-
-fn profile_dir() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("current_exe")?;
-    let deps = exe.parent().context("test executable has no parent dir")?;
-    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().context("deps dir has no parent")?
-    } else {
-        deps
-    };
-    Ok(profile.to_path_buf())
-}
-
-/// Build `ibsmd` and `ibsmctl` through cargo (same profile and target dir as this
-/// test; a no-op when fresh), as discover_ibsim.rs explains.
-fn binaries() -> Result<(PathBuf, PathBuf)> {
-    static BINS: OnceLock<Result<(PathBuf, PathBuf), String>> = OnceLock::new();
-    BINS.get_or_init(|| build().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
-}
-
-fn build() -> Result<(PathBuf, PathBuf)> {
-    let profile = profile_dir()?;
-    let target_dir = profile.parent().context("profile dir has no parent")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
-        "ibsmd",
-        "-p",
-        "ibsmctl",
-        "--manifest-path",
-    ])
-    .arg(&manifest)
-    .env("CARGO_TARGET_DIR", target_dir);
-    if profile.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let out = cmd
-        .output()
-        .context("running cargo build -p ibsmd -p ibsmctl")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build -p ibsmd -p ibsmctl failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let ibsmd = profile.join("ibsmd");
-    let ibsmctl = profile.join("ibsmctl");
-    for b in [&ibsmd, &ibsmctl] {
-        if !b.is_file() {
-            bail!("{} missing after cargo build", b.display());
-        }
-    }
-    Ok((ibsmd, ibsmctl))
 }
 
 // ---------------------------------------------------------------- the judge
@@ -224,7 +163,7 @@ impl Lab {
         ibsm_labkit::require_lab()?;
         ibsm_labkit::require_tool("opensm")?;
         ibsm_labkit::require_tool("sminfo")?;
-        let (ibsmd_bin, ibsmctl_bin) = binaries()?;
+        let (ibsmd_bin, ibsmctl_bin) = (binary("ibsmd")?, binary("ibsmctl")?);
         let sim = Ibsim::start(&example_net(NET)?, IbsimOptions::default())?;
         Ok(Lab {
             sim,

@@ -16,72 +16,21 @@
 //! test each (in parallel: each has its own IBSIM_SOCKNAME and temp dir). Fails (never
 //! skips) when ibsim, umad2sim or infiniband-diags are missing.
 //!
-//! The binaries are built through cargo (see `discover_ibsim.rs` for why).
+//! The binaries are built through cargo by `ibsm_integration::binary` (see its
+//! crate doc for why).
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use ibsm_integration::binary;
 use ibsm_labkit::{ChildGuard, Ibsim, IbsimOptions};
 
 const ROUNDS: usize = 20;
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// `target/<profile>` of this test run.
-fn profile_dir() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("current_exe")?;
-    let deps = exe.parent().context("test executable has no parent dir")?;
-    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().context("deps dir has no parent")?
-    } else {
-        deps
-    };
-    Ok(profile.to_path_buf())
-}
-
-/// Build ibsmd and ibsmctl (a no-op when fresh) and return their paths.
-fn binaries() -> Result<(PathBuf, PathBuf)> {
-    static BINS: OnceLock<Result<(PathBuf, PathBuf), String>> = OnceLock::new();
-    BINS.get_or_init(|| build().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
-}
-
-fn build() -> Result<(PathBuf, PathBuf)> {
-    let profile = profile_dir()?;
-    let target_dir = profile.parent().context("profile dir has no parent")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "ibsmd", "-p", "ibsmctl"])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .env("CARGO_TARGET_DIR", target_dir);
-    if profile.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let out = cmd
-        .output()
-        .context("running cargo build -p ibsmd -p ibsmctl")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let (d, c) = (profile.join("ibsmd"), profile.join("ibsmctl"));
-    if !d.is_file() || !c.is_file() {
-        bail!(
-            "ibsmd/ibsmctl missing in {} after cargo build",
-            profile.display()
-        );
-    }
-    Ok((d, c))
-}
 
 fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0").context("bind an ephemeral port")?;
@@ -117,7 +66,7 @@ impl Cluster {
         for tool in ["ibnetdiscover", "ibroute"] {
             ibsm_labkit::require_tool(tool)?;
         }
-        let (ibsmd, ibsmctl) = binaries()?;
+        let (ibsmd, ibsmctl) = (binary("ibsmd")?, binary("ibsmctl")?);
         let sim = Ibsim::start(netfile, IbsimOptions::default())?;
         let ports = (0..hosts.len())
             .map(|_| free_port())

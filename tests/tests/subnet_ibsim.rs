@@ -18,69 +18,21 @@
 //! ibsim (unique IBSIM_SOCKNAME and temp dir); every process is killed on drop.
 //!
 //! The `ibsmd` binary is built through cargo (same profile and target dir as this
-//! test), like `discover_ibsim.rs` does for `ibsmctl`.
+//! test) by `ibsm_integration::binary`.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use ibsm_integration::binary;
 use ibsm_labkit::{ChildGuard, Ibsim, IbsimOptions};
 
 const NET_2SW2PATH4HCA: &str = "/usr/share/doc/ibsim-utils/net-examples/net.2sw2path4hca";
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 const SUBNET_UP_TIMEOUT: Duration = Duration::from_secs(120);
 const REROUTE_TIMEOUT: Duration = Duration::from_secs(60);
-
-// ---------------------------------------------------------------------------------
-// Building ibsmd
-
-fn profile_dir() -> Result<PathBuf> {
-    let exe = std::env::current_exe().context("current_exe")?;
-    let deps = exe.parent().context("test executable has no parent dir")?;
-    let profile = if deps.file_name().is_some_and(|n| n == "deps") {
-        deps.parent().context("deps dir has no parent")?
-    } else {
-        deps
-    };
-    Ok(profile.to_path_buf())
-}
-
-fn ibsmd() -> Result<PathBuf> {
-    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BIN.get_or_init(|| build_ibsmd().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
-}
-
-fn build_ibsmd() -> Result<PathBuf> {
-    let profile = profile_dir()?;
-    let target_dir = profile.parent().context("profile dir has no parent")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "ibsmd", "--bin", "ibsmd"])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .env("CARGO_TARGET_DIR", target_dir);
-    if profile.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().context("running cargo build -p ibsmd")?;
-    if !out.status.success() {
-        bail!(
-            "cargo build -p ibsmd failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let bin = profile.join("ibsmd");
-    if !bin.is_file() {
-        bail!("{} missing after cargo build", bin.display());
-    }
-    Ok(bin)
-}
 
 // ---------------------------------------------------------------------------------
 // ibnetdiscover's topology output
@@ -355,7 +307,7 @@ impl Lab {
     /// ibsim on `netfile`, then ibsmd (master) on its first Hca with `args`.
     fn start(netfile: &Path, partitions: impl Fn(&Fabric) -> Vec<String>) -> Result<(Lab, Fabric)> {
         ibsm_labkit::require_lab()?;
-        let bin = ibsmd()?;
+        let bin = binary("ibsmd")?;
         let text = std::fs::read_to_string(netfile)
             .with_context(|| format!("reading {}", netfile.display()))?;
         let sm_host = first_hca(&text)?;
@@ -650,7 +602,7 @@ fn sminfo_by_lid_shows_a_standby_ibsmd() -> Result<()> {
     let host = fabric.sim_name(standby_node);
     let log = lab.sim.dir().join("ibsmd-standby.log");
     let file = std::fs::File::create(&log).context("standby log")?;
-    let mut cmd = lab.sim.command_on(&host, ibsmd()?);
+    let mut cmd = lab.sim.command_on(&host, binary("ibsmd")?);
     cmd.args([
         "--fabric",
         "umad",
