@@ -243,6 +243,16 @@ fn ibsmctl_drives_the_demo_cluster() -> Result<()> {
         .as_str()
         .context("guid")?
         .to_string();
+    // DISABLE is legal only in STANDBY (OpenSM's table): after the handover the other
+    // standby re-discovers before it follows the new master, so wait for that first.
+    let new_master_guid = demo.status(new_master)?["guid"]
+        .as_str()
+        .context("guid")?
+        .to_string();
+    demo.wait("the other standby to follow the new master", |d| {
+        let st = d.status(s2)?;
+        Ok(st["state"] == "STANDBY" && st["master_guid"] == new_master_guid.as_str())
+    })?;
     demo.json(new_master, &["control", "disable", &victim_guid, "--json"])?;
     demo.wait("DISABLE to leave the standby NOTACTIVE", |d| {
         Ok(d.status(s2)?["state"] == "NOTACTIVE")
