@@ -167,7 +167,7 @@ fn fabric_rpcs_through_ibsmctl() -> Result<()> {
     // A standby answers the same LIDs from its replica. Replication is asynchronous:
     // the master publishes after its sweep and the standby applies a moment later, so
     // wait (bounded) for the replica to catch up, then require the very same map.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let standby_lids = loop {
         let got = demo.json(s, &["lids", "--json"])?;
         if lid_map(&got)? == map || std::time::Instant::now() > deadline {
