@@ -20,7 +20,22 @@
 //! Invariants (exit code 5 when broken): no LID changed, a new master found in every
 //! cycle, dual-master time within `--dual-master-bound-ms` (default 0: the SMInfo
 //! handover protocol never needs two masters; a 10 ms poller can only see one if both
-//! really answered MASTER in the same round).
+//! really answered MASTER in the same round), and no write lost.
+//!
+//! Writes lost: before each cycle's action the drill writes a marker through the API
+//! that goes through the replica (`Fabric/SetPartition` of a partition named after the
+//! run and the cycle, with a P_Key of its own, the master's port its only member; it
+//! is committed to the replicated config and not programmed into ports, so the fabric
+//! does not change). Once the cycle's master is verified, every running instance must
+//! list it (`Fabric/ListPartitions`, within [`MARKER_TIMEOUT`]: standbys apply the log
+//! asynchronously); an acknowledged marker missing anywhere is a lost write.
+//!
+//! `raft-partition` is not a failover: mastership is in-band SMInfo, not Raft. The
+//! drill cuts the MASTER's Raft traffic (`Demo/SetRaftIsolation`) and expects it to
+//! stay MASTER (no other MASTER on the wire, no LID change) and to report `degraded`
+//! in GetStatus within [`DEGRADED_BOUND`]; then it heals the cut and expects
+//! `degraded` to clear and every replica to converge (same epoch and applied index).
+//! It records `degraded_ms` and `heal_ms` where the other scenarios record failover.
 //!
 //! Outputs in `--report-dir`: `report.txt`, `report.json` and `timeline.svg` (one lane
 //! per SM, colored by SMState as the poller saw it; hand-written SVG, no dependency).
@@ -46,6 +61,17 @@ pub const EXIT_INVARIANT: u8 = 5;
 /// How long one step (stability, a new master, a verified fabric) may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long every running instance may take to list an acknowledged marker.
+pub const MARKER_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long a Raft-isolated MASTER may take to report `degraded` (and, healed, to
+/// clear it): the daemon needs about one write timeout (1 s) or 500 ms without a
+/// quorum acknowledgement; the rest is slack for a loaded machine.
+pub const DEGRADED_BOUND: Duration = Duration::from_secs(20);
+
+/// How long to watch a Raft-isolated MASTER keep its mastership once it is degraded.
+const ISOLATION_HOLD: Duration = Duration::from_secs(2);
+
 /// The scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scenario {
@@ -55,7 +81,8 @@ pub enum Scenario {
     PlannedHandover,
     /// Pull the cable of the MASTER's port (Demo/SetLinkState), then plug it back.
     MasterPortDown,
-    /// Cut the MASTER's Raft traffic (not supported: no fault switch over RPC).
+    /// Cut the MASTER's Raft traffic (Demo/SetRaftIsolation), then heal it: the master
+    /// must stay MASTER, report degraded, and converge after the heal.
     RaftPartition,
     /// Raise the lowest standby to priority 15, then give it its priority back.
     PriorityFlap,
@@ -91,8 +118,6 @@ pub enum DrillError {
     Ctl(#[from] CtlError),
     #[error("{0}")]
     Setup(String),
-    #[error("scenario {0} is not supported: {1}")]
-    Unsupported(&'static str, String),
     #[error("drill invariants broken: {0}")]
     Invariant(String),
 }
@@ -102,7 +127,6 @@ impl DrillError {
         match self {
             DrillError::Ctl(e) => e.exit_code(),
             DrillError::Setup(_) => 1,
-            DrillError::Unsupported(..) => 2,
             DrillError::Invariant(_) => EXIT_INVARIANT,
         }
     }
@@ -191,6 +215,17 @@ pub struct Cycle {
     pub epoch_after: u64,
     pub end_at: u64,
     pub note: String,
+    /// The marker partition written before the action, and whether it was acknowledged.
+    pub marker: Option<String>,
+    pub marker_acked: bool,
+    /// Acknowledged markers some running instance does not list (and where).
+    pub writes_lost: u64,
+    pub writes_lost_detail: Vec<String>,
+    /// raft-partition: cut -> GetStatus degraded, heal -> degraded cleared, and
+    /// whether the replicas converged (same epoch and applied index) after the heal.
+    pub degraded_ms: Option<u64>,
+    pub heal_ms: Option<u64>,
+    pub converged: Option<bool>,
 }
 
 impl Cycle {
@@ -212,6 +247,15 @@ impl Cycle {
             "epoch_before": self.epoch_before,
             "epoch_after": self.epoch_after,
             "note": self.note,
+            "marker": self.marker,
+            "marker_acked": self.marker_acked,
+            "writes_lost": self.writes_lost,
+            "writes_lost_detail": self.writes_lost_detail,
+            "degraded_ms": self.degraded_ms,
+            "degraded_seen": self.degraded_ms.is_some(),
+            "heal_ms": self.heal_ms,
+            "degraded_cleared": self.heal_ms.is_some(),
+            "converged": self.converged,
         })
     }
 }
@@ -547,26 +591,48 @@ impl Drill {
         let t = self.target.clone();
         match scenario {
             Scenario::KillMaster => {
-                unary(&t, "KillInstance", self.demo.kill_instance(pb::KillInstanceRequest {
-                    name: master.to_string(),
-                    ..Default::default()
-                }))
+                unary(
+                    &t,
+                    "KillInstance",
+                    self.demo.kill_instance(pb::KillInstanceRequest {
+                        name: master.to_string(),
+                        ..Default::default()
+                    }),
+                )
                 .await?;
-                Ok((format!("killed {master}"), Restore::Restart(master.to_string())))
+                Ok((
+                    format!("killed {master}"),
+                    Restore::Restart(master.to_string()),
+                ))
             }
             Scenario::PlannedHandover => {
                 let m = self.member(master)?;
                 let mt = m.target.clone();
-                let r = unary(&mt, "Handover", m.control.handover(pb::HandoverRequest { to_guid: 0 })).await?;
-                Ok((format!("handover to {}: {}", fmt_guid(r.target_guid), r.outcome), Restore::Nothing))
+                let r = unary(
+                    &mt,
+                    "Handover",
+                    m.control.handover(pb::HandoverRequest { to_guid: 0 }),
+                )
+                .await?;
+                Ok((
+                    format!("handover to {}: {}", fmt_guid(r.target_guid), r.outcome),
+                    Restore::Nothing,
+                ))
             }
             Scenario::MasterPortDown => {
-                unary(&t, "SetLinkState", self.demo.set_link_state(pb::SetLinkStateRequest {
-                    name: master.to_string(),
-                    up: false,
-                }))
+                unary(
+                    &t,
+                    "SetLinkState",
+                    self.demo.set_link_state(pb::SetLinkStateRequest {
+                        name: master.to_string(),
+                        up: false,
+                    }),
+                )
                 .await?;
-                Ok((format!("cable of {master} pulled"), Restore::LinkUp(master.to_string())))
+                Ok((
+                    format!("cable of {master} pulled"),
+                    Restore::LinkUp(master.to_string()),
+                ))
             }
             Scenario::PriorityFlap => {
                 let lowest = self
@@ -578,13 +644,34 @@ impl Drill {
                     .ok_or_else(|| DrillError::Setup("no standby to raise".into()))?;
                 let m = self.member(&lowest.0)?;
                 let mt = m.target.clone();
-                unary(&mt, "SetPriority", m.control.set_priority(pb::SetPriorityRequest { priority: 15 })).await?;
-                Ok((format!("{} raised to priority 15", lowest.0), Restore::Priority(lowest.0, lowest.1)))
+                unary(
+                    &mt,
+                    "SetPriority",
+                    m.control
+                        .set_priority(pb::SetPriorityRequest { priority: 15 }),
+                )
+                .await?;
+                Ok((
+                    format!("{} raised to priority 15", lowest.0),
+                    Restore::Priority(lowest.0, lowest.1),
+                ))
             }
-            Scenario::RaftPartition => Err(DrillError::Unsupported(
-                "raft-partition",
-                "ibsmd exposes no Raft fault switch over gRPC (ibsm_replica::Replica::fault_switch is in-process only)".into(),
-            )),
+            Scenario::RaftPartition => {
+                unary(
+                    &t,
+                    "SetRaftIsolation",
+                    self.demo.set_raft_isolation(pb::SetRaftIsolationRequest {
+                        name: master.to_string(),
+                        isolated: true,
+                        ..Default::default()
+                    }),
+                )
+                .await?;
+                Ok((
+                    format!("Raft traffic of {master} cut"),
+                    Restore::HealRaft(master.to_string()),
+                ))
+            }
         }
     }
 
@@ -610,6 +697,18 @@ impl Drill {
                 )
                 .await?;
             }
+            Restore::HealRaft(name) => {
+                unary(
+                    &t,
+                    "SetRaftIsolation",
+                    self.demo.set_raft_isolation(pb::SetRaftIsolationRequest {
+                        name,
+                        isolated: false,
+                        ..Default::default()
+                    }),
+                )
+                .await?;
+            }
             Restore::Priority(name, p) => {
                 let m = self.member(&name)?;
                 let mt = m.target.clone();
@@ -625,10 +724,227 @@ impl Drill {
         Ok(())
     }
 
-    async fn cycle(&mut self, scenario: Scenario, index: u32) -> Result<Cycle, DrillError> {
+    /// Write cycle `index`'s marker partition through `master`'s API (a replicated
+    /// write: `Fabric/SetPartition` commits it to the replica before answering).
+    async fn write_marker(&mut self, master: &str, index: u32) -> Result<Marker, DrillError> {
+        let guid = self.port_guid(master).await;
+        let name = format!("drill-{}-c{index}", self.started);
+        let p_key = marker_p_key(index);
+        let m = self.member(master)?;
+        let t = m.target.clone();
+        let acked = if guid == 0 {
+            Err(format!("{master} did not tell its port GUID"))
+        } else {
+            unary(
+                &t,
+                "SetPartition",
+                m.fabric.set_partition(pb::SetPartitionRequest {
+                    partition: Some(pb::PartitionEntry {
+                        name: name.clone(),
+                        p_key,
+                        members: vec![pb::PartitionMemberEntry {
+                            port_guid: guid,
+                            full: true,
+                        }],
+                    }),
+                }),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        Ok(Marker { name, p_key, acked })
+    }
+
+    /// Every running instance must list an acknowledged marker within
+    /// [`MARKER_TIMEOUT`]; each one that does not is a lost write.
+    async fn check_marker(&mut self, marker: &Marker, c: &mut Cycle) -> Result<(), DrillError> {
+        if marker.acked.is_err() {
+            return Ok(());
+        }
+        let list = unary(
+            &self.target,
+            "ListInstances",
+            self.demo.list_instances(pb::ListInstancesRequest {}),
+        )
+        .await?;
+        let deadline = now_ms() + u64::try_from(MARKER_TIMEOUT.as_millis()).unwrap_or(20_000);
+        let mut missing = Vec::new();
+        for inst in list.instances.iter().filter(|i| i.running) {
+            let m = self.member(&inst.name)?;
+            let t = m.target.clone();
+            let mut last = String::new();
+            let found = loop {
+                match unary(
+                    &t,
+                    "ListPartitions",
+                    m.fabric.list_partitions(pb::ListPartitionsRequest {}),
+                )
+                .await
+                {
+                    Ok(r) => {
+                        if r.partitions
+                            .iter()
+                            .any(|p| p.p_key == marker.p_key && p.name == marker.name)
+                        {
+                            break true;
+                        }
+                        last = format!("not among {} partitions", r.partitions.len());
+                    }
+                    Err(e) => last = e.to_string(),
+                }
+                if now_ms() > deadline {
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            if !found {
+                missing.push(format!(
+                    "{} ({:#06x}) missing on {}: {last}",
+                    marker.name, marker.p_key, inst.name
+                ));
+            }
+        }
+        if !missing.is_empty() {
+            c.writes_lost += 1;
+            c.writes_lost_detail.extend(missing);
+        }
+        Ok(())
+    }
+
+    async fn status(&mut self, name: &str) -> Result<pb::Status, DrillError> {
+        let m = self.member(name)?;
+        let t = m.target.clone();
+        Ok(unary(
+            &t,
+            "GetStatus",
+            m.control.get_status(pb::GetStatusRequest {}),
+        )
+        .await?)
+    }
+
+    /// Poll `name`'s GetStatus until `degraded == want` (ms since `since`), within
+    /// [`DEGRADED_BOUND`]; keeps the wire timeline current meanwhile.
+    async fn wait_degraded(
+        &mut self,
+        name: &str,
+        want: bool,
+        since: u64,
+    ) -> Result<Option<u64>, DrillError> {
+        let deadline = now_ms() + u64::try_from(DEGRADED_BOUND.as_millis()).unwrap_or(20_000);
+        loop {
+            self.poll().await?;
+            if self.status(name).await.is_ok_and(|s| s.degraded == want) {
+                return Ok(Some(now_ms().saturating_sub(since)));
+            }
+            if now_ms() > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Every running instance at the same epoch and applied index (twice in a row,
+    /// 200 ms apart), within [`STEP_TIMEOUT`].
+    async fn wait_converged(&mut self) -> Result<bool, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
+        let mut once: Option<(u64, u64)> = None;
+        loop {
+            let mut seen = Vec::new();
+            for n in &names {
+                match self.status(n).await {
+                    Ok(s) => seen.push((s.epoch, s.applied_index)),
+                    Err(_) => seen.push((u64::MAX, u64::MAX)),
+                }
+            }
+            let same = seen.windows(2).all(|w| w.first() == w.get(1));
+            let now = seen.first().copied().filter(|_| same);
+            match (now, once) {
+                (Some(a), Some(b)) if a == b => return Ok(true),
+                (a, _) => once = a,
+            }
+            if now_ms() > deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// raft-partition: cut the MASTER's Raft traffic, check it stays MASTER and
+    /// reports degraded with the fabric unchanged, heal, check degraded clears and the
+    /// replicas converge, and that the marker written before the cut survived.
+    async fn cycle_raft_partition(&mut self, index: u32) -> Result<Cycle, DrillError> {
         let master = self.wait_stable().await?;
         let before = self.lids(&master).await?;
         let epoch_before = self.epoch(&master).await;
+        let marker = self.write_marker(&master, index).await?;
+        let t0 = self.poll().await?.max(now_ms());
+        let (note, restore) = self.act(Scenario::RaftPartition, &master).await?;
+        let mut c = Cycle {
+            index,
+            old_master: master.clone(),
+            action_at: t0,
+            epoch_before,
+            note,
+            ..Cycle::default()
+        };
+        c.set_marker(&marker);
+        c.degraded_ms = self.wait_degraded(&master, true, t0).await?;
+        // Hold the cut a little longer: the master must keep its mastership on the
+        // wire (no other MASTER, no change of its state) while degraded.
+        let hold_until = now_ms() + u64::try_from(ISOLATION_HOLD.as_millis()).unwrap_or(2_000);
+        while now_ms() < hold_until {
+            self.poll().await?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let during = self.lids(&master).await?;
+        diff_lids(&before, &during, "while Raft-isolated", None, &mut c);
+        let t1 = self.poll().await?.max(now_ms());
+        self.restore(restore).await?;
+        c.heal_ms = self.wait_degraded(&master, false, t1).await?;
+        c.converged = Some(self.wait_converged().await?);
+        self.check_marker(&marker, &mut c).await?;
+        let settled = self.wait_stable().await?;
+        let end = self.lids(&settled).await?;
+        diff_lids(&before, &end, "after heal", None, &mut c);
+        c.epoch_after = self.epoch(&settled).await;
+        c.end_at = self.poll().await?;
+        // The master "found" is the one that kept mastership: nobody else MASTER on
+        // the wire since the cut, and it is the settled master.
+        let mut after: Vec<&Change> = self.changes.iter().filter(|x| x.at >= t0).collect();
+        after.sort_by_key(|x| (x.at, x.seq));
+        let usurper = after
+            .iter()
+            .find(|x| x.name != master && x.state == Some("MASTER"))
+            .map(|x| x.name.clone());
+        let left = after
+            .iter()
+            .any(|x| x.name == master && x.state != Some("MASTER"));
+        c.new_master = match usurper {
+            Some(u) => Some(u),
+            None if !left && settled == master => Some(master.clone()),
+            None => None,
+        };
+        c.detection_ms = after
+            .iter()
+            .find(|x| x.name != master && matches!(x.state, Some("DISCOVERING" | "MASTER")))
+            .map(|x| x.at.saturating_sub(t0));
+        let (none, none_max, dual) = master_gaps(&self.changes, t0, c.end_at);
+        c.masterless_ms = none;
+        c.masterless_max_ms = none_max;
+        c.dual_master_ms = dual;
+        Ok(c)
+    }
+
+    async fn cycle(&mut self, scenario: Scenario, index: u32) -> Result<Cycle, DrillError> {
+        if scenario == Scenario::RaftPartition {
+            return self.cycle_raft_partition(index).await;
+        }
+        let master = self.wait_stable().await?;
+        let before = self.lids(&master).await?;
+        let epoch_before = self.epoch(&master).await;
+        let marker = self.write_marker(&master, index).await?;
         // A pulled cable takes the master's port off the fabric: the new master cannot
         // read (or list) a LID there until the cable is back, and "after restore" checks
         // that it has its old LID again.
@@ -646,6 +962,7 @@ impl Drill {
             note,
             ..Cycle::default()
         };
+        c.set_marker(&marker);
         let found = self.wait_new_master(&master, t0).await?;
         if let Some((new, at)) = &found {
             c.new_master = Some(new.clone());
@@ -658,6 +975,9 @@ impl Drill {
             diff_lids(&before, &after, "after failover", off_fabric, &mut c);
             c.epoch_after = self.epoch(new).await;
         }
+        // The new master is verified (or none came): every running instance must
+        // list the acknowledged marker.
+        self.check_marker(&marker, &mut c).await?;
         let mut sorted: Vec<&Change> = self.changes.iter().filter(|x| x.at >= t0).collect();
         sorted.sort_by_key(|x| (x.at, x.seq));
         c.detection_ms = sorted
@@ -677,11 +997,36 @@ impl Drill {
     }
 }
 
+/// A marker write: the partition's name and P_Key, and whether the API acknowledged it
+/// (with why not).
+#[derive(Debug, Clone)]
+struct Marker {
+    name: String,
+    p_key: u32,
+    acked: Result<(), String>,
+}
+
+impl Cycle {
+    fn set_marker(&mut self, m: &Marker) {
+        self.marker = Some(format!("{} P_Key {:#06x}", m.name, m.p_key));
+        self.marker_acked = m.acked.is_ok();
+        if let Err(e) = &m.acked {
+            self.note = format!("{}; marker not acknowledged: {e}", self.note);
+        }
+    }
+}
+
+/// The marker P_Key of cycle `index`: 0x7001-0x7ffe, never 0x7fff (the default).
+pub fn marker_p_key(index: u32) -> u32 {
+    0x7001 + index.saturating_sub(1) % 0x0ffe
+}
+
 enum Restore {
     Nothing,
     Restart(String),
     LinkUp(String),
     Priority(String, u32),
+    HealRaft(String),
 }
 
 fn diff_lids(
@@ -792,12 +1137,6 @@ fn xml_escape(s: &str) -> String {
 
 /// Run the drill; prints the text report and writes the three files.
 pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
-    if args.scenario == Scenario::RaftPartition {
-        return Err(DrillError::Unsupported(
-            "raft-partition",
-            "ibsmd exposes no Raft fault switch over gRPC (ibsm_replica::Replica::fault_switch is in-process only)".into(),
-        ));
-    }
     std::fs::create_dir_all(&args.report_dir).map_err(|e| {
         DrillError::Setup(format!("--report-dir {}: {e}", args.report_dir.display()))
     })?;
@@ -823,13 +1162,16 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
             Err(e) => return Err(e),
         };
         eprintln!(
-            "cycle {i}: {} -> {}: failover {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}",
+            "cycle {i}: {} -> {}: failover {:?} ms, degraded {:?} ms, heal {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}, writes lost {}",
             c.old_master,
             c.new_master.as_deref().unwrap_or("none"),
             c.failover_ms,
+            c.degraded_ms,
+            c.heal_ms,
             c.masterless_ms,
             c.dual_master_ms,
-            c.lid_changes
+            c.lid_changes,
+            c.writes_lost
         );
         marks.push((c.action_at, format!("#{i}")));
         cycles.push(c);
@@ -890,12 +1232,50 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
         .filter(|c| c.new_master.is_none())
         .map(|c| c.index)
         .collect();
+    let writes_lost: u64 = cycles.iter().map(|c| c.writes_lost).sum();
+    let unacked: Vec<u32> = cycles
+        .iter()
+        .filter(|c| c.marker.is_some() && !c.marker_acked)
+        .map(|c| c.index)
+        .collect();
     let mut broken = Vec::new();
     if lid_changes > 0 {
         broken.push(format!("{lid_changes} LID changes"));
     }
     if !missing.is_empty() {
         broken.push(format!("no new master in cycles {missing:?}"));
+    }
+    if writes_lost > 0 {
+        broken.push(format!("{writes_lost} acknowledged writes lost"));
+    }
+    if args.scenario == Scenario::RaftPartition {
+        let pick = |f: fn(&Cycle) -> bool| -> Vec<u32> {
+            cycles.iter().filter(|c| f(c)).map(|c| c.index).collect()
+        };
+        let moved = pick(|c| c.new_master.as_ref().is_some_and(|n| n != &c.old_master));
+        if !moved.is_empty() {
+            broken.push(format!(
+                "mastership moved although only Raft was cut, in cycles {moved:?}"
+            ));
+        }
+        let no_degraded = pick(|c| c.degraded_ms.is_none());
+        if !no_degraded.is_empty() {
+            broken.push(format!(
+                "the isolated master never reported degraded within {DEGRADED_BOUND:?} in cycles {no_degraded:?}"
+            ));
+        }
+        let stuck = pick(|c| c.heal_ms.is_none());
+        if !stuck.is_empty() {
+            broken.push(format!(
+                "degraded did not clear after the heal in cycles {stuck:?}"
+            ));
+        }
+        let diverged = pick(|c| c.converged != Some(true));
+        if !diverged.is_empty() {
+            broken.push(format!(
+                "the replicas did not converge after the heal in cycles {diverged:?}"
+            ));
+        }
     }
     if dual_max > args.dual_master_bound_ms {
         broken.push(format!(
@@ -915,7 +1295,10 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
         "failover_ms": stats(&collect(|c| c.failover_ms)),
         "detection_ms": stats(&collect(|c| c.detection_ms)),
         "verified_ms": stats(&collect(|c| c.verified_ms)),
-        "writes_lost": null,
+        "writes_lost": writes_lost,
+        "markers_unacknowledged": unacked,
+        "degraded_ms": stats(&collect(|c| c.degraded_ms)),
+        "heal_ms": stats(&collect(|c| c.heal_ms)),
         "invariants_ok": broken.is_empty(),
         "broken": broken,
         "poller": "ibsm.v1.Demo/PollSmInfo: SMInfo by directed route from a spare CA port every 10 ms",
@@ -949,8 +1332,16 @@ fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> String {
             c.epoch_before,
             c.epoch_after
         ));
-        for d in &c.lid_change_detail {
+        for d in c.lid_change_detail.iter().chain(&c.writes_lost_detail) {
             out.push_str(&format!("       {d}\n"));
+        }
+        if args.scenario == Scenario::RaftPartition {
+            out.push_str(&format!(
+                "       degraded after {} ms, cleared {} ms after the heal, replicas converged: {}\n",
+                fmt_opt(c.degraded_ms),
+                fmt_opt(c.heal_ms),
+                c.converged.map_or("-".into(), |v| v.to_string())
+            ));
         }
     }
     let s = |k: &str| {
@@ -964,9 +1355,18 @@ fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> String {
     out.push_str(&format!("detection ms:  {}\n", s("detection_ms")));
     out.push_str(&format!("verified ms:   {}\n", s("verified_ms")));
     out.push_str(&format!(
-        "masterless max {} ms, dual master {} ms (bound {} ms), LID changes {}, writes lost: not measured\n",
-        r["masterless_ms_max"], r["dual_master_ms"], args.dual_master_bound_ms, r["lid_changes"]
+        "masterless max {} ms, dual master {} ms (bound {} ms), LID changes {}, writes lost {} (unacknowledged markers: {})\n",
+        r["masterless_ms_max"],
+        r["dual_master_ms"],
+        args.dual_master_bound_ms,
+        r["lid_changes"],
+        r["writes_lost"],
+        r["markers_unacknowledged"]
     ));
+    if args.scenario == Scenario::RaftPartition {
+        out.push_str(&format!("degraded ms:   {}\n", s("degraded_ms")));
+        out.push_str(&format!("heal ms:       {}\n", s("heal_ms")));
+    }
     out.push_str(&format!(
         "invariants: {}\n",
         if r["invariants_ok"] == true {
@@ -1064,6 +1464,65 @@ mod tests {
             "{why}"
         );
         assert_eq!(r["invariants_ok"], false);
+    }
+
+    #[test]
+    fn marker_p_keys_are_valid_and_distinct_per_cycle() {
+        let keys: Vec<u32> = (1..=5000).map(marker_p_key).collect();
+        assert!(keys.iter().all(|k| (0x7001..=0x7ffe).contains(k)));
+        let distinct: std::collections::BTreeSet<u32> = keys.iter().take(4094).copied().collect();
+        assert_eq!(distinct.len(), 4094);
+    }
+
+    #[test]
+    fn a_lost_write_and_a_raft_partition_without_degraded_break_the_drill() {
+        let mut args = DrillArgs {
+            scenario: Scenario::KillMaster,
+            cycles: 1,
+            start_demo: false,
+            ibsmd: None,
+            report_dir: PathBuf::from("x"),
+            dual_master_bound_ms: 0,
+        };
+        let lost = Cycle {
+            index: 1,
+            old_master: "sm1".into(),
+            new_master: Some("sm2".into()),
+            marker: Some("m".into()),
+            marker_acked: true,
+            writes_lost: 1,
+            ..Cycle::default()
+        };
+        let (r, why) = report(&args, std::slice::from_ref(&lost));
+        assert_eq!(r["writes_lost"], 1);
+        assert!(why.unwrap_or_default().contains("writes lost"));
+        args.scenario = Scenario::RaftPartition;
+        let kept = Cycle {
+            index: 1,
+            old_master: "sm1".into(),
+            new_master: Some("sm1".into()),
+            degraded_ms: Some(700),
+            heal_ms: Some(300),
+            converged: Some(true),
+            ..Cycle::default()
+        };
+        let (r, why) = report(&args, std::slice::from_ref(&kept));
+        assert!(why.is_none(), "{why:?}");
+        assert_eq!(r["degraded_ms"]["max"], 700);
+        let bad = Cycle {
+            index: 2,
+            new_master: Some("sm2".into()),
+            degraded_ms: None,
+            converged: Some(false),
+            ..kept.clone()
+        };
+        let why = report(&args, &[kept, bad]).1.unwrap_or_default();
+        assert!(
+            why.contains("mastership moved")
+                && why.contains("never reported degraded")
+                && why.contains("did not converge"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! `UNAVAILABLE`; [`Demo::restart`] starts it again on the same port with the same
 //! priority, endpoint and metrics. The `ibsm.v1.Demo` gRPC service exposes both, on
 //! every member's endpoint, so `ibsmctl drill kill-master` works against the demo.
+//! [`DemoHandle::set_raft_isolation`] (`Demo/SetRaftIsolation`) flips a member's
+//! replica fault switch, so `ibsmctl drill raft-partition` can cut a running master's
+//! Raft traffic from outside the process while its SM keeps running.
 //!
 //! Security: the demo binds loopback only and defaults to plaintext with a warning
 //! (it is a playground, and `ibsmctl status` should work at once); give it a token
@@ -257,6 +260,25 @@ impl DemoHandle {
             .map_err(|e| DemoError::Unavailable(format!("simulator: {e}")))?
             .map_err(|e| DemoError::FailedPrecondition(format!("link of {name}: {e}")))?;
         tracing::warn!(sm = %name, up, "demo drill: cable of the instance's port set");
+        Ok(m.info())
+    }
+
+    /// Cut (`isolated = true`) or heal the Raft traffic of the member `sel` names,
+    /// through its replica's fault switch. Its SM keeps running: only replication is
+    /// cut, so a MASTER stays MASTER and reports itself degraded.
+    pub fn set_raft_isolation(
+        &self,
+        sel: &Selector,
+        isolated: bool,
+    ) -> Result<MemberInfo, DemoError> {
+        let shared = self.get()?;
+        let i = shared.find(sel)?;
+        let members = shared.members.lock().unwrap_or_else(|p| p.into_inner());
+        let m = members
+            .get(i)
+            .ok_or_else(|| DemoError::NotFound("member vanished".into()))?;
+        m.repl.replica().fault_switch().set_isolated(isolated);
+        tracing::warn!(sm = %m.name, isolated, "demo drill: Raft traffic of the instance set");
         Ok(m.info())
     }
 }

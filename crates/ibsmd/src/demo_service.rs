@@ -180,4 +180,30 @@ impl DemoRpc for DemoService {
         let m = demo.set_link(&req.name, req.up).map_err(status_of)?;
         Ok(Response::new(pb_instance(&m)))
     }
+
+    async fn set_raft_isolation(
+        &self,
+        req: Request<pb::SetRaftIsolationRequest>,
+    ) -> Result<Response<pb::DemoInstance>, Status> {
+        let demo = self.demo()?;
+        let req = req.into_inner();
+        let sel = match (req.name.is_empty(), req.guid) {
+            (false, 0) => Selector::Name(req.name),
+            (true, g) if g != 0 => Selector::Guid(g),
+            (true, _) => {
+                return Err(Status::invalid_argument(
+                    "say which instance: name (sm1, sm2, ...) or guid",
+                ))
+            }
+            (false, _) => {
+                return Err(Status::invalid_argument(
+                    "give exactly one of name and guid",
+                ))
+            }
+        };
+        let m = demo
+            .set_raft_isolation(&sel, req.isolated)
+            .map_err(status_of)?;
+        Ok(Response::new(pb_instance(&m)))
+    }
 }
