@@ -825,19 +825,28 @@ impl Runtime {
                 "this SM is {state}; only the MASTER hands over"
             )));
         }
-        let standbys: Vec<PeerView> = self
+        // Rank every SM that could take over (STANDBY, or still DISCOVERING right after
+        // it started), so "the best standby" never silently picks a lower one just
+        // because the best one has not settled yet: that one is refused as not ready.
+        let candidates: Vec<PeerView> = self
             .peers
             .values()
-            .filter(|p| !p.is_self && p.state == Some(SmState::Standby))
+            .filter(|p| !p.is_self && handover_candidate(p.state))
             .cloned()
             .collect();
         let rank = |p: &PeerView| (p.priority, std::cmp::Reverse(p.guid));
-        let Some(best) = standbys.iter().max_by_key(|p| rank(p)).cloned() else {
+        let Some(best) = candidates.iter().max_by_key(|p| rank(p)).cloned() else {
             return Err(CommandError::FailedPrecondition(format!(
                 "no SM in STANDBY to hand over to (known SMs: {})",
                 self.peers.len().saturating_sub(1)
             )));
         };
+        if best.state != Some(SmState::Standby) {
+            return Err(CommandError::FailedPrecondition(format!(
+                "the best standby {:#018x} (priority {}) is still DISCOVERING; retry once it is STANDBY",
+                best.guid, best.priority
+            )));
+        }
         let target = if to == 0 {
             best
         } else {
@@ -1912,6 +1921,12 @@ fn local_get<A: SmpAttribute>(
         }
     }
     anyhow::bail!("the local port did not answer SubnGet({attr:?}) after 10 tries")
+}
+
+/// An SM a planned handover may target: one that is STANDBY, or DISCOVERING on its way
+/// there (ranked, then refused as not ready until it settles).
+pub(crate) fn handover_candidate(state: Option<SmState>) -> bool {
+    matches!(state, Some(SmState::Standby | SmState::Discovering))
 }
 
 #[cfg(test)]

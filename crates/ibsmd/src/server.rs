@@ -76,11 +76,11 @@ fn status_of(s: &Snapshot, repl: Option<&Replication>) -> pb::Status {
 }
 
 /// The standby a handover to "the best standby" picks: highest priority, then lowest
-/// GUID (0 if none).
+/// GUID, among STANDBY and still-DISCOVERING SMs (0 if none), as the instance ranks them.
 fn best_standby(s: &Snapshot) -> u64 {
     s.sms
         .iter()
-        .filter(|p| !p.is_self && p.state == Some(SmState::Standby))
+        .filter(|p| !p.is_self && crate::instance::handover_candidate(p.state))
         .max_by(|a, b| a.priority.cmp(&b.priority).then(b.guid.cmp(&a.guid)))
         .map_or(0, |p| p.guid)
 }
