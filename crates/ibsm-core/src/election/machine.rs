@@ -726,25 +726,25 @@ impl Election {
     /// we hand the subnet straight back (drill planned-handover, cycle 2).
     fn end_yield(&mut self) {
         if self.yielded.is_some() {
-            let old = self.priority();
-            self.yielded = None;
-            let new = self.priority();
-            if old != new {
-                self.events
-                    .push_back(ElectionEvent::PriorityChanged { from: old, to: new });
-            }
+            self.changing_priority(|e| e.yielded = None);
         }
     }
 
     fn drop_elevation(&mut self) {
         if self.elevated {
-            let old = self.priority();
-            self.elevated = false;
-            let new = self.priority();
-            if old != new {
-                self.events
-                    .push_back(ElectionEvent::PriorityChanged { from: old, to: new });
-            }
+            self.changing_priority(|e| e.elevated = false);
+        }
+    }
+
+    /// Applies `change` to what makes up our advertised priority and reports
+    /// `PriorityChanged` if the advertised value moved.
+    fn changing_priority(&mut self, change: impl FnOnce(&mut Self)) {
+        let old = self.priority();
+        change(self);
+        let new = self.priority();
+        if old != new {
+            self.events
+                .push_back(ElectionEvent::PriorityChanged { from: old, to: new });
         }
     }
 
