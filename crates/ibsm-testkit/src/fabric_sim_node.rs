@@ -413,6 +413,7 @@ impl SmNode {
                     reason: reason.to_string(),
                 });
             }
+            ElectionEvent::DiscoveryNeeded => self.heavy_wanted = true,
             ElectionEvent::HeavySweepRequested => {
                 if self.subnet.is_active() {
                     self.subnet.start_heavy_sweep(now);

@@ -205,7 +205,11 @@ impl World {
             }
         }
         let mut cur = prev;
+        let mut sweep = false;
         for ev in events {
+            // The model's bus has fixed LID routes: a fresh sweep finds the same SM
+            // ports, and is made at once.
+            sweep |= ev == ElectionEvent::DiscoveryNeeded;
             if let ElectionEvent::StateChanged { from, to, reason } = &ev {
                 if let Some(c) = cur {
                     if c != *from {
@@ -243,6 +247,13 @@ impl World {
             if c != s {
                 self.fail(format!("SM {i}: events end in {c}, state() is {s}"));
             }
+        }
+        if sweep {
+            let ports = self.ports();
+            if let Some(Some(e)) = self.nodes.get_mut(i) {
+                e.handle_sweep(now, &ports);
+            }
+            self.pump(i, state_now, net);
         }
     }
 

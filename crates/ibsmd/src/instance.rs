@@ -85,7 +85,7 @@ use ibsm_mad::{
     AttributeId, CapabilityMask, Method, NodeInfo, PortInfo, Smp, SmpAttribute, SmpRoute, MAD_SIZE,
     PERMISSIVE_LID,
 };
-use ibsm_transport::MadDevice;
+use ibsm_transport::{MadDevice, ReceivedMad};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::metrics::{Metrics, SweepKind};
@@ -614,6 +614,9 @@ struct Runtime {
     /// `fabric_changes` when it started and the replicated guid2lid it used.
     port_watch: PortWatch,
     prepared: Option<(u64, BTreeMap<u64, ibsm_replica::LidRange>)>,
+    /// MADs that arrived while [`bootstrap`] waited for its answers (another SM's
+    /// SubnGet(SMInfo) among them): handled first by [`Runtime::run`].
+    backlog: VecDeque<ReceivedMad>,
 }
 
 impl Runtime {
@@ -625,7 +628,8 @@ impl Runtime {
         events: broadcast::Sender<EventRecord>,
     ) -> anyhow::Result<Runtime> {
         let epoch = Instant::now();
-        let (port_guid, lid, local_port) = bootstrap(dev.as_mut())?;
+        let mut backlog = VecDeque::new();
+        let (port_guid, lid, local_port) = bootstrap(dev.as_mut(), &mut backlog)?;
         let mut ecfg = ElectionConfig::new(port_guid);
         ecfg.priority = cfg.priority;
         ecfg.sm_key = cfg.sm_key;
@@ -673,6 +677,7 @@ impl Runtime {
             last_sweep: String::new(),
             election_sent: 0,
             prepared: None,
+            backlog,
             port_watch: PortWatch {
                 port: local_port,
                 next: Duration::ZERO,
@@ -689,6 +694,11 @@ impl Runtime {
     }
 
     fn run(mut self) -> anyhow::Result<()> {
+        let now = self.now();
+        while let Some(r) = self.backlog.pop_front() {
+            self.incoming(now, &r.mad, r.slid)?;
+            self.pump(now)?;
+        }
         loop {
             loop {
                 match self.cmd_rx.try_recv() {
@@ -1188,6 +1198,15 @@ impl Runtime {
                 }
                 record("state", text, Some(*from), Some(*to))
             }
+            ElectionEvent::DiscoveryNeeded => {
+                // Not a fabric change: a prepared takeover stays valid, and its
+                // discovery (PreparedDiscovery) answers this; else our own sweep does.
+                if !self.subnet.is_active() {
+                    self.heavy_wanted = true;
+                }
+                tracing::info!("{text}");
+                record("sweep", text, None, None)
+            }
             ElectionEvent::HeavySweepRequested => {
                 self.fabric_changes += 1;
                 if self.subnet.is_active() {
@@ -1603,6 +1622,11 @@ impl Runtime {
             SubnetEvent::Unsolicited(smp) => {
                 tracing::trace!(attr = ?smp.attr_id, "configurator passed a request on");
             }
+            SubnetEvent::PreparedDiscovery { sm_ports } => {
+                // The takeover's discovery is the fresh sweep a DISCOVERING election
+                // waits for (our own sweeps pause while it prepares).
+                self.sm_ports_found(now, &sm_ports);
+            }
         }
     }
 
@@ -1884,20 +1908,37 @@ impl Runtime {
 }
 
 /// Read our port's GUID and LID with 0-hop SubnGet(NodeInfo)/(PortInfo), blocking.
-fn bootstrap(dev: &mut dyn MadDevice) -> anyhow::Result<(u64, u16, u8)> {
-    let ni: NodeInfo = local_get(dev, AttributeId::NODE_INFO, 0, 1)?;
+/// Whatever else arrives meanwhile is kept in `backlog` for the event loop: IsSM is
+/// already set, so another SM may be asking our SMInfo right now, and a request we
+/// dropped would never be answered (OpenSM under umad2sim then waits for it forever,
+/// its sweep stuck; on a kernel it would retry after its timeout).
+fn bootstrap(
+    dev: &mut dyn MadDevice,
+    backlog: &mut VecDeque<ReceivedMad>,
+) -> anyhow::Result<(u64, u16, u8)> {
+    let ni: NodeInfo = local_get(dev, AttributeId::NODE_INFO, 0, 1, backlog)?;
     if ni.port_guid == 0 {
         anyhow::bail!("the local port reports PortGUID 0 in NodeInfo");
     }
-    let pi: PortInfo = local_get(dev, AttributeId::PORT_INFO, u32::from(ni.local_port_num), 2)?;
+    let pi: PortInfo = local_get(
+        dev,
+        AttributeId::PORT_INFO,
+        u32::from(ni.local_port_num),
+        2,
+        backlog,
+    )?;
     Ok((ni.port_guid, pi.lid, ni.local_port_num))
 }
+
+/// At most this many MADs are kept from the bootstrap (a flood is not kept whole).
+const BOOT_BACKLOG_MAX: usize = 256;
 
 fn local_get<A: SmpAttribute>(
     dev: &mut dyn MadDevice,
     attr: AttributeId,
     attr_mod: u32,
     seq: u32,
+    backlog: &mut VecDeque<ReceivedMad>,
 ) -> anyhow::Result<A> {
     let tid = u64::from(BOOT_TID_LOW + seq);
     let req = Smp::try_get_dr(&[], attr, attr_mod, tid)?;
@@ -1917,6 +1958,11 @@ fn local_get<A: SmpAttribute>(
                     anyhow::bail!("local {attr:?} answered with status {:#06x}", smp.status);
                 }
                 return Ok(smp.attribute::<A>()?);
+            }
+            if backlog.len() < BOOT_BACKLOG_MAX {
+                backlog.push_back(r);
+            } else {
+                tracing::warn!(attr = ?smp.attr_id, "start-up backlog full: MAD dropped");
             }
         }
     }

@@ -84,8 +84,17 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> Result<(), St
     }
 }
 
+/// `RUST_LOG=info cargo test -p ibsmd --test master -- --nocapture` shows the instances' logs.
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
 #[test]
 fn master_configures_and_reroutes_standby_configures_nothing() {
+    init_tracing();
     let topo = ibsm_fabric::gen::fat_tree_3level(4).expect("k=4 fat tree");
     let sim = SharedSim::new(&topo);
     let ports = pick_ca_ports(&topo, 2);
@@ -137,8 +146,17 @@ fn master_configures_and_reroutes_standby_configures_nothing() {
         .map_err(|e| e.to_string())?
     });
 
+    // The standby may still be finishing its own discovery round (its first query
+    // can leave before the master's port answers SMInfo): it settles as STANDBY.
+    wait_for("standby settles", Duration::from_secs(10), || {
+        let st = standby.status();
+        if st.state.to_string() == "STANDBY" {
+            Ok(())
+        } else {
+            Err(format!("{st:?}"))
+        }
+    });
     let st = standby.status();
-    assert_eq!(st.state.to_string(), "STANDBY", "{st:?}");
     assert!(!st.last_sweep.starts_with("master"), "{st:?}");
 
     // Pull a switch-to-switch cable: the light sweep sees PortStateChange, the heavy
@@ -162,6 +180,94 @@ fn master_configures_and_reroutes_standby_configures_nothing() {
                 .map_err(|e| e.to_string())?
         },
     );
+    master.shutdown();
+    standby.shutdown();
+}
+
+/// A cable on the standby's directed route to the master goes down: the standby's
+/// polls die on that path, but the master is alive. The standby must find it again
+/// over another path (a fresh sweep before it may conclude MASTER), never take over.
+/// The master and standby sit in different pods, so every route between them crosses
+/// one of the master's leaf switch uplinks: pulling each in turn (plugging the other
+/// back) cuts the standby's route at least once.
+#[test]
+fn a_cable_down_on_the_standbys_route_to_the_master_is_no_failover() {
+    init_tracing();
+    let topo = ibsm_fabric::gen::fat_tree_3level(4).expect("k=4 fat tree");
+    let sim = SharedSim::new(&topo);
+    let ports = pick_ca_ports(&topo, 2);
+    let [(n1, p1, _), (n2, p2, _)] = ports.as_slice() else {
+        panic!("need two CA ports");
+    };
+    let master = spawn_on_sim(&sim, *n1, *p1, InstanceConfig::new("sm1", 10)).expect("master");
+    let standby = spawn_on_sim(&sim, *n2, *p2, InstanceConfig::new("sm2", 5)).expect("standby");
+    wait_for("master and standby", Duration::from_secs(30), || {
+        let (m, s) = (master.status(), standby.status());
+        if m.state.to_string() == "MASTER"
+            && m.last_sweep.starts_with("master heavy sweep")
+            && s.state.to_string() == "STANDBY"
+        {
+            Ok(())
+        } else {
+            Err(format!("{m:?} / {s:?}"))
+        }
+    });
+    let (leaf, _) = topo.neighbor(*n1, *p1).expect("master's leaf");
+    let (leaf2, _) = topo.neighbor(*n2, *p2).expect("standby's leaf");
+    assert_ne!(leaf, leaf2, "the SMs must sit on different leaf switches");
+    let uplinks: Vec<u8> = topo
+        .node(leaf)
+        .expect("leaf")
+        .physical_ports()
+        .filter_map(|(p, _)| {
+            let (next, _) = topo.neighbor(leaf, p)?;
+            topo.node(next).is_some_and(|n| n.is_switch()).then_some(p)
+        })
+        .collect();
+    assert!(uplinks.len() >= 2, "uplinks {uplinks:?}");
+
+    let mut events = standby.subscribe();
+    let mut excursions = 0;
+    for &up in &uplinks {
+        sim.with_sim(|s| s.link_down(leaf, up))
+            .expect("sim")
+            .expect("link down");
+        // Polls miss for 300-400 ms, then a query, a sweep and a query on the new route.
+        std::thread::sleep(Duration::from_millis(1500));
+        wait_for("standby back to STANDBY", Duration::from_secs(10), || {
+            let s = standby.status();
+            if s.state.to_string() == "STANDBY" {
+                Ok(())
+            } else {
+                Err(format!("{s:?}"))
+            }
+        });
+        while let Ok(ev) = events.try_recv() {
+            if ev.kind != "state" {
+                continue;
+            }
+            assert_ne!(
+                ev.to.map(|s| s.to_string()),
+                Some("MASTER".to_string()),
+                "false failover: {}",
+                ev.text
+            );
+            if ev.to.map(|s| s.to_string()).as_deref() == Some("DISCOVERING") {
+                excursions += 1;
+            }
+        }
+        assert_eq!(master.status().state.to_string(), "MASTER");
+        sim.with_sim(|s| s.link_up(leaf, up))
+            .expect("sim")
+            .expect("link up");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        excursions >= 1,
+        "no pull cut the standby's route to the master: the test did not test anything"
+    );
+    let s = standby.status();
+    assert_eq!(s.master_guid, master.status().guid, "{s:?}");
     master.shutdown();
     standby.shutdown();
 }

@@ -46,6 +46,13 @@ struct Round {
     /// instead of spending `query_retries` more timeouts on it (that alone would add
     /// `query_timeout x query_retries` to every failover).
     lost: Option<u64>,
+    /// The route `lost` was asked over without an answer.
+    lost_unanswered: Option<SmRoute>,
+    /// A sweep was reported since the round started (always true for a round that
+    /// did not start from missed polls: its routes are as fresh as the driver has).
+    fresh_sweep: bool,
+    /// [`ElectionEvent::DiscoveryNeeded`] was reported for this round.
+    discovery_asked: bool,
     answered: usize,
     best_master: Option<(SmInfo, SmRoute)>,
     best_higher: Option<(SmInfo, SmRoute)>,
@@ -290,6 +297,19 @@ impl Election {
         self.swept = true;
         match self.state {
             SmState::Discovering => {
+                if let Some(r) = self.round.as_mut() {
+                    r.fresh_sweep = true;
+                    // The lost master is still there but reached another way now (a
+                    // cable on the old path went down): ask it again over the new
+                    // route, with the normal retries, before anyone declares it dead.
+                    if let (Some(lost), Some(old)) = (r.lost, r.lost_unanswered.as_ref()) {
+                        if known.get(&lost).is_some_and(|p| p.route != *old) {
+                            r.queried.remove(&lost);
+                            r.lost = None;
+                            r.lost_unanswered = None;
+                        }
+                    }
+                }
                 self.query_round(now);
                 self.maybe_finish_round(now);
             }
@@ -774,6 +794,7 @@ impl Election {
         self.set_state(SmState::Discovering, reason);
         self.round = Some(Round {
             lost,
+            fresh_sweep: lost.is_none(),
             ..Round::default()
         });
         self.query_round(now);
@@ -875,6 +896,23 @@ impl Election {
             .any(|p| p.purpose == Purpose::Discover)
         {
             return;
+        }
+        if let Some(r) = self.round.as_mut() {
+            // About to conclude MASTER because the master we followed went silent,
+            // judged only over the route an older sweep recorded: wait for a sweep
+            // made since (a broken path must not look like a dead master: that is a
+            // false failover, and two masters until they find each other).
+            if r.lost_unanswered.is_some()
+                && !r.fresh_sweep
+                && r.best_master.is_none()
+                && r.best_higher.is_none()
+            {
+                if !r.discovery_asked {
+                    r.discovery_asked = true;
+                    self.events.push_back(ElectionEvent::DiscoveryNeeded);
+                }
+                return;
+            }
         }
         let Some(round) = self.round.take() else {
             return;
@@ -1007,7 +1045,14 @@ impl Election {
 
     fn request_failed(&mut self, now: Duration, p: Pending) {
         match p.purpose {
-            Purpose::Discover => self.maybe_finish_round(now),
+            Purpose::Discover => {
+                if let Some(r) = self.round.as_mut() {
+                    if r.lost.is_some() && r.lost == p.expect_guid {
+                        r.lost_unanswered = Some(p.dest);
+                    }
+                }
+                self.maybe_finish_round(now)
+            }
             Purpose::MasterQuery | Purpose::Trap => {}
             Purpose::Handover { target } => {
                 if self.handover == Some(target) {

@@ -20,7 +20,13 @@
 //!   that outranks us -> STANDBY polling it (OpenSM does the same); else MASTER. Answers
 //!   whose SMInfo.GUID differs from the queried port, or whose SM_Key is non-zero and not
 //!   ours, are ignored (OpenSM exits on the latter; we report
-//!   [`ElectionEvent::RemoteSmKeyMismatch`]).
+//!   [`ElectionEvent::RemoteSmKeyMismatch`]). A round entered because the master went
+//!   silent asks that master once more (no retries) over the route the last sweep
+//!   recorded; if it stays silent and nothing else outranks us, the round does not
+//!   conclude MASTER until a sweep made since has been reported
+//!   ([`ElectionEvent::DiscoveryNeeded`] asks the driver for one): a cable down on the
+//!   directed path to a live master must not look like a dead master. If that sweep
+//!   finds the master over another route it is asked again there (normal retries).
 //! * **STANDBY**: SubnGet(SMInfo) to the master every `poll_interval`. A poll that is not
 //!   answered before the next one is a miss; `poll_retries` misses in a row ->
 //!   DISCOVERING ([`TransitionReason::MissedPolls`]). An answer in MASTER whose ActCount
@@ -102,7 +108,8 @@
 //!
 //! `poll_interval` 100 ms x `poll_retries` 3: a dead master is noticed 300-400 ms after
 //! its last answer, then discovery takes at most `query_timeout` x (1 + `query_retries`)
-//! = 300 ms, so failover completes well under a second on an idle fabric (OpenSM's
+//! = 300 ms (the lost master itself: one `query_timeout`, then the fresh sweep, which
+//! a takeover needs anyway), so failover completes well under a second on an idle fabric (OpenSM's
 //! default 10 s x 4 takes ~60 s, measured in the lab). A false failover needs three
 //! polls in a row unanswered for 100 ms each: SMInfo is answered by the peer SM's own
 //! MAD thread, not by its sweep, so a master busy with a big sweep still answers in

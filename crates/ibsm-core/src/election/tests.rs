@@ -557,13 +557,29 @@ fn a_master_lost_to_missed_polls_is_asked_once_more_without_retries() {
         }
     }
     let discovering_at = now;
-    while e.state() == SmState::Discovering {
+    while let Some(t) = e.poll_timeout() {
         queries_to_lost += gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID)).len();
-        now = e.poll_timeout().expect("discovering waits for its query");
+        now = t;
         e.handle_timeout(now);
         assert!(now < ms(5000));
     }
+    // Silent over the route the last sweep recorded: the round asks for a fresh sweep
+    // (once) instead of concluding; the sweep finds the same route, so it is dead.
+    assert_eq!(e.state(), SmState::Discovering);
+    let evs = events(&mut e);
+    assert_eq!(
+        evs.iter()
+            .filter(|v| **v == ElectionEvent::DiscoveryNeeded)
+            .count(),
+        1,
+        "{evs:?}"
+    );
+    e.handle_sweep(now, &[peer_port()]);
     assert_eq!(e.state(), SmState::Master);
+    assert!(
+        transmits(&mut e).is_empty(),
+        "no second query over the same route"
+    );
     assert_eq!(
         queries_to_lost, 1,
         "one query, no retries, to the lost master"
@@ -572,6 +588,68 @@ fn a_master_lost_to_missed_polls_is_asked_once_more_without_retries() {
         now <= discovering_at + c.query_timeout,
         "{now:?} vs {discovering_at:?}"
     );
+}
+
+/// Standby behind PEER whose polls all went unanswered until DISCOVERING, and the
+/// one query to the lost master timed out: the round now waits for a fresh sweep.
+fn lost_master_waiting_for_a_sweep() -> (Election, Duration) {
+    let mut e = standby(cfg(1), 5);
+    let mut now = ms(1);
+    while e.state() == SmState::Standby {
+        now = e.poll_timeout().expect("standby has a timer");
+        e.handle_timeout(now);
+    }
+    while let Some(t) = e.poll_timeout() {
+        now = t;
+        e.handle_timeout(now);
+    }
+    transmits(&mut e);
+    assert!(events(&mut e).contains(&ElectionEvent::DiscoveryNeeded));
+    assert_eq!(
+        e.state(),
+        SmState::Discovering,
+        "no MASTER before a fresh sweep"
+    );
+    (e, now)
+}
+
+#[test]
+fn a_lost_master_reached_by_a_new_route_is_asked_again_and_followed() {
+    // A cable on the directed route to the master went down: the polls and the last
+    // query die on the old path, but the master is alive. The fresh sweep finds it over
+    // another path; asked there, it answers MASTER, and we stay a standby behind it
+    // (no false failover, no two masters).
+    let (mut e, now) = lost_master_waiting_for_a_sweep();
+    let new_route = SmRoute::Directed(DrRoute::new(&[0, 2, 3]));
+    e.handle_sweep(
+        now,
+        &[SmPort {
+            route: new_route.clone(),
+            ..peer_port()
+        }],
+    );
+    assert_eq!(e.state(), SmState::Discovering);
+    let tids = gets_to(&transmits(&mut e), &new_route);
+    assert_eq!(tids.len(), 1, "asked over the new route");
+    e.handle_message(
+        now + ms(1),
+        new_route.clone(),
+        SmInfoMsg::GetResp {
+            tid: tids[0],
+            status: 0,
+            attr_mod: 0,
+            info: peer_info(SmState::Master, 5, 40),
+        },
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(PEER));
+}
+
+#[test]
+fn a_lost_master_gone_from_the_fresh_sweep_leaves_us_master() {
+    let (mut e, now) = lost_master_waiting_for_a_sweep();
+    e.handle_sweep(now, &[]);
+    assert_eq!(e.state(), SmState::Master);
 }
 
 #[test]

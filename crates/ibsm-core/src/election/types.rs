@@ -521,6 +521,13 @@ pub enum ElectionEvent {
     /// We accepted HANDOVER while already MASTER (another master yielded to us):
     /// the daemon should run a heavy sweep.
     HeavySweepRequested,
+    /// DISCOVERING after missed polls: the lost master did not answer over the
+    /// directed route our last sweep recorded, and that route may be what broke (a
+    /// cable on the path, not the master). The round waits for a fresh sweep
+    /// ([`Election::handle_sweep`](super::Election::handle_sweep)) before it concludes
+    /// MASTER; the driver should discover the fabric now (a prepared takeover's
+    /// discovery does). Asked once per round.
+    DiscoveryNeeded,
     /// Our effective priority changed (set_priority, or sticky elevation).
     PriorityChanged {
         /// Old effective priority.
@@ -562,6 +569,9 @@ impl fmt::Display for ElectionEvent {
                 None => write!(f, "handover to {to:#018x} timed out"),
             },
             ElectionEvent::HeavySweepRequested => f.write_str("heavy sweep requested"),
+            ElectionEvent::DiscoveryNeeded => {
+                f.write_str("lost master silent on its known route: fresh discovery needed")
+            }
             ElectionEvent::PriorityChanged { from, to } => {
                 write!(f, "sm priority: {from} -> {to}")
             }

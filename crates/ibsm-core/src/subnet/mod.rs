@@ -260,6 +260,15 @@ pub enum SubnetEvent {
     },
     /// A request that is not for this module (SMInfo from another SM...): for the election.
     Unsolicited(Smp),
+    /// The discovery of a prepared takeover ([`SubnetManager::prepare_takeover`])
+    /// completed: the SM ports it found, with fresh directed routes, for
+    /// [`Election::handle_sweep`](crate::election::Election::handle_sweep) (a
+    /// DISCOVERING election waits for such a sweep before it declares the master
+    /// it lost dead, see [`ElectionEvent::DiscoveryNeeded`](crate::election::ElectionEvent::DiscoveryNeeded)).
+    PreparedDiscovery {
+        /// SM ports other than ours.
+        sm_ports: Vec<SmPort>,
+    },
 }
 
 /// Counters, exported as metrics.
@@ -1300,6 +1309,11 @@ impl SubnetManager {
             Stage::Discovering(d) if d.is_done() => {
                 self.marks[1] = now;
                 let sweep = self.after_discovery(d.into_result());
+                if self.preparing.is_some() {
+                    self.events.push_back(SubnetEvent::PreparedDiscovery {
+                        sm_ports: sweep.report.sm_ports.clone(),
+                    });
+                }
                 self.wake_now = Some(now);
                 (Stage::LidsDone(sweep), true)
             }
