@@ -92,6 +92,18 @@
 //!   disappear.
 //!
 //! Heavy sweeps requested by traps coalesce.
+//!
+//! # Partitions at run time
+//!
+//! [`SubnetManager::set_partitions`] replaces the configured partitions (the
+//! daemon feeds it the replicated ones, so an API change reaches the fabric
+//! without a restart and survives a failover). It validates like the start-up
+//! configuration and requests a heavy sweep; P_Key tables are sent where the
+//! wanted table differs from the one recorded as programmed (the record is
+//! per (node, port) and holds the table *content*, so a changed partition set
+//! always shows as a difference). A set arriving while a sweep distributes waits
+//! for the next sweep's distribution, so the record never holds a table that was
+//! not the one sent.
 
 mod config;
 mod inherit;
@@ -219,6 +231,9 @@ pub enum SweepReason {
     LightSweepChange,
     /// Trap 128 or 144.
     Trap(u16),
+    /// [`SubnetManager::set_partitions`] changed the partitions: P_Key tables
+    /// (and switch enforcement) are reprogrammed.
+    PartitionsChanged,
 }
 
 /// What the SM reports to the daemon.
@@ -503,6 +518,10 @@ pub struct SubnetManager {
     /// [`SubnetManager::prepare_takeover`] started the read-only part of a
     /// takeover at this time; `become_master` continues it.
     preparing: Option<Duration>,
+    /// Partitions set while a sweep was distributing: they replace
+    /// `cfg.partitions` when the next sweep starts programming (see
+    /// [`SubnetManager::set_partitions`]).
+    pending_partitions: Option<Vec<Partition>>,
 }
 
 impl SubnetManager {
@@ -535,7 +554,87 @@ impl SubnetManager {
             inherit: None,
             inherit_report: None,
             preparing: None,
+            pending_partitions: None,
         })
+    }
+
+    /// The partitions this SM programs (besides the default one): the last ones
+    /// given to [`SubnetManager::set_partitions`], or the configured ones.
+    pub fn partitions(&self) -> &[Partition] {
+        self.pending_partitions
+            .as_deref()
+            .unwrap_or(&self.cfg.partitions)
+    }
+
+    /// Replace the partitions at run time (e.g. from the API or the replicated
+    /// state). They are validated exactly as [`SubnetConfig::validate`] does at
+    /// construction; a refused set changes nothing. A set equal to the current
+    /// one (same partitions in the same order) does nothing either. Otherwise,
+    /// while master, a heavy sweep ([`SweepReason::PartitionsChanged`]) follows,
+    /// whose distribution writes every P_Key table (CA ports, and switch ports
+    /// that enforce for a CA) that now differs from what was programmed: new
+    /// members get the P_Key, removed members lose it. Not master: the
+    /// partitions are kept for the first sweep of a mastership.
+    ///
+    /// Why the swap may wait: a sweep that is already distributing has decided
+    /// (and sent) P_Key tables from the old partitions, and records each answered
+    /// Set from the partitions current at that moment. Changing them under it
+    /// would record tables that were never sent, and the cache of programmed
+    /// tables would hide the change from the next sweep. So during distribution
+    /// the new set waits and takes effect when the next sweep starts programming;
+    /// before that point (discovery, LIDs, routing) the running sweep uses it.
+    pub fn set_partitions(
+        &mut self,
+        now: Duration,
+        partitions: Vec<Partition>,
+    ) -> Result<(), ConfigError> {
+        let candidate = SubnetConfig {
+            partitions,
+            ..self.cfg.clone()
+        };
+        candidate.validate()?;
+        let partitions = candidate.partitions;
+        if partitions.as_slice() == self.partitions() {
+            tracing::debug!(
+                partitions = partitions.len(),
+                "partitions unchanged: nothing to reprogram"
+            );
+            return Ok(());
+        }
+        tracing::info!(
+            partitions = partitions.len(),
+            pkeys = ?partitions
+                .iter()
+                .map(|p| format!("{:#06x}", p.pkey))
+                .collect::<Vec<_>>(),
+            master = self.active,
+            "partitions changed at run time"
+        );
+        match self.stage {
+            Stage::Programming(_) => {
+                self.pending_partitions = Some(partitions);
+                if self.active {
+                    self.request_heavy(SweepReason::PartitionsChanged);
+                }
+            }
+            Stage::Discovering(_)
+            | Stage::LidsDone(_)
+            | Stage::ReadingLfts(..)
+            | Stage::RoutingDone(_) => {
+                // This sweep has not decided any P_Key table yet: it uses them.
+                self.pending_partitions = None;
+                self.cfg.partitions = partitions;
+            }
+            Stage::Idle | Stage::Light { .. } => {
+                self.pending_partitions = None;
+                self.cfg.partitions = partitions;
+                if self.active {
+                    self.request_heavy(SweepReason::PartitionsChanged);
+                }
+            }
+        }
+        self.pump(now);
+        Ok(())
     }
 
     /// Hand over what the previous master left (replicated LFT digests and
@@ -690,6 +789,9 @@ impl SubnetManager {
 
     /// No longer master: drop the sweep in progress; nothing more is sent.
     pub fn stop(&mut self) {
+        if let Some(p) = self.pending_partitions.take() {
+            self.cfg.partitions = p;
+        }
         self.active = false;
         self.preparing = None;
         self.inherit = None;
@@ -1350,6 +1452,9 @@ impl SubnetManager {
             }
             Stage::RoutingDone(mut sweep) if self.wake_now.is_none() => {
                 self.marks[3] = now;
+                if let Some(p) = self.pending_partitions.take() {
+                    self.cfg.partitions = p;
+                }
                 sweep.stage = ProgStage::Distribute;
                 sweep.cursor = 0;
                 (Stage::Programming(sweep), true)

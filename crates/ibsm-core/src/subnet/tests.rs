@@ -40,6 +40,8 @@ struct Wire {
     rereg_sets: u64,
     /// SubnGet(NodeInfo) sent: discovery walks.
     node_info_gets: u64,
+    /// SubnSet(P_KeyTable) sent.
+    pkey_sets: u64,
     represses: Vec<(Option<u16>, Smp)>,
 }
 
@@ -91,7 +93,17 @@ impl Lab {
     }
 
     /// Run until an event matches `stop` (returns every event seen).
-    fn run_until(&mut self, mut stop: impl FnMut(&SubnetEvent) -> bool) -> Vec<SubnetEvent> {
+    fn run_until(&mut self, stop: impl FnMut(&SubnetEvent) -> bool) -> Vec<SubnetEvent> {
+        self.run_until_or(stop, |_, _| false)
+    }
+
+    /// [`Lab::run_until`], also stopping as soon as `stop_at` holds for what
+    /// went out so far and the SM's state (checked after each round).
+    fn run_until_or(
+        &mut self,
+        mut stop: impl FnMut(&SubnetEvent) -> bool,
+        mut stop_at: impl FnMut(&Wire, &SubnetManager) -> bool,
+    ) -> Vec<SubnetEvent> {
         let mut seen = Vec::new();
         for _ in 0..20_000_000u64 {
             let mut busy = false;
@@ -120,6 +132,9 @@ impl Lab {
                     if smp.method == Method::GET && smp.attr_id == AttributeId::NODE_INFO {
                         self.wire.node_info_gets += 1;
                     }
+                    if smp.method == Method::SET && smp.attr_id == AttributeId::P_KEY_TABLE {
+                        self.wire.pkey_sets += 1;
+                    }
                 }
                 let r = match o.dlid {
                     None => self.sim.send(self.now, self.sm_client, &o.mad),
@@ -139,6 +154,9 @@ impl Lab {
                 if hit {
                     return seen;
                 }
+            }
+            if stop_at(&self.wire, &self.sm) {
+                return seen;
             }
             if busy {
                 continue;
@@ -1431,4 +1449,196 @@ fn light_sweep_right_after_subnet_up_starts_no_heavy_sweep() {
         assert!(!evs.iter().any(is_heavy_done), "{round}: {evs:?}");
         assert_eq!(lab.sm.metrics().heavy_sweeps, heavy, "{round}");
     }
+}
+
+/// The P_Keys of a CA port and of the switch port facing it.
+fn pkeys_at_ca_and_switch(lab: &mut Lab, guid: u64) -> (Vec<u16>, Vec<u16>) {
+    let pmap = paths(&lab.topo, lab.local, &HashSet::new());
+    let (n, p) = lab.topo.find_by_port_guid(guid).unwrap();
+    let path = port_route(&lab.topo, &pmap, n, p).unwrap();
+    let ca = read_pkeys(lab, &path, 0);
+    let (spath, sp) = switch_port_of(lab, guid);
+    (ca, read_pkeys(lab, &spath, sp))
+}
+
+/// Every CA port and the switch port facing it hold exactly `want(guid)`.
+fn assert_pkeys(lab: &mut Lab, cas: &[u64], want: impl Fn(u64) -> Vec<u16>) {
+    for &g in cas {
+        let (ca, sw) = pkeys_at_ca_and_switch(lab, g);
+        assert_eq!(ca, want(g), "P_Keys of CA port {g:#x}");
+        assert_eq!(sw, want(g), "P_Keys of the switch port facing {g:#x}");
+    }
+}
+
+/// The P_Key table `parts` gives port `guid` (0xFFFF first, then in order).
+fn expected_keys(parts: &[Partition], guid: u64) -> Vec<u16> {
+    std::iter::once(0xFFFF)
+        .chain(parts.iter().filter_map(|p| {
+            let m = p.members.iter().find(|m| m.port_guid == guid)?;
+            Some(
+                p.pkey
+                    | if m.membership == Membership::Full {
+                        0x8000
+                    } else {
+                        0
+                    },
+            )
+        }))
+        .collect()
+}
+
+fn gpu_partition(cas: &[u64]) -> Partition {
+    Partition {
+        name: "gpu".into(),
+        pkey: 0x0030,
+        members: vec![
+            PartitionMember {
+                port_guid: cas[3],
+                membership: Membership::Full,
+            },
+            PartitionMember {
+                port_guid: cas[1],
+                membership: Membership::Limited,
+            },
+        ],
+    }
+}
+
+#[test]
+fn partitions_set_at_run_time_are_programmed_and_removed() {
+    let topo = gen::fat_tree_2level(4).unwrap();
+    let cas = ca_guids(&topo);
+    let mut c = cfg();
+    c.partitions = two_partitions(&cas);
+    let mut lab = Lab::new(topo, c);
+    let (_, report) = lab.bring_up();
+    assert_eq!(report.failures, 0, "{report:?}");
+    let start = two_partitions(&cas);
+    assert_pkeys(&mut lab, &cas, |g| expected_keys(&start, g));
+
+    // Add one: its members get it at the CA port and at the enforcing switch port.
+    let mut added = start.clone();
+    added.push(gpu_partition(&cas));
+    lab.sm.set_partitions(lab.now, added.clone()).unwrap();
+    assert_eq!(lab.sm.partitions(), added.as_slice());
+    let (evs, report) = lab.heavy();
+    assert_eq!(report.failures, 0, "{report:?}");
+    assert!(
+        !evs.iter()
+            .any(|e| matches!(e, SubnetEvent::SubnetUp { .. })),
+        "a partition change is a sweep of the same mastership"
+    );
+    assert_pkeys(&mut lab, &cas, |g| expected_keys(&added, g));
+    assert_eq!(
+        pkeys_at_ca_and_switch(&mut lab, cas[3]).0,
+        vec![0xFFFF, 0x8030]
+    );
+    assert_eq!(
+        pkeys_at_ca_and_switch(&mut lab, cas[1]).0,
+        vec![0xFFFF, 0x8010, 0x0030]
+    );
+
+    // Remove "storage": cas[1] and cas[2] lose 0x10 everywhere, gpu stays.
+    let removed: Vec<Partition> = added
+        .iter()
+        .filter(|p| p.name != "storage")
+        .cloned()
+        .collect();
+    lab.sm.set_partitions(lab.now, removed.clone()).unwrap();
+    let before = lab.wire.pkey_sets;
+    let (_, report) = lab.heavy();
+    assert_eq!(report.failures, 0, "{report:?}");
+    assert!(lab.wire.pkey_sets > before);
+    assert_pkeys(&mut lab, &cas, |g| expected_keys(&removed, g));
+    assert_eq!(
+        pkeys_at_ca_and_switch(&mut lab, cas[1]),
+        (vec![0xFFFF, 0x0030], vec![0xFFFF, 0x0030])
+    );
+
+    // The same set again: nothing to do, no sweep.
+    lab.sm.set_partitions(lab.now, removed.clone()).unwrap();
+    assert!(!lab.sm.is_sweeping());
+
+    // Invalid sets are refused and change nothing (no sweep, tables unchanged).
+    let mut dup = removed.clone();
+    dup.push(Partition {
+        name: "again".into(),
+        ..gpu_partition(&cas)
+    });
+    assert!(matches!(
+        lab.sm.set_partitions(lab.now, dup),
+        Err(ConfigError::Duplicate { what: "P_Key", .. })
+    ));
+    let mut bad_key = removed.clone();
+    bad_key.push(Partition {
+        name: "default".into(),
+        pkey: 0x7FFF,
+        members: vec![],
+    });
+    assert!(matches!(
+        lab.sm.set_partitions(lab.now, bad_key),
+        Err(ConfigError::PKey { pkey: 0x7FFF, .. })
+    ));
+    let crowded: Vec<Partition> = (1..=32u16)
+        .map(|k| Partition {
+            name: format!("p{k}"),
+            pkey: 0x100 + k,
+            members: vec![PartitionMember {
+                port_guid: cas[0],
+                membership: Membership::Full,
+            }],
+        })
+        .collect();
+    assert!(matches!(
+        lab.sm.set_partitions(lab.now, crowded),
+        Err(ConfigError::TooManyPartitions { count: 32, .. })
+    ));
+    assert_eq!(lab.sm.partitions(), removed.as_slice());
+    assert!(!lab.sm.is_sweeping());
+    let sets = lab.wire.pkey_sets;
+    lab.sm.start_heavy_sweep(lab.now);
+    let (_, report) = lab.heavy();
+    assert_eq!(report.failures, 0, "{report:?}");
+    assert_eq!(lab.wire.pkey_sets, sets, "nothing changed: no P_Key Set");
+    assert_pkeys(&mut lab, &cas, |g| expected_keys(&removed, g));
+}
+
+#[test]
+fn partitions_set_during_distribution_take_effect_on_the_next_sweep() {
+    let topo = gen::fat_tree_2level(4).unwrap();
+    let cas = ca_guids(&topo);
+    let mut c = cfg();
+    c.partitions = two_partitions(&cas);
+    let mut lab = Lab::new(topo, c);
+    lab.bring_up();
+    let mut added = two_partitions(&cas);
+    added.push(gpu_partition(&cas));
+    lab.sm.set_partitions(lab.now, added).unwrap();
+    // Stop as soon as the sweep has sent its first P_Key Set (answers in flight).
+    let before = lab.wire.pkey_sets;
+    lab.run_until_or(|_| false, |w, _| w.pkey_sets > before);
+    assert!(matches!(lab.sm.stage, Stage::Programming(_)));
+    // Change again under the distributing sweep: storage goes, gpu stays.
+    let last: Vec<Partition> = vec![gpu_partition(&cas)];
+    lab.sm.set_partitions(lab.now, last.clone()).unwrap();
+    assert_eq!(lab.sm.partitions(), last.as_slice());
+    lab.heavy();
+    // The follow-up sweep programs the last set everywhere.
+    let (_, report) = lab.heavy();
+    assert_eq!(report.failures, 0, "{report:?}");
+    assert!(!lab.sm.is_sweeping());
+    assert_pkeys(&mut lab, &cas, |g| expected_keys(&last, g));
+}
+
+#[test]
+fn partitions_set_while_not_master_apply_from_the_first_sweep() {
+    let topo = gen::fat_tree_2level(4).unwrap();
+    let cas = ca_guids(&topo);
+    let mut lab = Lab::new(topo, cfg());
+    let parts = two_partitions(&cas);
+    lab.sm.set_partitions(lab.now, parts.clone()).unwrap();
+    assert!(!lab.sm.is_sweeping());
+    assert_eq!(lab.sm.poll_transmit(), None);
+    lab.bring_up();
+    assert_pkeys(&mut lab, &cas, |g| expected_keys(&parts, g));
 }
