@@ -34,6 +34,7 @@ async fn start(
         initial_members: members.clone(),
         data_dir: dir.path().to_path_buf(),
         timers: t.clone(),
+        peer_tls: None,
     })
     .await
     .expect("start");

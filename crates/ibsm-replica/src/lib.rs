@@ -29,6 +29,7 @@
 //!     initial_members,                           // --peer ID=ADDR ... (PeerArg: FromStr), incl. self
 //!     data_dir,                                  // --data-dir DIR
 //!     timers: RaftTimers::default(),
+//!     peer_tls: None,
 //! }).await?;
 //! // TCP_NODELAY matters: without it Nagle + delayed ACK add ~40 ms to each commit.
 //! Server::builder().tcp_nodelay(true)

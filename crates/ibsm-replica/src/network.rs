@@ -28,7 +28,7 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, Snapshot, SnapshotMeta, Vote};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::pb;
@@ -138,14 +138,22 @@ pub struct Peers {
     channels: Mutex<HashMap<NodeId, (String, Channel)>>,
     connect_timeout: Duration,
     fault: FaultSwitch,
+    /// TLS towards the peers (`https://`), with this member's client certificate
+    /// when the peers require one; `None`: plaintext `http://`.
+    tls: Option<ClientTlsConfig>,
 }
 
 impl Peers {
-    pub fn new(connect_timeout: Duration, fault: FaultSwitch) -> Self {
+    pub fn new(
+        connect_timeout: Duration,
+        fault: FaultSwitch,
+        tls: Option<ClientTlsConfig>,
+    ) -> Self {
         Self {
             channels: Mutex::new(HashMap::new()),
             connect_timeout,
             fault,
+            tls,
         }
     }
 
@@ -157,10 +165,14 @@ impl Peers {
                 return Ok(ch.clone());
             }
         }
-        let ch = Endpoint::from_shared(format!("http://{addr}"))?
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let mut ep = Endpoint::from_shared(format!("{scheme}://{addr}"))?
             .connect_timeout(self.connect_timeout)
-            .tcp_nodelay(true)
-            .connect_lazy();
+            .tcp_nodelay(true);
+        if let Some(tls) = &self.tls {
+            ep = ep.tls_config(tls.clone())?;
+        }
+        let ch = ep.connect_lazy();
         map.insert(id, (addr.to_string(), ch.clone()));
         Ok(ch)
     }

@@ -104,6 +104,11 @@ pub struct ReplicaConfig {
     /// Where replica.redb lives (`--data-dir`); created if missing.
     pub data_dir: PathBuf,
     pub timers: RaftTimers,
+    /// How to reach the peers' Raft service over TLS: the CA that signed the members'
+    /// certificates and this member's own certificate (mutual TLS, as `ibsmd
+    /// --tls-cert/--tls-key/--tls-client-ca` requires of every client). `None`:
+    /// plaintext, for a trusted network only.
+    pub peer_tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 /// A `--peer ID=ADDR` argument (implements `FromStr` for clap).
@@ -277,7 +282,11 @@ impl Replica {
         })?;
         let sm_data = sm.data();
         let fault = FaultSwitch::default();
-        let peers = Arc::new(Peers::new(cfg.timers.connect_timeout, fault.clone()));
+        let peers = Arc::new(Peers::new(
+            cfg.timers.connect_timeout,
+            fault.clone(),
+            cfg.peer_tls.clone(),
+        ));
         let net = NetworkFactory {
             peers: peers.clone(),
             fault: fault.clone(),

@@ -166,6 +166,7 @@ async fn cluster_bootstraps_once() -> Result<(), ReplicaError> {
             initial_members: members,
             data_dir: dir.path().to_path_buf(),
             timers: timers(),
+            peer_tls: None,
         })
     };
     let (l, a) = bind().await;
@@ -210,6 +211,7 @@ async fn cluster_bootstraps_once() -> Result<(), ReplicaError> {
         initial_members: BTreeMap::from([(2, "127.0.0.1:1".to_string()), (3, a3)]),
         data_dir: d3.path().to_path_buf(),
         timers: timers(),
+        peer_tls: None,
     })
     .await?;
     assert!(!r3.bootstrapped());

@@ -194,6 +194,25 @@ fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, AuthError> {
 }
 
 impl SecurityOptions {
+    /// The client side of mutual TLS towards the other replication members (Raft, and
+    /// the handover catch-up check on their control API): this member's own
+    /// certificate (`--tls-cert/--tls-key`, which must then be valid for client as
+    /// well as server authentication, with the host of its `--peer` address among its
+    /// names), trusting `--tls-client-ca`, the CA that signed every member's. `None`
+    /// without TLS. TLS without a client CA is refused here: the Raft service takes no
+    /// bearer token, so on a TLS port it is protected only by client certificates.
+    pub fn peer_tls(&self) -> Result<Option<tonic::transport::ClientTlsConfig>, AuthError> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
+            return Ok(None);
+        };
+        let ca = self.tls_client_ca.as_ref().ok_or_else(|| {
+            AuthError::Options(
+                "replication (--node-id) over TLS needs --tls-client-ca: the members authenticate each other with certificates that CA signed (mutual TLS on the Raft traffic)".into(),
+            )
+        })?;
+        client::tls_config(ca, Some((cert.as_path(), key.as_path())), None).map(Some)
+    }
+
     /// Check the combination and load every file. Errors say which option is wrong.
     pub fn load(&self) -> Result<Security, AuthError> {
         let token = self

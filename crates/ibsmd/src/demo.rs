@@ -485,6 +485,7 @@ impl Demo {
                 data_dir: root.join(format!("sm{id}")),
                 timers: ClusterConfig::timers_for_daemon(),
                 token: opts.security.token.as_ref().map(|t| t.as_str().to_string()),
+                peer_tls: None,
             })
             .await
             .map_err(|e| anyhow::anyhow!("demo replica {id}: {e}"))?;

@@ -425,8 +425,12 @@ async fn start_replication(
         .data_dir
         .clone()
         .ok_or_else(|| anyhow::anyhow!("--node-id needs --data-dir (where the replica lives)"))?;
-    if security.tls.is_some() {
-        anyhow::bail!("replication (--node-id) does not run over TLS yet: the Raft peer transport is plaintext; use a bearer token on a trusted network");
+    // With TLS the Raft traffic is mutual TLS: the same port, the same certificates.
+    let peer_tls = cli.security.peer_tls()?;
+    if peer_tls.is_none() {
+        tracing::warn!(
+            "replication without TLS: Raft traffic between members is plaintext and unauthenticated; give --tls-cert/--tls-key/--tls-client-ca unless the members' network is trusted"
+        );
     }
     let mut initial_members = std::collections::BTreeMap::new();
     for p in &cli.peers {
@@ -446,6 +450,7 @@ async fn start_replication(
         data_dir,
         timers: ibsmd::replication::ClusterConfig::timers_for_daemon(),
         token: security.token.as_ref().map(|t| t.as_str().to_string()),
+        peer_tls,
     };
     let r = ibsmd::replication::Replication::start(cfg).await?;
     tracing::info!(node_id, peers = cli.peers.len(), "replication started");

@@ -96,6 +96,9 @@ pub struct ClusterConfig {
     pub timers: RaftTimers,
     /// Bearer token to present on the peers' control API (handover catch-up check).
     pub token: Option<String>,
+    /// Mutual TLS towards the peers (Raft and the catch-up check); `None`: plaintext.
+    /// See `SecurityOptions::peer_tls`.
+    pub peer_tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 impl ClusterConfig {
@@ -199,6 +202,7 @@ pub struct Replication {
     shared: Arc<Mutex<Shared>>,
     wake: Arc<Notify>,
     token: Option<String>,
+    peer_tls: Option<tonic::transport::ClientTlsConfig>,
     writer: Mutex<Option<JoinHandle<()>>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
 }
@@ -269,6 +273,7 @@ impl Replication {
             initial_members: cfg.initial_members.clone(),
             data_dir: cfg.data_dir.clone(),
             timers: cfg.timers.clone(),
+            peer_tls: cfg.peer_tls.clone(),
         })
         .await?;
         if replica.bootstrapped() {
@@ -287,6 +292,7 @@ impl Replication {
             shared,
             wake,
             token: cfg.token,
+            peer_tls: cfg.peer_tls,
             writer: Mutex::new(Some(writer)),
             watcher: Mutex::new(None),
         }))
@@ -485,7 +491,8 @@ impl Replication {
             if node == self.replica.node_id() {
                 return Ok(());
             }
-            if let Ok(a) = peer_applied(&addr, self.token.as_deref()).await {
+            if let Ok(a) = peer_applied(&addr, self.token.as_deref(), self.peer_tls.as_ref()).await
+            {
                 applied = a;
                 if a >= want {
                     tracing::info!(
@@ -532,10 +539,19 @@ impl Replication {
 }
 
 /// The applied index a peer reports in `GetStatus`.
-async fn peer_applied(addr: &str, token: Option<&str>) -> Result<u64, String> {
+async fn peer_applied(
+    addr: &str,
+    token: Option<&str>,
+    tls: Option<&tonic::transport::ClientTlsConfig>,
+) -> Result<u64, String> {
     use ibsm_proto::v1::control_client::ControlClient;
-    let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| e.to_string())?
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut ep = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}"))
+        .map_err(|e| e.to_string())?;
+    if let Some(t) = tls {
+        ep = ep.tls_config(t.clone()).map_err(|e| e.to_string())?;
+    }
+    let ch = ep
         .connect_timeout(Duration::from_millis(300))
         .timeout(Duration::from_millis(500))
         .connect()

@@ -66,6 +66,7 @@ fn parse() -> Result<(ReplicaConfig, Mode), Box<dyn std::error::Error>> {
             initial_members: peers,
             data_dir: data_dir.ok_or_else(|| usage("--data-dir is required"))?,
             timers: RaftTimers::default(),
+            peer_tls: None,
         },
         mode.ok_or_else(|| usage("a mode is required"))?,
     ))

@@ -48,6 +48,7 @@ pub async fn cluster(ids: &[u64], timers: RaftTimers) -> Vec<Node> {
             initial_members: members.clone(),
             data_dir: dir.path().to_path_buf(),
             timers: timers.clone(),
+            peer_tls: None,
         })
         .await
         .expect("start replica");
@@ -71,6 +72,7 @@ pub async fn joiner(id: u64, timers: RaftTimers) -> Node {
         initial_members: BTreeMap::new(),
         data_dir: dir.path().to_path_buf(),
         timers,
+        peer_tls: None,
     })
     .await
     .expect("start joiner");
