@@ -58,16 +58,32 @@ struct Cluster {
     procs: Vec<Option<ChildGuard>>,
     /// Host that runs the diagnostics (not an SM host).
     probe: String,
+    /// Mutual TLS: the directory of [`make_pki`]'s files; `None`: plaintext.
+    pki: Option<PathBuf>,
 }
 
 impl Cluster {
     fn start(netfile: &Path, hosts: &[&str], probe: &str) -> Result<Cluster> {
+        Cluster::start_with(netfile, hosts, probe, false)
+    }
+
+    /// `tls`: every member serves its control API and Raft with mutual TLS
+    /// (`--tls-cert/--tls-key/--tls-client-ca`), and ibsmctl presents a client
+    /// certificate.
+    fn start_with(netfile: &Path, hosts: &[&str], probe: &str, tls: bool) -> Result<Cluster> {
         ibsm_labkit::require_lab()?;
         for tool in ["ibnetdiscover", "ibroute"] {
             ibsm_labkit::require_tool(tool)?;
         }
         let (ibsmd, ibsmctl) = (binary("ibsmd")?, binary("ibsmctl")?);
         let sim = Ibsim::start(netfile, IbsimOptions::default())?;
+        let pki = if tls {
+            let dir = sim.dir().join("pki");
+            make_pki(&dir, hosts.len())?;
+            Some(dir)
+        } else {
+            None
+        };
         let ports = (0..hosts.len())
             .map(|_| free_port())
             .collect::<Result<Vec<_>>>()?;
@@ -79,6 +95,7 @@ impl Cluster {
             ports,
             procs: Vec::new(),
             probe: probe.to_string(),
+            pki,
         };
         for i in 0..hosts.len() {
             let p = c.spawn(i)?;
@@ -94,19 +111,26 @@ impl Cluster {
             .append(true)
             .open(self.sim.dir().join(format!("ibsmd-{host}.log")))?;
         let mut cmd = self.sim.command_on(host, &self.ibsmd);
-        cmd.args([
-            "--fabric",
-            "umad",
-            "--priority",
-            "5",
-            "--insecure-plaintext",
-        ])
-        .arg("--grpc")
-        .arg(format!("127.0.0.1:{}", self.ports[i]))
-        .arg("--node-id")
-        .arg((i + 1).to_string())
-        .arg("--data-dir")
-        .arg(self.sim.dir().join(format!("data-{}", i + 1)));
+        cmd.args(["--fabric", "umad", "--priority", "5"]);
+        match &self.pki {
+            None => {
+                cmd.arg("--insecure-plaintext");
+            }
+            Some(d) => {
+                cmd.arg("--tls-cert")
+                    .arg(d.join(format!("member{}.crt", i + 1)))
+                    .arg("--tls-key")
+                    .arg(d.join(format!("member{}.key", i + 1)))
+                    .arg("--tls-client-ca")
+                    .arg(d.join("ca.pem"));
+            }
+        }
+        cmd.arg("--grpc")
+            .arg(format!("127.0.0.1:{}", self.ports[i]))
+            .arg("--node-id")
+            .arg((i + 1).to_string())
+            .arg("--data-dir")
+            .arg(self.sim.dir().join(format!("data-{}", i + 1)));
         for (j, p) in self.ports.iter().enumerate() {
             cmd.arg("--peer").arg(format!("{}=127.0.0.1:{p}", j + 1));
         }
@@ -116,7 +140,9 @@ impl Cluster {
         Ok(self.sim.spawn(&mut cmd)?)
     }
 
-    fn status(&self, i: usize) -> Option<Status> {
+    /// `ibsmctl status` of member `i`, over TLS with `client` (a certificate name in
+    /// the PKI directory, or none) when the cluster runs TLS.
+    fn ctl_status(&self, i: usize, client: Option<&str>) -> Result<std::process::Output> {
         let mut cmd = Command::new(&self.ibsmctl);
         cmd.args([
             "--json",
@@ -124,11 +150,34 @@ impl Cluster {
             "2000",
             "--connect-timeout-ms",
             "500",
-        ])
-        .arg("--endpoint")
-        .arg(format!("http://127.0.0.1:{}", self.ports[i]))
-        .arg("status");
-        let out = ibsm_labkit::run_with_timeout(&mut cmd, Duration::from_secs(10)).ok()?;
+        ]);
+        match &self.pki {
+            None => {
+                cmd.arg("--endpoint")
+                    .arg(format!("http://127.0.0.1:{}", self.ports[i]));
+            }
+            Some(d) => {
+                cmd.arg("--endpoint")
+                    .arg(format!("https://127.0.0.1:{}", self.ports[i]))
+                    .arg("--ca-cert")
+                    .arg(d.join("ca.pem"));
+                if let Some(c) = client {
+                    cmd.arg("--client-cert")
+                        .arg(d.join(format!("{c}.crt")))
+                        .arg("--client-key")
+                        .arg(d.join(format!("{c}.key")));
+                }
+            }
+        }
+        cmd.arg("status");
+        Ok(ibsm_labkit::run_with_timeout(
+            &mut cmd,
+            Duration::from_secs(10),
+        )?)
+    }
+
+    fn status(&self, i: usize) -> Option<Status> {
+        let out = self.ctl_status(i, Some("operator")).ok()?;
         if !out.status.success() {
             return None;
         }
@@ -477,6 +526,88 @@ fn failover_rounds(netfile: &Path, hosts: &[&str], probe: &str) -> Result<()> {
         took[took.len() - 1].as_secs_f64()
     );
     Ok(())
+}
+
+/// A CA, one certificate per member (`member{N}`, valid for server and client
+/// authentication on 127.0.0.1 and localhost: members dial each other for Raft with
+/// it), and an `operator` client certificate for ibsmctl.
+fn make_pki(dir: &Path, members: usize) -> Result<()> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair, KeyUsagePurpose,
+    };
+    std::fs::create_dir_all(dir)?;
+    let write = |name: &str, text: String| -> Result<()> {
+        std::fs::write(dir.join(name), text).with_context(|| format!("write {name}"))
+    };
+    let mut p = CertificateParams::new(Vec::<String>::new())?;
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(DnType::CommonName, "ibsm replica test CA");
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = CertifiedIssuer::self_signed(p, KeyPair::generate()?)?;
+    write("ca.pem", ca.pem())?;
+    let leaf = |name: String, sans: Vec<String>, ekus: Vec<ExtendedKeyUsagePurpose>| {
+        let key = KeyPair::generate()?;
+        let mut p = CertificateParams::new(sans)?;
+        p.distinguished_name.push(DnType::CommonName, name.as_str());
+        p.extended_key_usages = ekus;
+        let cert = p.signed_by(&key, &*ca)?;
+        write(&format!("{name}.crt"), cert.pem())?;
+        write(&format!("{name}.key"), key.serialize_pem())
+    };
+    for n in 1..=members {
+        leaf(
+            format!("member{n}"),
+            vec!["127.0.0.1".into(), "localhost".into()],
+            vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        )?;
+    }
+    leaf(
+        "operator".into(),
+        Vec::new(),
+        vec![ExtendedKeyUsagePurpose::ClientAuth],
+    )
+}
+
+/// Replication with mutual TLS: the three members form their Raft cluster over TLS
+/// (nothing else could commit an epoch), a SIGKILLed master is replaced by a new one
+/// with a higher epoch whose entries every member applies, and a client without a
+/// certificate is refused by the same port that serves Raft.
+#[test]
+fn replicas_run_raft_over_mutual_tls_and_fail_over() {
+    let net = ibsm_labkit::example_net("net.2sw2path4hca").expect("ibsim-utils example net");
+    let run = || -> Result<()> {
+        let mut c = Cluster::start_with(&net, &["Hca1", "Hca2", "Hca3"], "Hca4", true)?;
+        let (_, s) = c.wait_master(None, 0)?;
+        c.wait_applied(s.applied)?;
+        let (master, s) = settle(&c, s.epoch)?;
+        let out = c.ctl_status(master, None)?;
+        if out.status.success() {
+            bail!(
+                "ibsmctl without a client certificate was served: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        c.kill(master)?;
+        let (next, s2) = c.wait_master(Some(master), s.epoch)?;
+        if s2.epoch <= s.epoch {
+            bail!("epoch did not rise: {} then {}", s.epoch, s2.epoch);
+        }
+        c.restart(master)?;
+        let (_, s3) = settle(&c, s2.epoch)?;
+        c.wait_applied(s3.applied)
+            .with_context(|| format!("new master {next}; log: {}", c.log(master)))?;
+        Ok(())
+    };
+    run().expect("replication over mutual TLS");
 }
 
 #[test]

@@ -46,10 +46,15 @@
 //!
 //! # Security
 //!
-//! The Raft service is served next to the control API but without its bearer-token
-//! interceptor (the replica's peer transport carries no token) and over plaintext
-//! (the peer transport does not speak TLS): `--peer` with `--tls-cert` is refused at
-//! start. Run the cluster on a trusted management network.
+//! The Raft service is served next to the control API, on the same port, but without
+//! its bearer-token interceptor (the replica's peer transport carries no token). With
+//! `--tls-cert/--tls-key` replication requires `--tls-client-ca` too
+//! (`SecurityOptions::peer_tls`): the port then accepts only clients with a
+//! certificate that CA signed, and the members dial each other (Raft, and the handover
+//! catch-up check) over TLS presenting their own certificate, so each member's
+//! certificate must serve for client as well as server authentication. Without TLS the
+//! Raft traffic is plaintext and unauthenticated (ibsmd warns): a trusted management
+//! network only.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
