@@ -23,10 +23,12 @@
 //! really answered MASTER in the same round), and no write lost.
 //!
 //! Writes lost: before each cycle's action the drill writes a marker through the API
-//! that goes through the replica (`Fabric/SetPartition` of a partition named after the
-//! run and the cycle, with a P_Key of its own, the master's port its only member; it
-//! is committed to the replicated config and not programmed into ports, so the fabric
-//! does not change). Once the cycle's master is verified, every running instance must
+//! that goes through the replica (`Fabric/SetPartition` of the partition
+//! [`MARKER_P_KEY`], named after the run and the cycle, the master's port its only
+//! member). Every cycle overwrites the same partition, so a drill of any length leaves
+//! one extra P_Key on one port: the master programs replicated partitions, and a
+//! P_Key per cycle would soon fill the 32-entry P_Key block of the ports that were
+//! master. Once the cycle's master is verified, every running instance must
 //! list it (`Fabric/ListPartitions`, within [`MARKER_TIMEOUT`]: standbys apply the log
 //! asynchronously); an acknowledged marker missing anywhere is a lost write.
 //!
@@ -729,7 +731,7 @@ impl Drill {
     async fn write_marker(&mut self, master: &str, index: u32) -> Result<Marker, DrillError> {
         let guid = self.port_guid(master).await;
         let name = format!("drill-{}-c{index}", self.started);
-        let p_key = marker_p_key(index);
+        let p_key = MARKER_P_KEY;
         let m = self.member(master)?;
         let t = m.target.clone();
         let acked = if guid == 0 {
@@ -1016,10 +1018,9 @@ impl Cycle {
     }
 }
 
-/// The marker P_Key of cycle `index`: 0x7001-0x7ffe, never 0x7fff (the default).
-pub fn marker_p_key(index: u32) -> u32 {
-    0x7001 + index.saturating_sub(1) % 0x0ffe
-}
+/// The P_Key of the drills' marker partition (the highest one below the default
+/// 0x7fff, out of the way of hand-made partitions).
+pub const MARKER_P_KEY: u32 = 0x7ffe;
 
 enum Restore {
     Nothing,
@@ -1467,11 +1468,9 @@ mod tests {
     }
 
     #[test]
-    fn marker_p_keys_are_valid_and_distinct_per_cycle() {
-        let keys: Vec<u32> = (1..=5000).map(marker_p_key).collect();
-        assert!(keys.iter().all(|k| (0x7001..=0x7ffe).contains(k)));
-        let distinct: std::collections::BTreeSet<u32> = keys.iter().take(4094).copied().collect();
-        assert_eq!(distinct.len(), 4094);
+    fn the_marker_p_key_is_a_valid_partition_key() {
+        // 15-bit base key, neither 0 (invalid) nor 0x7fff (the default partition).
+        assert!((1..0x7fff).contains(&MARKER_P_KEY));
     }
 
     #[test]
