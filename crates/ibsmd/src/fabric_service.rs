@@ -8,10 +8,15 @@
 //! master with its last view, `"last-view"`) answers `GetRoute`.
 //!
 //! Partitions: `SetPartition` validates everything it can (P_Key 15 bits, not 0 nor
-//! the default 0x7fff, known full/limited members, no duplicate GUID) and records the
-//! partition in the replicated configuration (`partition/<pkey>`). Applying it to the
-//! ports needs a runtime partition change in `ibsm_core::subnet::SubnetManager`, which
-//! does not exist yet; the answer says so rather than pretending.
+//! the default 0x7fff, known full/limited members, no duplicate GUID, a name no other
+//! replicated P_Key uses, at most 31 partitions per port) and commits the partition to
+//! the replicated configuration (`partition/<pkey>`) on whichever member it lands. The
+//! MASTER's instance reads the replicated partitions from its own replica (see
+//! [`crate::replication`], "Partitions set through the API") and its next heavy sweep
+//! programs the P_Key tables; the answer says that, with the log index. `ListPartitions`
+//! says `source = "master"` only when the list is exactly what this MASTER's last heavy
+//! sweep programmed; a list that includes replicated partitions not (yet) programmed
+//! here says `"replica"`.
 
 use std::sync::Arc;
 
@@ -25,8 +30,7 @@ use crate::instance::Snapshot;
 use crate::replication::Replication;
 use crate::server::InstanceSlot;
 
-/// Config key prefix of replicated partitions.
-pub const PARTITION_KEY: &str = "partition/";
+pub use crate::replication::PARTITION_KEY;
 
 /// The Fabric service of one endpoint.
 #[derive(Debug, Clone)]
@@ -240,44 +244,23 @@ fn partition_entry(p: &ibsm_core::subnet::Partition) -> pb::PartitionEntry {
     }
 }
 
-/// `name|guid:full,guid:limited` (the replicated form of a partition).
-fn encode_partition(p: &pb::PartitionEntry) -> String {
-    let members: Vec<String> = p
-        .members
-        .iter()
-        .map(|m| {
-            format!(
-                "{:#x}:{}",
-                m.port_guid,
-                if m.full { "full" } else { "limited" }
-            )
-        })
-        .collect();
-    format!("{}|{}", p.name, members.join(","))
-}
-
-fn decode_partition(key: &str, value: &str) -> Option<pb::PartitionEntry> {
-    let pkey = u32::from_str_radix(
-        key.strip_prefix(PARTITION_KEY)?.trim_start_matches("0x"),
-        16,
-    )
-    .ok()?;
-    let (name, members) = value.split_once('|')?;
-    let members = members
-        .split(',')
-        .filter(|m| !m.is_empty())
-        .filter_map(|m| {
-            let (g, kind) = m.split_once(':')?;
-            Some(pb::PartitionMemberEntry {
-                port_guid: u64::from_str_radix(g.trim_start_matches("0x"), 16).ok()?,
-                full: kind == "full",
+/// The core's form of a validated API partition (`None` if the P_Key does not fit).
+fn core_partition(p: &pb::PartitionEntry) -> Option<ibsm_core::subnet::Partition> {
+    Some(ibsm_core::subnet::Partition {
+        name: p.name.clone(),
+        pkey: u16::try_from(p.p_key).ok()?,
+        members: p
+            .members
+            .iter()
+            .map(|m| ibsm_core::subnet::PartitionMember {
+                port_guid: m.port_guid,
+                membership: if m.full {
+                    ibsm_core::subnet::Membership::Full
+                } else {
+                    ibsm_core::subnet::Membership::Limited
+                },
             })
-        })
-        .collect();
-    Some(pb::PartitionEntry {
-        name: name.to_string(),
-        p_key: pkey,
-        members,
+            .collect(),
     })
 }
 
@@ -463,19 +446,48 @@ impl Fabric for FabricService {
                 "this ibsmd runs without replication, and partitions cannot be changed at run time without it: use --partition at start",
             )
         })?;
-        let key = format!("{PARTITION_KEY}{:04x}", p.p_key);
+        let part = core_partition(&p).ok_or_else(|| {
+            Status::invalid_argument(format!("P_Key {:#x} does not fit in 15 bits", p.p_key))
+        })?;
+        // The set the master would program with it must stay valid (a name used by
+        // another replicated P_Key, more than 31 partitions on one port...).
+        let configured: Vec<ibsm_core::subnet::Partition> = snap
+            .fabric
+            .as_ref()
+            .map(|v| v.partitions.clone())
+            .unwrap_or_default();
+        let mut replicated = repl.replica().with_state(crate::replication::partitions_in);
+        if let Some(other) = replicated
+            .iter()
+            .find(|q| q.name == part.name && q.pkey != part.pkey)
+        {
+            return Err(Status::invalid_argument(format!(
+                "partition name {:?} is already used by P_Key {:#06x}: pick another name",
+                part.name, other.pkey
+            )));
+        }
+        replicated.retain(|q| q.pkey != part.pkey);
+        replicated.push(part.clone());
+        let (_, skipped) = crate::replication::effective_partitions(&configured, &replicated);
+        if let Some(s) = skipped.iter().find(|s| s.partition.pkey == part.pkey) {
+            return Err(Status::invalid_argument(format!(
+                "partition {:?} P_Key {:#06x} cannot be programmed with the others: {}",
+                part.name, part.pkey, s.why
+            )));
+        }
+        let key = crate::replication::partition_key(part.pkey);
         let receipt = repl
             .replica()
             .write(ibsm_replica::Command::Config(
                 ibsm_replica::ConfigChange::Set {
                     key: key.clone(),
-                    value: encode_partition(&p),
+                    value: crate::replication::encode_partition(&part),
                 },
             ))
             .await
             .map_err(|e| Status::unavailable(format!("the replica did not commit {key}: {e}")))?;
         let outcome = format!(
-            "partition {:?} P_Key {:#06x} ({} members) committed to the replica at log index {}; not yet programmed into the ports: ibsm-core has no runtime partition change (start with --partition to program it)",
+            "partition {:?} P_Key {:#06x} ({} members) committed to the replica at log index {}; the MASTER programs it into the members' P_Key tables (and the enforcing switch ports) on its next heavy sweep, which the change itself starts once its replica has applied the entry",
             p.name,
             p.p_key,
             p.members.len(),
@@ -488,33 +500,36 @@ impl Fabric for FabricService {
 impl FabricService {
     fn partitions(&self, outcome: String) -> Result<pb::ListPartitionsResponse, Status> {
         let snap = self.snapshot()?;
-        let mut partitions: Vec<pb::PartitionEntry> = snap
+        // What this SM programmed at its last heavy sweep as MASTER (start-up plus the
+        // replicated ones it had then).
+        let programmed: Vec<ibsm_core::subnet::Partition> = snap
             .fabric
             .as_ref()
-            .map(|v| v.partitions.iter().map(partition_entry).collect())
+            .map(|v| v.partitions.clone())
             .unwrap_or_default();
-        let mut source = if snap.fabric.is_some() {
-            "master"
-        } else {
-            "config"
+        let mut partitions = programmed.clone();
+        let mut source = match (&snap.fabric, snap.state) {
+            (Some(_), SmState::Master) => "master",
+            (Some(_), _) => "last-view",
+            (None, _) => "config",
         };
         if let Some(r) = &self.repl {
-            let replicated: Vec<pb::PartitionEntry> = r.replica().with_state(|s| {
-                s.config
-                    .iter()
-                    .filter_map(|(k, v)| decode_partition(k, v))
-                    .collect()
-            });
+            let replicated = r.replica().with_state(crate::replication::partitions_in);
             for p in replicated {
-                partitions.retain(|q| q.p_key != p.p_key);
+                partitions.retain(|q| q.pkey != p.pkey);
                 partitions.push(p);
+            }
+            partitions.sort_by_key(|p| p.pkey);
+            let mut sorted = programmed;
+            sorted.sort_by_key(|p| p.pkey);
+            if partitions != sorted || source != "master" {
                 source = "replica";
             }
         }
-        partitions.sort_by_key(|p| p.p_key);
+        partitions.sort_by_key(|p| p.pkey);
         Ok(pb::ListPartitionsResponse {
             source: source.into(),
-            partitions,
+            partitions: partitions.iter().map(partition_entry).collect(),
             outcome,
         })
     }
@@ -554,9 +569,14 @@ mod tests {
     #[test]
     fn replicated_form_round_trips() {
         let p = part(0x12, &[(0x11, true), (0x12, false)]);
-        let back = decode_partition("partition/0012", &encode_partition(&p));
-        assert_eq!(back, Some(p));
-        assert_eq!(decode_partition("other/1", "x|"), None);
+        let core = core_partition(&p).unwrap();
+        let back = crate::replication::decode_partition(
+            "partition/0012",
+            &crate::replication::encode_partition(&core),
+        );
+        assert_eq!(back.as_ref(), Some(&core));
+        assert_eq!(back.map(|b| partition_entry(&b)), Some(p));
+        assert_eq!(crate::replication::decode_partition("other/1", "x|"), None);
     }
 
     #[test]

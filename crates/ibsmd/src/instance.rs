@@ -614,6 +614,9 @@ struct Runtime {
     /// `fabric_changes` when it started and the replicated guid2lid it used.
     port_watch: PortWatch,
     prepared: Option<(u64, BTreeMap<u64, ibsm_replica::LidRange>)>,
+    /// MASTER with replication: when the replicated partitions are read next (see
+    /// [`crate::replication::PARTITION_POLL`]).
+    next_partition_poll: Duration,
     /// MADs that arrived while [`bootstrap`] waited for its answers (another SM's
     /// SubnGet(SMInfo) among them): handled first by [`Runtime::run`].
     backlog: VecDeque<ReceivedMad>,
@@ -677,6 +680,7 @@ impl Runtime {
             last_sweep: String::new(),
             election_sent: 0,
             prepared: None,
+            next_partition_poll: Duration::ZERO,
             backlog,
             port_watch: PortWatch {
                 port: local_port,
@@ -733,6 +737,7 @@ impl Runtime {
                     self.start_sweep(now, false);
                 }
             }
+            self.poll_partitions(now);
             self.watch_local_port(now)?;
             self.pump(now)?;
             if self.watch_master(now) {
@@ -754,6 +759,9 @@ impl Runtime {
             if self.subnet.is_active() {
                 if !self.subnet.is_sweeping() {
                     until = until.min(self.next_heavy);
+                }
+                if self.cfg.replication.is_some() {
+                    until = until.min(self.next_partition_poll);
                 }
             } else if self.sweep.is_none() && !self.subnet.is_preparing() {
                 until = until.min(self.next_light).min(self.next_heavy);
@@ -1165,7 +1173,15 @@ impl Runtime {
                     tracing::info!("master: configuring the subnet (heavy sweep)");
                     self.check_prepared(now);
                     if let Some(r) = &self.cfg.replication {
-                        crate::replication::take_over(r, &mut self.subnet, self.port_guid);
+                        crate::replication::take_over(
+                            r,
+                            &mut self.subnet,
+                            self.port_guid,
+                            &self.cfg.subnet.partitions,
+                            now,
+                        );
+                        self.next_partition_poll =
+                            now.saturating_add(crate::replication::PARTITION_POLL);
                     }
                     if self.subnet.is_preparing() {
                         // Continue the prepared sweep; the standby discovery is older.
@@ -1542,9 +1558,10 @@ impl Runtime {
                 if let Some(r) = &self.cfg.replication {
                     r.publish(crate::replication::record_of(&self.subnet));
                 }
+                // The partitions this sweep programmed (start-up plus replicated).
                 let view = crate::fabric_view::FabricView::of(
                     &self.subnet,
-                    &self.cfg.subnet.partitions,
+                    self.subnet.sweep_partitions(),
                     record("sweep", String::new(), None, None).at_unix_ms,
                 );
                 if let (Some(v), Ok(mut st)) = (view, self.status.write()) {
@@ -1782,6 +1799,39 @@ impl Runtime {
                 age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
                 "master: continuing the takeover prepared before MASTER"
             );
+        }
+    }
+
+    /// MASTER with replication: every [`crate::replication::PARTITION_POLL`], hand
+    /// the partitions to program (start-up plus the replicated `partition/` keys,
+    /// which `Fabric/SetPartition` may have committed through any member) to the
+    /// configurator; a changed set makes it sweep and reprogram the P_Key tables.
+    fn poll_partitions(&mut self, now: Duration) {
+        let Some(r) = &self.cfg.replication else {
+            return;
+        };
+        if !self.subnet.is_active() || now < self.next_partition_poll {
+            return;
+        }
+        self.next_partition_poll = now.saturating_add(crate::replication::PARTITION_POLL);
+        if crate::replication::apply_partitions(
+            r,
+            &mut self.subnet,
+            &self.cfg.subnet.partitions,
+            now,
+        ) {
+            let pkeys: Vec<String> = self
+                .subnet
+                .partitions()
+                .iter()
+                .map(|p| format!("{:#06x}", p.pkey))
+                .collect();
+            let text = format!(
+                "partitions changed in the replica: programming P_Keys [{}] (heavy sweep)",
+                pkeys.join(", ")
+            );
+            tracing::info!("{text}");
+            let _ = self.events.send(record("sweep", text, None, None));
         }
     }
 

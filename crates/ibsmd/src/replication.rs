@@ -36,6 +36,19 @@
 //! replicated one back and no replicated LID is handed to another port), the last
 //! topology summary and the LFT digest of every switch.
 //!
+//! # Partitions set through the API
+//!
+//! `Fabric/SetPartition` commits a partition to the replicated config as
+//! `partition/<pkey>` = `name|guid:full,guid:limited` ([`encode_partition`]), on any
+//! member. The MASTER programs its start-up partitions (`--partition`, config file)
+//! plus the replicated ones ([`effective_partitions`]: the replicated one wins on the
+//! same P_Key or name). Its instance thread re-reads them from the local replica every
+//! [`PARTITION_POLL`] while MASTER (a local read, no Raft round trip, so a commit made
+//! through any member reaches the fabric once this replica applies it) and hands a
+//! changed set to `SubnetManager::set_partitions`, whose heavy sweep reprograms the
+//! P_Key tables. A new master reads them in [`take_over`] before its first heavy
+//! sweep, which is how a partition set through the API survives a failover.
+//!
 //! # Planned handover
 //!
 //! [`Replication::wait_caught_up`]: before a HANDOVER goes out, the target's replica
@@ -62,7 +75,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ibsm_core::election::SmState;
-use ibsm_core::subnet::{lft_digest, links_of, Inherited, Link, SubnetManager};
+use ibsm_core::subnet::{
+    lft_digest, links_of, ConfigError, Inherited, Link, Membership, Partition, PartitionMember,
+    SubnetConfig, SubnetManager,
+};
 use ibsm_replica::{
     Command, ConfigChange, FabricState, LftDigest, LidRange, Listen, NodeId, Op, RaftTimers,
     Refusal, Replica, ReplicaConfig, ReplicaError, ReplicaMetrics, Role, TopoLink, TopoNode,
@@ -80,6 +96,172 @@ pub const RETRY: Duration = Duration::from_millis(250);
 pub const QUORUM_LOST: Duration = Duration::from_millis(500);
 /// How long one claim or write may wait for a quorum before the master is degraded.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How often a MASTER re-reads the replicated partitions from its local replica.
+pub const PARTITION_POLL: Duration = Duration::from_millis(250);
+
+/// Config key prefix of replicated partitions (`partition/<pkey, 4 hex digits>`).
+pub const PARTITION_KEY: &str = "partition/";
+
+/// The replicated-config key of the partition with this P_Key.
+pub fn partition_key(pkey: u16) -> String {
+    format!("{PARTITION_KEY}{pkey:04x}")
+}
+
+/// `name|guid:full,guid:limited`: the replicated form of a partition (the name may
+/// not contain `|`, `,` or a newline; the API refuses such names).
+pub fn encode_partition(p: &Partition) -> String {
+    let members: Vec<String> = p
+        .members
+        .iter()
+        .map(|m| {
+            format!(
+                "{:#x}:{}",
+                m.port_guid,
+                match m.membership {
+                    Membership::Full => "full",
+                    Membership::Limited => "limited",
+                }
+            )
+        })
+        .collect();
+    format!("{}|{}", p.name, members.join(","))
+}
+
+/// The partition a replicated config entry holds; `None` for another key, or an
+/// entry that does not parse (a member that does not parse is left out).
+pub fn decode_partition(key: &str, value: &str) -> Option<Partition> {
+    let pkey = u16::from_str_radix(
+        key.strip_prefix(PARTITION_KEY)?.trim_start_matches("0x"),
+        16,
+    )
+    .ok()?;
+    let (name, members) = value.split_once('|')?;
+    let members = members
+        .split(',')
+        .filter(|m| !m.is_empty())
+        .filter_map(|m| {
+            let (g, kind) = m.split_once(':')?;
+            Some(PartitionMember {
+                port_guid: u64::from_str_radix(g.trim_start_matches("0x"), 16).ok()?,
+                membership: if kind == "full" {
+                    Membership::Full
+                } else {
+                    Membership::Limited
+                },
+            })
+        })
+        .collect();
+    Some(Partition {
+        name: name.to_string(),
+        pkey,
+        members,
+    })
+}
+
+/// The partitions in a replicated state, by P_Key.
+pub fn partitions_in(state: &FabricState) -> Vec<Partition> {
+    state
+        .config
+        .range(PARTITION_KEY.to_string()..)
+        .take_while(|(k, _)| k.starts_with(PARTITION_KEY))
+        .filter_map(|(k, v)| decode_partition(k, v))
+        .collect()
+}
+
+/// A replicated partition the MASTER leaves out, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedPartition {
+    /// The partition.
+    pub partition: Partition,
+    /// What the configurator's validation says about the set with it.
+    pub why: ConfigError,
+}
+
+/// What a MASTER programs: its start-up partitions (`configured`) with the
+/// `replicated` ones on top, in P_Key order. A replicated partition replaces a
+/// configured one with the same P_Key or the same name (the operator redefined it
+/// through the API). Each replicated partition is added only if the set stays valid
+/// for `SubnetConfig::validate` (duplicate names, more than 31 partitions on a
+/// port...); the ones that would break it are returned as skipped, so one bad entry
+/// never stops the others from being programmed.
+pub fn effective_partitions(
+    configured: &[Partition],
+    replicated: &[Partition],
+) -> (Vec<Partition>, Vec<SkippedPartition>) {
+    let mut out: Vec<Partition> = configured.to_vec();
+    let mut skipped = Vec::new();
+    let mut rep: Vec<&Partition> = replicated.iter().collect();
+    rep.sort_by_key(|p| p.pkey);
+    for p in rep {
+        let mut next: Vec<Partition> = out
+            .iter()
+            .filter(|q| q.pkey != p.pkey && !(q.name == p.name && configured.contains(q)))
+            .cloned()
+            .collect();
+        next.push(p.clone());
+        let check = SubnetConfig {
+            partitions: next,
+            ..SubnetConfig::default()
+        };
+        match check.validate() {
+            Ok(()) => out = check.partitions,
+            Err(why) => skipped.push(SkippedPartition {
+                partition: p.clone(),
+                why,
+            }),
+        }
+    }
+    out.sort_by_key(|p| p.pkey);
+    (out, skipped)
+}
+
+/// [`effective_partitions`] of `configured` and this replica's partitions; the
+/// skipped ones are logged (at warn, once per distinct set: the caller compares).
+pub fn programmed_partitions(
+    r: &Replication,
+    configured: &[Partition],
+) -> (Vec<Partition>, Vec<SkippedPartition>) {
+    let replicated = r.replica.with_state(partitions_in);
+    effective_partitions(configured, &replicated)
+}
+
+/// Hand the partitions a MASTER must program (start-up plus replicated) to `subnet`
+/// if they differ from what it has; true if they changed.
+pub fn apply_partitions(
+    r: &Replication,
+    subnet: &mut SubnetManager,
+    configured: &[Partition],
+    now: Duration,
+) -> bool {
+    let (want, skipped) = programmed_partitions(r, configured);
+    if want.as_slice() == subnet.partitions() {
+        return false;
+    }
+    for s in &skipped {
+        tracing::warn!(
+            partition = %s.partition.name,
+            pkey = format_args!("{:#06x}", s.partition.pkey),
+            why = %s.why,
+            "replicated partition not programmed"
+        );
+    }
+    match subnet.set_partitions(now, want) {
+        Ok(()) => {
+            tracing::info!(
+                partitions = subnet.partitions().len(),
+                skipped = skipped.len(),
+                "partitions from the replica handed to the configurator"
+            );
+            true
+        }
+        Err(e) => {
+            // effective_partitions validated them; kept as a guard.
+            tracing::error!(%e, "partitions from the replica refused by the configurator");
+            false
+        }
+    }
+}
 
 /// The replicated-config key that maps an SM port GUID to its Raft node id.
 pub fn sm_node_key(guid: u64) -> String {
@@ -753,10 +935,19 @@ async fn register(replica: &Replica, shared: &Mutex<Shared>, guid: u64) -> Next 
 /// the LID manager (no replicated LID is reassigned), the replicated LFT digests
 /// and cabling make the first heavy sweep read the switches' LFTs back and rewrite
 /// only what differs (`ibsm_core::subnet::Inherited`), and the epoch claim starts
-/// in the background. Call just before `SubnetManager::become_master`.
-pub fn take_over(r: &Replication, subnet: &mut SubnetManager, port_guid: u64) {
+/// in the background. The partitions set through the API (replicated) join the
+/// start-up ones (`configured`) before the first heavy sweep programs them. Call
+/// just before `SubnetManager::become_master`.
+pub fn take_over(
+    r: &Replication,
+    subnet: &mut SubnetManager,
+    port_guid: u64,
+    configured: &[Partition],
+    now: Duration,
+) {
     let seed = r.seed();
     seed_subnet(&seed, subnet);
+    apply_partitions(r, subnet, configured, now);
     r.become_master(port_guid);
 }
 
@@ -893,4 +1084,107 @@ pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
         );
     }
     rec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(name: &str, pkey: u16, members: &[u64]) -> Partition {
+        Partition {
+            name: name.into(),
+            pkey,
+            members: members
+                .iter()
+                .map(|&port_guid| PartitionMember {
+                    port_guid,
+                    membership: Membership::Full,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn replicated_partitions_join_the_configured_ones_and_win_on_pkey_or_name() {
+        let configured = [part("storage", 0x10, &[1]), part("compute", 0x20, &[2])];
+        let replicated = [
+            part("storage-b", 0x10, &[3]),
+            part("compute", 0x25, &[4]),
+            part("gpu", 0x30, &[5]),
+        ];
+        let (got, skipped) = effective_partitions(&configured, &replicated);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(
+            got,
+            vec![
+                part("storage-b", 0x10, &[3]),
+                part("compute", 0x25, &[4]),
+                part("gpu", 0x30, &[5]),
+            ]
+        );
+        assert!(SubnetConfig {
+            partitions: got,
+            ..SubnetConfig::default()
+        }
+        .validate()
+        .is_ok());
+    }
+
+    #[test]
+    fn a_replicated_partition_that_breaks_the_set_is_skipped_alone() {
+        // Port 9 already in 31 configured partitions: a 32nd does not fit.
+        let configured: Vec<Partition> = (1..=31u16)
+            .map(|k| part(&format!("p{k}"), k, &[9]))
+            .collect();
+        let replicated = [
+            part("too-many", 0x100, &[9, 8]),
+            part("fine", 0x200, &[8]),
+            part("fine", 0x300, &[7]),
+        ];
+        let (got, skipped) = effective_partitions(&configured, &replicated);
+        assert_eq!(got.len(), 32);
+        assert!(got.iter().any(|p| p.pkey == 0x200));
+        let why: Vec<(u16, &ConfigError)> =
+            skipped.iter().map(|s| (s.partition.pkey, &s.why)).collect();
+        assert!(
+            matches!(
+                why.as_slice(),
+                [
+                    (0x100, ConfigError::TooManyPartitions { count: 32, .. }),
+                    (0x300, ConfigError::Duplicate { what: "name", .. })
+                ]
+            ),
+            "{why:?}"
+        );
+    }
+
+    #[test]
+    fn the_replicated_form_round_trips_and_lists_only_partition_keys() {
+        let p = Partition {
+            name: "mixed".into(),
+            pkey: 0x7ffe,
+            members: vec![
+                PartitionMember {
+                    port_guid: 0x0002_c903_0000_0011,
+                    membership: Membership::Full,
+                },
+                PartitionMember {
+                    port_guid: 0x12,
+                    membership: Membership::Limited,
+                },
+            ],
+        };
+        let key = partition_key(p.pkey);
+        assert_eq!(key, "partition/7ffe");
+        assert_eq!(
+            decode_partition(&key, &encode_partition(&p)).as_ref(),
+            Some(&p)
+        );
+        let mut state = FabricState::default();
+        state.config.insert("other".into(), "x".into());
+        state.config.insert(key, encode_partition(&p));
+        state.config.insert("partitionz".into(), "y|".into());
+        state.config.insert("sm.1.node".into(), "1".into());
+        assert_eq!(partitions_in(&state), vec![p]);
+    }
 }

@@ -566,6 +566,14 @@ impl SubnetManager {
             .unwrap_or(&self.cfg.partitions)
     }
 
+    /// The partitions the sweep in progress distributes, or the next one will
+    /// (differs from [`SubnetManager::partitions`] only while a set waits for a
+    /// distribution to end). At [`SubnetEvent::SweepDone`] of a heavy sweep: the
+    /// ones that sweep programmed.
+    pub fn sweep_partitions(&self) -> &[Partition] {
+        &self.cfg.partitions
+    }
+
     /// Replace the partitions at run time (e.g. from the API or the replicated
     /// state). They are validated exactly as [`SubnetConfig::validate`] does at
     /// construction; a refused set changes nothing. A set equal to the current
