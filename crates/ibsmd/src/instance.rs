@@ -64,7 +64,12 @@
 //! sweep every `master_heavy_sweep_interval` (0: only on change) follow. The SM ports
 //! its heavy sweeps find feed [`Election::handle_sweep`], the SMPs
 //! it sends move ActCount ([`SubnetManager::take_smps_sent`]), its phase times go to
-//! the metrics (`ibsm_sweep_phase_seconds{phase}`). Leaving MASTER calls
+//! the metrics (`ibsm_sweep_phase_seconds{phase}`).
+//! With replication, the partitions it programs are its start-up ones plus the
+//! replicated `partition/` keys (`Fabric/SetPartition` on any member): read at
+//! takeover, before the first heavy sweep, and every
+//! [`crate::replication::PARTITION_POLL`] while MASTER; a change goes to
+//! [`SubnetManager::set_partitions`], whose heavy sweep reprograms the P_Key tables. Leaving MASTER calls
 //! [`SubnetManager::stop`] and the standby sweeps resume.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
