@@ -334,7 +334,7 @@ impl Lab {
         for p in partitions(&pre) {
             cmd.arg("--partition").arg(p);
         }
-        cmd.stdout(Stdio::null()).stderr(file);
+        cmd.env("NO_COLOR", "1").stdout(Stdio::null()).stderr(file);
         let sm = sim.spawn(&mut cmd)?;
         let lab = Lab {
             sim,
@@ -347,6 +347,32 @@ impl Lab {
         lab.wait_log("subnet up", SUBNET_UP_TIMEOUT)?;
         let fabric = lab.discover()?;
         Ok((lab, fabric))
+    }
+
+    /// `ibsmctl --endpoint <ibsmd's gRPC address> <args> --json`, parsed.
+    fn ctl_json(&self, args: &[&str]) -> Result<serde_json::Value> {
+        let log = self.log();
+        let addr = log
+            .lines()
+            .find_map(|l| {
+                let rest = l.split("gRPC control API listening").nth(1)?;
+                let addr = rest.split("addr=").nth(1)?;
+                Some(addr.split_whitespace().next()?.to_string())
+            })
+            .with_context(|| format!("no gRPC address in ibsmd's log:\n{log}"))?;
+        let mut cmd = Command::new(binary("ibsmctl")?);
+        cmd.arg("--endpoint")
+            .arg(format!("http://{addr}"))
+            .args(args)
+            .arg("--json");
+        let out = ibsm_labkit::run_with_timeout(&mut cmd, RUN_TIMEOUT)?;
+        if !out.status.success() {
+            bail!(
+                "ibsmctl {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        serde_json::from_slice(&out.stdout).with_context(|| format!("ibsmctl {args:?} JSON"))
     }
 
     fn log(&self) -> String {
@@ -455,6 +481,58 @@ fn master_configures(netfile: &Path) -> Result<()> {
     for &(a, b) in &pairs {
         let hops = lab.trace(a, b)?;
         assert!(!hops.is_empty(), "no hops from {a} to {b}");
+    }
+
+    // 2b. The control API (through ibsmctl) tells what the fabric shows: the LIDs
+    // ibnetdiscover read from the ports, the node count, and the same switch hops
+    // and egress ports as ibtracert through the programmed LFTs.
+    let lids = lab.ctl_json(&["lids"])?;
+    let by_guid: HashMap<u64, u64> = lids["lids"]
+        .as_array()
+        .context("lids array")?
+        .iter()
+        .filter_map(|l| {
+            let g = u64::from_str_radix(l["port_guid"].as_str()?.trim_start_matches("0x"), 16);
+            Some((g.ok()?, l["base_lid"].as_u64()?))
+        })
+        .collect();
+    for c in &cas {
+        assert_eq!(
+            by_guid.get(&c.port_guid).copied(),
+            Some(u64::from(c.lid)),
+            "ibsmctl lids vs ibnetdiscover for {} ({:#x})",
+            c.desc,
+            c.port_guid
+        );
+    }
+    let topo = lab.ctl_json(&["topology"])?;
+    assert_eq!(topo["source"], "master", "{topo}");
+    assert_eq!(
+        topo["nodes"].as_array().map(Vec::len),
+        Some(fabric.nodes.len()),
+        "ibsmctl topology vs ibnetdiscover node count"
+    );
+    let is_switch_desc = |d: &str| {
+        fabric
+            .nodes
+            .iter()
+            .any(|n| n.switch && (n.desc == d || fabric.sim_name(n) == d))
+    };
+    for &(a, b) in &pairs {
+        let traced: Vec<u64> = lab
+            .trace(a, b)?
+            .iter()
+            .filter(|h| is_switch_desc(&h.0))
+            .map(|h| u64::from(h.1))
+            .collect();
+        let route = lab.ctl_json(&["route", &a.to_string(), &b.to_string()])?;
+        let ours: Vec<u64> = route["hops"]
+            .as_array()
+            .context("hops")?
+            .iter()
+            .filter_map(|h| h["out_port"].as_u64())
+            .collect();
+        assert_eq!(ours, traced, "ibsmctl route {a} {b} vs ibtracert: {route}");
     }
 
     // 3. sminfo by directed route from the diag host to the master port.
