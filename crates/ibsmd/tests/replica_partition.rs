@@ -86,10 +86,21 @@ async fn a_master_cut_off_from_the_cluster_runs_degraded_and_reconciles_after() 
         .expect("master");
     let epoch = all[m].epoch;
     let repl = demo.replicas()[m].clone();
-    let links_before = repl
-        .replica()
-        .with_state(|s| s.topology.as_ref().map_or(0, |t| t.links.len()));
-    assert!(links_before > 0, "the master replicated its topology");
+    // The epoch is claimed before the sweep's record is written: wait for the record.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let links_before = loop {
+        let n = repl
+            .replica()
+            .with_state(|s| s.topology.as_ref().map_or(0, |t| t.links.len()));
+        if n > 0 {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the master replicated its topology"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
 
     // Cut the master's replica off.
     repl.replica().fault_switch().set_isolated(true);
@@ -347,13 +358,23 @@ async fn a_planned_handover_waits_for_the_targets_replica() {
         .replica()
         .fault_switch()
         .set_isolated(false);
-    let r = ctl
-        .handover(ibsm_proto::v1::HandoverRequest {
-            to_guid: target_guid,
-        })
-        .await
-        .expect("handover once caught up")
-        .into_inner();
+    // Catching up takes as long as it takes on a loaded machine: the master refuses
+    // (FailedPrecondition, "caught up") until then, and an operator retries.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let r = loop {
+        match ctl
+            .handover(ibsm_proto::v1::HandoverRequest {
+                to_guid: target_guid,
+            })
+            .await
+        {
+            Ok(r) => break r.into_inner(),
+            Err(e) if e.code() == tonic::Code::FailedPrecondition && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("handover once caught up: {e}"),
+        }
+    };
     assert_eq!(r.target_guid, target_guid);
     wait_for(&eps, "the target is master", |all| {
         all[t].state == SmState::Master as i32
