@@ -253,6 +253,10 @@ pub struct IbsimOptions {
     pub ready_timeout: Duration,
     /// Extra command-line arguments, placed before the net file.
     pub extra_args: Vec<String>,
+    /// SIGKILL ibsim when the thread that started it dies (see [`die_with_parent`]),
+    /// for long-running owners such as `ibsmd demo --fabric ibsim:` that may be
+    /// SIGKILLed themselves and must not leave a simulator behind.
+    pub die_with_parent: bool,
 }
 
 impl Default for IbsimOptions {
@@ -263,6 +267,7 @@ impl Default for IbsimOptions {
             max_ports: None,
             ready_timeout: Duration::from_secs(30),
             extra_args: Vec::new(),
+            die_with_parent: false,
         }
     }
 }
@@ -499,6 +504,9 @@ impl Ibsim {
             .stdin(Stdio::from(reader))
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err));
+        if opts.die_with_parent {
+            die_with_parent(&mut cmd);
+        }
         tracing::debug!(?cmd, "starting ibsim");
         let child = cmd
             .spawn()
@@ -862,6 +870,11 @@ impl ChildGuard {
         }
     }
 
+    /// Take the child's stdout pipe (spawned with `Stdio::piped()`), once.
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.as_mut().and_then(|c| c.stdout.take())
+    }
+
     /// SIGKILL the child and reap it.
     pub fn kill(&mut self) -> Result<()> {
         if let Some(child) = self.child.as_mut() {
@@ -879,6 +892,30 @@ impl ChildGuard {
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         let _ = self.kill();
+    }
+}
+
+/// Make the process `cmd` starts receive SIGKILL when the *thread* that spawns it
+/// exits (Linux `PR_SET_PDEATHSIG`), so a parent that is itself SIGKILLed leaves no
+/// orphan holding ibsim client slots. The signal follows the spawning thread, not the
+/// process: spawn from a thread that lives as long as the owner (not a pool thread
+/// that may retire while the child should keep running).
+pub fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = i32::try_from(std::process::id()).unwrap_or(0);
+    // SAFETY: the closure runs between fork and exec; it only calls prctl and
+    // getppid (async-signal-safe) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl: then nobody would signal us.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("parent exited before exec"));
+            }
+            Ok(())
+        });
     }
 }
 

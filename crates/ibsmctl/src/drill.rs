@@ -6,6 +6,15 @@
 //! each SM says about itself through its API is not trusted for "no master" or "two
 //! masters": a killed SM has no API and an isolated one may still believe it is MASTER.
 //!
+//! On ibsim (`--start-demo --fabric ibsim:NETFILE`, `ibsmd::demo_ibsim`) the same
+//! drill runs unchanged against members that are separate `ibsmd --fabric umad`
+//! processes under umad2sim, and the judge is the `ibsmd sminfo-poll` process on a
+//! fourth HCA of the fabric: a real umad client reading SMInfo through ibsim, not the
+//! embedded simulator's state. A kill is a SIGKILL plus dropping the dead process's
+//! ibsim client (what a kernel does when it closes the umad/issm files), a pulled
+//! cable is ibsim's `Unlink`; `raft-partition` is refused there (no fault switch in
+//! another process).
+//!
 //! Per cycle: wait until the cluster is stable (one MASTER on the wire, every running
 //! instance answering, the master's own fabric view published), read the LIDs, act
 //! (kill / hand over / pull the master's cable / raise a standby's priority), then
@@ -111,6 +120,40 @@ pub struct DrillArgs {
     pub ibsmd: Option<PathBuf>,
     pub report_dir: PathBuf,
     pub dual_master_bound_ms: u64,
+    /// `--fabric` for the demo `--start-demo` starts (`None`: its default, embedded).
+    pub fabric: Option<String>,
+}
+
+/// The `--fabric` prefix of the demo on ibsim.
+pub const IBSIM_PREFIX: &str = "ibsim:";
+
+impl DrillArgs {
+    /// Whether the demo this drill starts runs on ibsim.
+    pub fn on_ibsim(&self) -> bool {
+        self.fabric
+            .as_deref()
+            .is_some_and(|f| f.starts_with(IBSIM_PREFIX))
+    }
+
+    /// Refuse combinations that cannot work, before anything starts.
+    pub fn check(&self) -> Result<(), DrillError> {
+        if self.fabric.is_some() && !self.start_demo {
+            return Err(DrillError::Setup(
+                "--fabric is for the demo --start-demo starts; without --start-demo, \
+                 --endpoint names the demo (for a demo on ibsim: its Demo service endpoint)"
+                    .into(),
+            ));
+        }
+        if self.scenario == Scenario::RaftPartition && self.on_ibsim() {
+            return Err(DrillError::Setup(
+                "raft-partition is not available on ibsim: the members are separate \
+                 processes and the demo cannot cut one's Raft traffic (SetRaftIsolation); \
+                 run it on the embedded demo (no --fabric ibsim:)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Why a drill stopped (exit code per [`DrillError::exit_code`]).
@@ -292,11 +335,34 @@ struct Drill {
     started: u64,
 }
 
-/// Kills the demo it started (also on panic or error).
+/// Stops the demo it started (also on panic or error): SIGTERM first, so a demo on
+/// ibsim stops its ibsim and member processes and removes its temp dir, then SIGKILL
+/// after [`DEMO_STOP_GRACE`] (its children die with it anyway: PR_SET_PDEATHSIG).
 struct DemoProcess(Child);
+
+/// How long a started demo may take to stop after SIGTERM.
+const DEMO_STOP_GRACE: Duration = Duration::from_secs(10);
 
 impl Drop for DemoProcess {
     fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            // No signal crate here: kill(1) sends the SIGTERM.
+            let termed = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if termed {
+                let deadline = std::time::Instant::now() + DEMO_STOP_GRACE;
+                while std::time::Instant::now() < deadline {
+                    if !matches!(self.0.try_wait(), Ok(None)) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -316,12 +382,22 @@ fn find_ibsmd(given: Option<&Path>) -> PathBuf {
     PathBuf::from("ibsmd")
 }
 
-/// Start `ibsmd demo --base-port 0` and read its endpoints from stdout.
-fn start_demo(ibsmd: &Path, dir: &Path) -> Result<(DemoProcess, Vec<String>), DrillError> {
+/// Start `ibsmd demo --base-port 0 [--fabric F]` and read its endpoints from stdout
+/// (the first is where the Demo service answers).
+fn start_demo(
+    ibsmd: &Path,
+    dir: &Path,
+    fabric: Option<&str>,
+) -> Result<(DemoProcess, Vec<String>), DrillError> {
     let log = std::fs::File::create(dir.join("ibsmd-demo.log"))
         .map_err(|e| DrillError::Setup(format!("{}: {e}", dir.join("ibsmd-demo.log").display())))?;
-    let mut child = Command::new(ibsmd)
-        .args(["demo", "--base-port", "0", "--data-dir"])
+    let mut cmd = Command::new(ibsmd);
+    cmd.args(["demo", "--base-port", "0"]);
+    if let Some(f) = fabric {
+        cmd.arg("--fabric").arg(f);
+    }
+    let mut child = cmd
+        .arg("--data-dir")
         .arg(dir.join("demo-data"))
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -354,9 +430,13 @@ fn start_demo(ibsmd: &Path, dir: &Path) -> Result<(DemoProcess, Vec<String>), Dr
         // Keep draining nothing more: the pipe closes when the demo exits.
     });
     let eps = rx.recv_timeout(Duration::from_secs(120)).map_err(|_| {
+        let log = std::fs::read_to_string(dir.join("ibsmd-demo.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(8).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
         DrillError::Setup(format!(
-            "ibsmd demo did not print its endpoints within 120 s; see {}",
-            dir.join("ibsmd-demo.log").display()
+            "ibsmd demo did not print its endpoints (it exited or took over 120 s); {}:\n{}",
+            dir.join("ibsmd-demo.log").display(),
+            tail.join("\n")
         ))
     })?;
     if eps.is_empty() {
@@ -1141,10 +1221,15 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
     std::fs::create_dir_all(&args.report_dir).map_err(|e| {
         DrillError::Setup(format!("--report-dir {}: {e}", args.report_dir.display()))
     })?;
+    args.check()?;
     let mut _demo = None;
     let mut target = target.clone();
     if args.start_demo {
-        let (p, eps) = start_demo(&find_ibsmd(args.ibsmd.as_deref()), &args.report_dir)?;
+        let (p, eps) = start_demo(
+            &find_ibsmd(args.ibsmd.as_deref()),
+            &args.report_dir,
+            args.fabric.as_deref(),
+        )?;
         _demo = Some(p);
         target.endpoint = eps.first().cloned().unwrap_or_default();
     }
@@ -1302,7 +1387,12 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
         "heal_ms": stats(&collect(|c| c.heal_ms)),
         "invariants_ok": broken.is_empty(),
         "broken": broken,
-        "poller": "ibsm.v1.Demo/PollSmInfo: SMInfo by directed route from a spare CA port every 10 ms",
+        "poller": if args.on_ibsim() {
+            "ibsm.v1.Demo/PollSmInfo: the `ibsmd sminfo-poll` process under umad2sim on a spare HCA of ibsim, SMInfo by directed route every 10 ms"
+        } else {
+            "ibsm.v1.Demo/PollSmInfo: SMInfo by directed route from a spare CA port every 10 ms"
+        },
+        "fabric": args.fabric.as_deref().unwrap_or("demo default (embedded)"),
     });
     let why = (!broken.is_empty()).then(|| broken.join("; "));
     (v, why)
@@ -1442,6 +1532,7 @@ mod tests {
             ibsmd: None,
             report_dir: PathBuf::from("x"),
             dual_master_bound_ms: 0,
+            fabric: None,
         };
         let ok = Cycle {
             index: 1,
@@ -1482,6 +1573,7 @@ mod tests {
             ibsmd: None,
             report_dir: PathBuf::from("x"),
             dual_master_bound_ms: 0,
+            fabric: None,
         };
         let lost = Cycle {
             index: 1,

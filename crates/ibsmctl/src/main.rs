@@ -180,7 +180,7 @@ enum Command {
         /// How many times.
         #[arg(long, default_value_t = 3)]
         cycles: u32,
-        /// Start `ibsmd demo --base-port 0` for the drill (else --endpoint names any demo member).
+        /// Start `ibsmd demo --base-port 0` for the drill (else --endpoint names any member of an embedded demo, or the Demo service endpoint of a demo on ibsim).
         #[arg(long)]
         start_demo: bool,
         /// The ibsmd binary for --start-demo (default: next to ibsmctl, else $PATH).
@@ -192,6 +192,10 @@ enum Command {
         /// Dual-master time tolerated in one cycle, in ms, before the drill fails.
         #[arg(long, value_name = "MS", default_value_t = 0)]
         dual_master_bound_ms: u64,
+        /// With --start-demo: the demo's fabric, e.g. ibsim:NETFILE (three ibsmd processes and an
+        /// SMInfo poller process on ibsim; raft-partition is refused there) [default: the demo's embedded fabric].
+        #[arg(long, value_name = "FABRIC")]
+        fabric: Option<String>,
     },
     /// Print a shell completion script (e.g. `ibsmctl completions bash > /etc/bash_completion.d/ibsmctl`).
     Completions {
@@ -290,7 +294,9 @@ fn main() -> ExitCode {
             ibsmd,
             report_dir,
             dual_master_bound_ms,
+            fabric,
         } => Some(drill::DrillArgs {
+            fabric: fabric.clone(),
             scenario: *scenario,
             cycles: *cycles,
             start_demo: *start_demo,

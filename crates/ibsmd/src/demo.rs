@@ -195,9 +195,16 @@ pub struct DemoShared {
 }
 
 /// What the Demo gRPC service holds: a weak reference, so servers do not keep the
-/// demo alive (and no reference cycle forms).
+/// demo alive (and no reference cycle forms). Either the embedded demo or the one on
+/// ibsim ([`crate::demo_ibsim`]); the service asks [`DemoHandle::ibsim`] first.
 #[derive(Clone)]
-pub struct DemoHandle(Weak<DemoShared>);
+pub struct DemoHandle(Backend);
+
+#[derive(Clone)]
+enum Backend {
+    Embedded(Weak<DemoShared>),
+    Ibsim(Weak<crate::demo_ibsim::IbsimShared>),
+}
 
 impl std::fmt::Debug for DemoHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -207,9 +214,30 @@ impl std::fmt::Debug for DemoHandle {
 
 impl DemoHandle {
     fn get(&self) -> Result<Arc<DemoShared>, DemoError> {
-        self.0
-            .upgrade()
-            .ok_or_else(|| DemoError::Unavailable("the demo is shutting down".into()))
+        match &self.0 {
+            Backend::Embedded(w) => w
+                .upgrade()
+                .ok_or_else(|| DemoError::Unavailable("the demo is shutting down".into())),
+            Backend::Ibsim(_) => Err(DemoError::FailedPrecondition(
+                "this demo runs on ibsim; the embedded fabric's drills do not apply".into(),
+            )),
+        }
+    }
+
+    /// The handle of a demo on ibsim.
+    pub(crate) fn of_ibsim(shared: Weak<crate::demo_ibsim::IbsimShared>) -> DemoHandle {
+        DemoHandle(Backend::Ibsim(shared))
+    }
+
+    /// `Some` when this demo runs on ibsim (its members are separate processes).
+    pub fn ibsim(&self) -> Option<Result<Arc<crate::demo_ibsim::IbsimShared>, DemoError>> {
+        match &self.0 {
+            Backend::Embedded(_) => None,
+            Backend::Ibsim(w) => Some(
+                w.upgrade()
+                    .ok_or_else(|| DemoError::Unavailable("the demo is shutting down".into())),
+            ),
+        }
     }
 
     /// See [`Demo::members`].
@@ -440,7 +468,7 @@ impl Demo {
             drills: tokio::sync::Mutex::new(()),
             poller: Mutex::new(None),
         });
-        let handle = DemoHandle(Arc::downgrade(&shared));
+        let handle = DemoHandle(Backend::Embedded(Arc::downgrade(&shared)));
         // The endpoints are bound first: the replicas (one three-node Raft cluster on
         // the same ports) must know every member's address before they start.
         let mut listeners = Vec::new();
@@ -568,7 +596,7 @@ impl Demo {
 
     /// What the Demo gRPC service uses.
     pub fn handle(&self) -> DemoHandle {
-        DemoHandle(Arc::downgrade(&self.shared))
+        DemoHandle(Backend::Embedded(Arc::downgrade(&self.shared)))
     }
 
     /// Abrupt stop of one member's SM (its endpoint stays up, answering UNAVAILABLE).

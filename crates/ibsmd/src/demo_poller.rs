@@ -7,6 +7,13 @@
 //! `sminfo -D` does on ibsim), not by what each SM believes about itself; a killed
 //! SM's API is gone, and a partitioned one may still call itself MASTER.
 //!
+//! The same loop runs in two places: in-process on the embedded fabric
+//! ([`SmInfoPoller::start`]), and on ibsim as the hidden `ibsmd sminfo-poll` process
+//! under umad2sim on a spare HCA ([`SmInfoPoller::start_on_device`] over a
+//! `UmadDevice`), which prints one [`PollLine`] of JSON per change and a heartbeat
+//! per second; `ibsmd demo --fabric ibsim:` reads those lines back into the same log
+//! ([`SmInfoPoller::from_lines`]), so `PollSmInfo` has one meaning on both fabrics.
+//!
 //! An unanswered read counts as "no SM" only after [`MISSES`] rounds in a row, dated
 //! at the first miss: one SMP late on a busy machine is not a dead SM (the same
 //! trade-off the election's polling makes), but the gap is still measured in full.
@@ -52,6 +59,103 @@ struct Log {
     samples: VecDeque<Sample>,
     next_seq: u64,
     rounds: u64,
+    /// The last (GUID, state) recorded per name.
+    latest: BTreeMap<String, (u64, Option<SmState>)>,
+}
+
+/// One line of `ibsmd sminfo-poll`'s output: a heartbeat (`sample` absent) or a change.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PollLine {
+    /// Rounds polled so far.
+    pub rounds: u64,
+    /// The change, if this line reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<LineSample>,
+}
+
+/// A change as printed by `ibsmd sminfo-poll`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LineSample {
+    /// Round time, ms since the Unix epoch (the poller's clock: same machine).
+    pub at_unix_ms: u64,
+    /// Member name.
+    pub name: String,
+    /// Port GUID from the last SMInfo.
+    pub guid: u64,
+    /// `MASTER`, `STANDBY`, `DISCOVERING`, `NOTACTIVE`, or absent: no answer.
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+/// Why a poller line was not understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PollLineError {
+    /// Not JSON of the [`PollLine`] shape.
+    #[error("sminfo-poll line {line:?}: {why}")]
+    Json { line: String, why: String },
+    /// An SMState name nobody knows.
+    #[error("sminfo-poll line {line:?}: unknown SMState {state:?}")]
+    State { line: String, state: String },
+}
+
+/// The SMState's name on a [`PollLine`].
+pub fn state_name(s: SmState) -> &'static str {
+    match s {
+        SmState::NotActive => "NOTACTIVE",
+        SmState::Discovering => "DISCOVERING",
+        SmState::Standby => "STANDBY",
+        SmState::Master => "MASTER",
+    }
+}
+
+fn state_from_name(n: &str) -> Option<SmState> {
+    Some(match n {
+        "NOTACTIVE" => SmState::NotActive,
+        "DISCOVERING" => SmState::Discovering,
+        "STANDBY" => SmState::Standby,
+        "MASTER" => SmState::Master,
+        _ => return None,
+    })
+}
+
+impl PollLine {
+    /// The JSON line for a recorded sample.
+    pub fn of_sample(s: &Sample, rounds: u64) -> PollLine {
+        PollLine {
+            rounds,
+            sample: Some(LineSample {
+                at_unix_ms: s.at_unix_ms,
+                name: s.name.clone(),
+                guid: s.guid,
+                state: s.state.map(|st| state_name(st).to_string()),
+            }),
+        }
+    }
+
+    /// Parse one line; returns the rounds and, for a change, (time, name, GUID, state).
+    pub fn parse(line: &str) -> Result<PollLine, PollLineError> {
+        let l: PollLine = serde_json::from_str(line).map_err(|e| PollLineError::Json {
+            line: line.chars().take(200).collect(),
+            why: e.to_string(),
+        })?;
+        if let Some(st) = l.sample.as_ref().and_then(|s| s.state.as_deref()) {
+            if state_from_name(st).is_none() {
+                return Err(PollLineError::State {
+                    line: line.chars().take(200).collect(),
+                    state: st.to_string(),
+                });
+            }
+        }
+        Ok(l)
+    }
+
+    /// The sample's SMState (`None`: no answer, or a heartbeat).
+    pub fn sm_state(&self) -> Option<SmState> {
+        self.sample
+            .as_ref()
+            .and_then(|s| s.state.as_deref())
+            .and_then(state_from_name)
+    }
 }
 
 /// What [`SmInfoPoller::since`] returns.
@@ -144,27 +248,86 @@ impl SmInfoPoller {
             let path = dr_path(topology, at, (*node, *port)).ok_or_else(|| {
                 anyhow::anyhow!("SMInfo poller: no path from the poller's port to {name}")
             })?;
-            list.push(Target {
-                name: name.clone(),
+            list.push((name.clone(), path));
+        }
+        let dev = sim.attach(at.0, at.1)?;
+        SmInfoPoller::start_on_device(Box::new(dev), list)
+    }
+
+    /// Poll `targets` (member name, directed route from the device's port) over any
+    /// device: the embedded simulator, or a `UmadDevice` (`ibsmd sminfo-poll`).
+    pub fn start_on_device(
+        dev: Box<dyn MadDevice + Send>,
+        targets: Vec<(String, Vec<u8>)>,
+    ) -> anyhow::Result<SmInfoPoller> {
+        let list: Vec<Target> = targets
+            .into_iter()
+            .map(|(name, path)| Target {
+                name,
                 path,
                 guid: 0,
                 state: None,
                 misses: 0,
                 first_miss_ms: 0,
-            });
-        }
-        let dev = sim.attach(at.0, at.1)?;
+            })
+            .collect();
         let log = Arc::new(Mutex::new(Log::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (l, s) = (Arc::clone(&log), Arc::clone(&stop));
         let thread = std::thread::Builder::new()
             .name("sminfo-poller".into())
-            .spawn(move || run(Box::new(dev), list, &l, &s))?;
+            .spawn(move || run(dev, list, &l, &s))?;
         Ok(SmInfoPoller {
             log,
             stop,
             thread: Some(thread),
         })
+    }
+
+    /// A poller fed by another process's [`PollLine`]s (`ibsmd sminfo-poll`'s stdout):
+    /// a detached thread records each change until the pipe closes. Lines it does not
+    /// understand are logged and skipped (the process also logs to stderr).
+    pub fn from_lines<R: std::io::BufRead + Send + 'static>(reader: R) -> SmInfoPoller {
+        let log = Arc::new(Mutex::new(Log::default()));
+        let l = Arc::clone(&log);
+        let spawned = std::thread::Builder::new()
+            .name("sminfo-poll-reader".into())
+            .spawn(move || {
+                for line in reader.lines() {
+                    let Ok(line) = line else { break };
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    match PollLine::parse(&line) {
+                        Ok(p) => {
+                            let state = p.sm_state();
+                            if let Some(s) = p.sample {
+                                record_sample(&l, s.at_unix_ms, &s.name, s.guid, state);
+                            }
+                            if let Ok(mut g) = l.lock() {
+                                g.rounds = g.rounds.max(p.rounds);
+                            }
+                        }
+                        Err(e) => tracing::warn!(%e, "SMInfo poller process"),
+                    }
+                }
+                tracing::info!("the SMInfo poller process closed its output");
+            });
+        if let Err(e) = spawned {
+            tracing::error!(%e, "cannot start the SMInfo poller reader thread");
+        }
+        SmInfoPoller {
+            log,
+            stop: Arc::new(AtomicBool::new(false)),
+            // Detached: it ends when the process's pipe closes.
+            thread: None,
+        }
+    }
+
+    /// The last (GUID, state) seen for `name` (`None`: nothing recorded yet).
+    pub fn latest(&self, name: &str) -> Option<(u64, Option<SmState>)> {
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.latest.get(name).copied()
     }
 
     /// Changes after `after_seq`.
@@ -193,15 +356,20 @@ impl Drop for SmInfoPoller {
 }
 
 fn record(log: &Mutex<Log>, at_unix_ms: u64, t: &Target) {
+    record_sample(log, at_unix_ms, &t.name, t.guid, t.state);
+}
+
+fn record_sample(log: &Mutex<Log>, at_unix_ms: u64, name: &str, guid: u64, state: Option<SmState>) {
     let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
     log.next_seq += 1;
     let seq = log.next_seq;
+    log.latest.insert(name.to_string(), (guid, state));
     log.samples.push_back(Sample {
         seq,
         at_unix_ms,
-        name: t.name.clone(),
-        guid: t.guid,
-        state: t.state,
+        name: name.to_string(),
+        guid,
+        state,
     });
     while log.samples.len() > KEEP {
         log.samples.pop_front();
@@ -294,6 +462,47 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn poll_lines_round_trip_into_the_log() {
+        let s = Sample {
+            seq: 7,
+            at_unix_ms: 1234,
+            name: "sm2".into(),
+            guid: 0x10_0002,
+            state: Some(SmState::Master),
+        };
+        let line = serde_json::to_string(&PollLine::of_sample(&s, 40)).expect("json");
+        let none = Sample {
+            state: None,
+            ..s.clone()
+        };
+        let line2 = serde_json::to_string(&PollLine::of_sample(&none, 41)).expect("json");
+        let beat = serde_json::to_string(&PollLine {
+            rounds: 99,
+            sample: None,
+        })
+        .expect("json");
+        let input = format!("{line}\n\n{beat}\nnot json\n{{\"rounds\":1,\"sample\":{{\"at_unix_ms\":1,\"name\":\"x\",\"guid\":0,\"state\":\"BOSS\"}}}}\n{line2}\n");
+        let p = SmInfoPoller::from_lines(std::io::Cursor::new(input.into_bytes()));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while p.since(0).samples.len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let v = p.since(0);
+        assert_eq!(v.samples.len(), 2, "{:?}", v.samples);
+        assert_eq!(v.samples[0].state, Some(SmState::Master));
+        assert_eq!(v.samples[0].at_unix_ms, 1234);
+        assert_eq!(v.samples[1].state, None);
+        assert_eq!(v.rounds, 99);
+        assert_eq!(p.latest("sm2"), Some((0x10_0002, None)));
+        assert!(matches!(
+            PollLine::parse(
+                r#"{"rounds":1,"sample":{"at_unix_ms":1,"name":"x","guid":0,"state":"BOSS"}}"#
+            ),
+            Err(PollLineError::State { .. })
+        ));
+    }
 
     #[test]
     fn paths_go_through_switches() {

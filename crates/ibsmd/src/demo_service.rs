@@ -95,6 +95,11 @@ impl DemoRpc for DemoService {
         &self,
         _req: Request<pb::ListInstancesRequest>,
     ) -> Result<Response<pb::ListInstancesResponse>, Status> {
+        if let Some(ib) = self.demo()?.ibsim() {
+            return Ok(Response::new(pb::ListInstancesResponse {
+                instances: ib.map_err(status_of)?.list(),
+            }));
+        }
         let members = self.demo()?.members().map_err(status_of)?;
         Ok(Response::new(pb::ListInstancesResponse {
             instances: members.iter().map(pb_instance).collect(),
@@ -107,6 +112,10 @@ impl DemoRpc for DemoService {
     ) -> Result<Response<pb::DemoInstance>, Status> {
         let demo = self.demo()?;
         let sel = selector(req.get_ref())?;
+        if let Some(ib) = demo.ibsim() {
+            let out = ib.map_err(status_of)?.kill(&sel).await.map_err(status_of)?;
+            return Ok(Response::new(out));
+        }
         let killed = demo.kill(&sel).await.map_err(status_of)?;
         // GUID and state are those right before the kill; running is now false.
         let mut out = pb_instance(&killed);
@@ -125,6 +134,14 @@ impl DemoRpc for DemoService {
                 "name is required (sm1, sm2, ...; ListInstances shows them)",
             ));
         }
+        if let Some(ib) = demo.ibsim() {
+            let out = ib
+                .map_err(status_of)?
+                .restart(&name)
+                .await
+                .map_err(status_of)?;
+            return Ok(Response::new(out));
+        }
         let m = demo.restart(&name).await.map_err(status_of)?;
         Ok(Response::new(pb_instance(&m)))
     }
@@ -133,10 +150,13 @@ impl DemoRpc for DemoService {
         &self,
         req: Request<pb::PollSmInfoRequest>,
     ) -> Result<Response<pb::PollSmInfoResponse>, Status> {
-        let view = self
-            .demo()?
-            .poll_sm_info(req.into_inner().after_seq)
-            .map_err(status_of)?;
+        let demo = self.demo()?;
+        let after_seq = req.into_inner().after_seq;
+        let view = match demo.ibsim() {
+            Some(ib) => ib.map_err(status_of)?.poll_sm_info(after_seq),
+            None => demo.poll_sm_info(after_seq),
+        }
+        .map_err(status_of)?;
         let now_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -177,6 +197,14 @@ impl DemoRpc for DemoService {
                 "name is required (sm1, sm2, ...; ListInstances shows them)",
             ));
         }
+        if let Some(ib) = demo.ibsim() {
+            let out = ib
+                .map_err(status_of)?
+                .set_link(&req.name, req.up)
+                .await
+                .map_err(status_of)?;
+            return Ok(Response::new(out));
+        }
         let m = demo.set_link(&req.name, req.up).map_err(status_of)?;
         Ok(Response::new(pb_instance(&m)))
     }
@@ -186,6 +214,9 @@ impl DemoRpc for DemoService {
         req: Request<pb::SetRaftIsolationRequest>,
     ) -> Result<Response<pb::DemoInstance>, Status> {
         let demo = self.demo()?;
+        if let Some(ib) = demo.ibsim() {
+            return Err(status_of(ib.map_err(status_of)?.raft_isolation_refused()));
+        }
         let req = req.into_inner();
         let sel = match (req.name.is_empty(), req.guid) {
             (false, 0) => Selector::Name(req.name),

@@ -88,6 +88,7 @@ pub mod auth;
 pub mod cluster_service;
 pub mod config;
 pub mod demo;
+pub mod demo_ibsim;
 pub mod demo_poller;
 pub mod demo_service;
 pub mod fabric_service;

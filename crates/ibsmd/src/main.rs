@@ -92,14 +92,17 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Three SM instances on one embedded fabric, gRPC on base-port..base-port+2 (loopback, plaintext unless --auth-token-file).
+    /// Three SM instances on one embedded fabric (or on ibsim: --fabric ibsim:NETFILE), gRPC on base-port..base-port+2 (loopback, plaintext unless --auth-token-file).
     Demo {
         /// TOML file; its [demo] table holds these options.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// gen:fat-tree:K, gen:fat-tree2:K, gen:random:SEED or sim:NETFILE [default: gen:fat-tree:4].
-        #[arg(long, value_parser = FabricSpec::parse)]
-        fabric: Option<FabricSpec>,
+        /// gen:fat-tree:K, gen:fat-tree2:K, gen:random:SEED or sim:NETFILE (the embedded fabric, one process) [default: gen:fat-tree:4];
+        /// or ibsim:NETFILE: ibsim on NETFILE and, under umad2sim, three `ibsmd --fabric umad` processes
+        /// on three HCAs plus an SMInfo poller process on a fourth; the Demo service (drills) then listens
+        /// on base-port+3, printed first (needs ibsim-utils; Ctrl-C stops everything).
+        #[arg(long, value_parser = parse_demo_fabric)]
+        fabric: Option<DemoFabric>,
         /// First gRPC port [default: 50051].
         #[arg(long)]
         base_port: Option<u16>,
@@ -113,6 +116,36 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
     },
+    /// Internal (ibsmd demo --fabric ibsim:): read SM ports' SMInfo by directed route every 10 ms
+    /// from this umad port and print one JSON line per change on stdout.
+    #[command(hide = true)]
+    SminfoPoll {
+        /// umad[:CA[:PORT]] (run under umad2sim with SIM_HOST for ibsim).
+        #[arg(long, default_value = "umad", value_parser = FabricSpec::parse)]
+        fabric: FabricSpec,
+        /// NAME=P1,P2,...: an SM port's name and directed route (egress ports, ours first). Repeat.
+        #[arg(long = "target", value_name = "NAME=PATH", value_parser = ibsmd::demo_ibsim::parse_target, required = true)]
+        targets: Vec<(String, Vec<u8>)>,
+    },
+}
+
+/// What `ibsmd demo --fabric` names.
+#[derive(Debug, Clone)]
+enum DemoFabric {
+    /// The embedded simulator (one process).
+    Embedded(FabricSpec),
+    /// ibsim on this net file, members as processes under umad2sim.
+    Ibsim(PathBuf),
+}
+
+fn parse_demo_fabric(s: &str) -> Result<DemoFabric, String> {
+    match s.strip_prefix(ibsmd::demo_ibsim::IBSIM_PREFIX) {
+        Some("") => Err("ibsim:NETFILE needs a net file".into()),
+        Some(path) => Ok(DemoFabric::Ibsim(PathBuf::from(path))),
+        None => FabricSpec::parse(s)
+            .map(DemoFabric::Embedded)
+            .map_err(|e| e.to_string()),
+    }
 }
 
 /// Exit code for a bad command line or config file.
@@ -221,6 +254,8 @@ fn main() -> std::process::ExitCode {
     enum Plan {
         Daemon(Box<DaemonSettings>, Security),
         Demo(FabricSpec, DemoOptions, Option<SocketAddr>),
+        IbsimDemo(ibsmd::demo_ibsim::IbsimDemoOptions),
+        SminfoPoll(FabricSpec, Vec<(String, Vec<u8>)>),
     }
     let plan = match cli.cmd {
         Some(Cmd::Demo {
@@ -235,33 +270,64 @@ fn main() -> std::process::ExitCode {
                 Ok(f) => f.demo,
                 Err(code) => return code,
             };
-            let fabric = match fabric.or(file.fabric) {
-                Some(f) => f,
-                None => match FabricSpec::parse("gen:fat-tree:4") {
-                    Ok(f) => f,
+            if let Some(DemoFabric::Ibsim(netfile)) = &fabric {
+                if auth_token_file.is_some() || file.auth_token_file.is_some() {
+                    eprintln!("ibsmd: demo on ibsim: --auth-token-file is not supported (the members run --insecure-plaintext on loopback)");
+                    return std::process::ExitCode::from(EXIT_USAGE);
+                }
+                if metrics.is_some() {
+                    eprintln!("ibsmd: demo on ibsim: --metrics is not supported (the members are separate processes)");
+                    return std::process::ExitCode::from(EXIT_USAGE);
+                }
+                let ibsmd = match std::env::current_exe() {
+                    Ok(p) => p,
                     Err(e) => {
-                        eprintln!("ibsmd: default demo fabric: {e}");
+                        eprintln!("ibsmd: cannot find my own binary to start the members: {e}");
                         return std::process::ExitCode::FAILURE;
                     }
-                },
-            };
-            let security = match auth_token_file.or(file.auth_token_file) {
-                Some(p) => match Token::from_file(&p) {
-                    Ok(t) => Security::token(t),
-                    Err(e) => {
-                        eprintln!("ibsmd: {e}");
-                        return std::process::ExitCode::from(EXIT_USAGE);
-                    }
-                },
-                None => Security::plaintext(),
-            };
-            let opts = DemoOptions {
-                base_port: base_port.or(file.base_port).unwrap_or(50051),
-                security,
-                data_dir: data_dir.or(file.data_dir),
-            };
-            Plan::Demo(fabric, opts, metrics.or(file.metrics))
+                };
+                Plan::IbsimDemo(ibsmd::demo_ibsim::IbsimDemoOptions {
+                    netfile: netfile.clone(),
+                    base_port: base_port.or(file.base_port).unwrap_or(50051),
+                    data_dir: data_dir.or(file.data_dir),
+                    ibsmd,
+                })
+            } else {
+                let fabric = match fabric
+                    .and_then(|f| match f {
+                        DemoFabric::Embedded(f) => Some(f),
+                        DemoFabric::Ibsim(_) => None,
+                    })
+                    .or(file.fabric)
+                {
+                    Some(f) => f,
+                    None => match FabricSpec::parse("gen:fat-tree:4") {
+                        Ok(f) => f,
+                        Err(e) => {
+                            eprintln!("ibsmd: default demo fabric: {e}");
+                            return std::process::ExitCode::FAILURE;
+                        }
+                    },
+                };
+                let security = match auth_token_file.or(file.auth_token_file) {
+                    Some(p) => match Token::from_file(&p) {
+                        Ok(t) => Security::token(t),
+                        Err(e) => {
+                            eprintln!("ibsmd: {e}");
+                            return std::process::ExitCode::from(EXIT_USAGE);
+                        }
+                    },
+                    None => Security::plaintext(),
+                };
+                let opts = DemoOptions {
+                    base_port: base_port.or(file.base_port).unwrap_or(50051),
+                    security,
+                    data_dir: data_dir.or(file.data_dir),
+                };
+                Plan::Demo(fabric, opts, metrics.or(file.metrics))
+            }
         }
+        Some(Cmd::SminfoPoll { fabric, targets }) => Plan::SminfoPoll(fabric, targets),
         None => {
             let file = match load_config(cli.config.as_ref()) {
                 Ok(f) => f,
@@ -293,6 +359,16 @@ fn main() -> std::process::ExitCode {
             }),
         )
         .init();
+    if let Plan::SminfoPoll(fabric, targets) = &plan {
+        // Blocking, no runtime: a thread polls, this one prints.
+        return match ibsmd::demo_ibsim::run_sminfo_poll(fabric, targets.clone()) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ibsmd sminfo-poll: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -307,6 +383,8 @@ fn main() -> std::process::ExitCode {
     let result = rt.block_on(async move {
         match plan {
             Plan::Demo(fabric, opts, metrics) => run_demo(fabric, opts, metrics).await,
+            Plan::IbsimDemo(opts) => run_ibsim_demo(opts).await,
+            Plan::SminfoPoll(..) => Ok(()),
             Plan::Daemon(settings, security) => run_daemon(*settings, security).await,
         }
     });
@@ -484,6 +562,39 @@ async fn run_demo(
         println!("  (plaintext, no authentication: loopback only; --auth-token-file FILE to require a token)");
     }
     if let Some(first) = members.first() {
+        println!(
+            "try:  cargo run --release -p ibsmctl -- --endpoint http://{} status",
+            first.endpoint
+        );
+    }
+    println!("Ctrl-C to stop.");
+    shutdown_signal().await;
+    demo.stop().await;
+    Ok(())
+}
+
+async fn run_ibsim_demo(opts: ibsmd::demo_ibsim::IbsimDemoOptions) -> anyhow::Result<()> {
+    let netfile = opts.netfile.clone();
+    let mut demo = ibsmd::demo_ibsim::IbsimDemo::start(opts).await?;
+    println!(
+        "ibsmd demo: three ibsmd processes on ibsim ({}, IBSIM_SOCKNAME={}), SMInfo poller process on {}",
+        netfile.display(),
+        demo.sockname(),
+        demo.poller_host()
+    );
+    // First: drills (ibsmctl drill --endpoint ...) go to the Demo service.
+    println!(
+        "  Demo service (drills)                gRPC http://{}",
+        demo.endpoint
+    );
+    for m in demo.members() {
+        println!(
+            "  {} on {:<24} priority {:>2}  gRPC http://{}",
+            m.name, m.host, m.priority, m.endpoint
+        );
+    }
+    println!("  (plaintext, no authentication: loopback only)");
+    if let Some(first) = demo.members().first() {
         println!(
             "try:  cargo run --release -p ibsmctl -- --endpoint http://{} status",
             first.endpoint
