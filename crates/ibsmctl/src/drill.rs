@@ -72,6 +72,9 @@ pub const EXIT_INVARIANT: u8 = 5;
 /// How long one step (stability, a new master, a verified fabric) may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a new master may take to show an epoch above the old one.
+const EPOCH_WAIT: Duration = Duration::from_secs(10);
+
 /// How long every running instance may take to list an acknowledged marker.
 pub const MARKER_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -617,6 +620,20 @@ impl Drill {
         .map_or(0, |s| s.epoch)
     }
 
+    /// `name`'s epoch once it is above `floor`, or the last one read after
+    /// [`EPOCH_WAIT`]: a new master claims its epoch through the replica, which can
+    /// land a little after its first heavy sweep (separate processes on ibsim).
+    async fn epoch_above(&mut self, name: &str, floor: u64) -> u64 {
+        let deadline = now_ms() + u64::try_from(EPOCH_WAIT.as_millis()).unwrap_or(10_000);
+        loop {
+            let e = self.epoch(name).await;
+            if e > floor || now_ms() > deadline {
+                return e;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Wait for a MASTER other than `old` on the wire (or `expect` if given).
     async fn wait_new_master(
         &mut self,
@@ -1055,7 +1072,7 @@ impl Drill {
                 .map(|_| now_ms().saturating_sub(t0));
             let after = self.lids(new).await?;
             diff_lids(&before, &after, "after failover", off_fabric, &mut c);
-            c.epoch_after = self.epoch(new).await;
+            c.epoch_after = self.epoch_above(new, epoch_before).await;
         }
         // The new master is verified (or none came): every running instance must
         // list the acknowledged marker.
