@@ -32,6 +32,10 @@
 //! - **Cleanup.** Dropping [`Ibsim`] SIGKILLs ibsim and every process started through
 //!   [`Ibsim::spawn`] or [`OpenSm::start`] that is still running; [`OpenSm`] and
 //!   [`ChildGuard`] also kill their process on their own drop (also on panic unwinding).
+//!   A long-running owner that may itself be SIGKILLed (`ibsmd demo --fabric ibsim:`,
+//!   the one non-test user) sets [`IbsimOptions::die_with_parent`] and calls
+//!   [`die_with_parent`] on its clients' commands: `PR_SET_PDEATHSIG` then kills them
+//!   with it. [`ChildGuard::take_stdout`] lets it read a client's piped stdout.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};

@@ -1576,6 +1576,35 @@ mod tests {
     }
 
     #[test]
+    fn raft_partition_and_a_fabric_without_start_demo_are_refused_up_front() {
+        let mut args = DrillArgs {
+            scenario: Scenario::RaftPartition,
+            cycles: 1,
+            start_demo: true,
+            ibsmd: None,
+            report_dir: PathBuf::from("x"),
+            dual_master_bound_ms: 0,
+            fabric: Some("ibsim:/n".into()),
+        };
+        assert!(args.on_ibsim());
+        let e = args
+            .check()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("not available on ibsim"), "{e}");
+        args.scenario = Scenario::KillMaster;
+        assert!(args.check().is_ok());
+        args.start_demo = false;
+        assert!(args.check().is_err());
+        args.fabric = Some("gen:fat-tree:4".into());
+        args.start_demo = true;
+        args.scenario = Scenario::RaftPartition;
+        assert!(!args.on_ibsim());
+        assert!(args.check().is_ok());
+    }
+
+    #[test]
     fn the_marker_p_key_is_a_valid_partition_key() {
         // 15-bit base key, neither 0 (invalid) nor 0x7fff (the default partition).
         assert!((1..0x7fff).contains(&MARKER_P_KEY));

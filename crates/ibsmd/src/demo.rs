@@ -13,6 +13,10 @@
 //! replica fault switch, so `ibsmctl drill raft-partition` can cut a running master's
 //! Raft traffic from outside the process while its SM keeps running.
 //!
+//! The same drills on ibsim, with the members as separate `ibsmd --fabric umad`
+//! processes, are in [`crate::demo_ibsim`] (`ibsmd demo --fabric ibsim:NETFILE`);
+//! [`DemoHandle`] fronts either, so the Demo service and `ibsmctl drill` are shared.
+//!
 //! Security: the demo binds loopback only and defaults to plaintext with a warning
 //! (it is a playground, and `ibsmctl status` should work at once); give it a token
 //! ([`DemoOptions::security`], `ibsmd demo --auth-token-file`) to rehearse with one.
