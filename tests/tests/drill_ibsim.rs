@@ -132,6 +132,17 @@ fn two_planned_handovers_on_ibsim() -> Result<()> {
     assert_failovers(&json, 2, &out)
 }
 
+/// Seen before the fix: the raised standby, which had last swept before the real
+/// master came up, kept following a STANDBY from its stale SM port list, then took
+/// MASTER beside the real one for 1-2 s.
+#[test]
+fn two_priority_flaps_on_ibsim_never_show_two_masters() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let report_dir = dir.path().join("report");
+    let (out, json) = drill("priority-flap", 2, &report_dir)?;
+    assert_failovers(&json, 2, &out)
+}
+
 #[test]
 fn raft_partition_is_refused_up_front_on_ibsim() -> Result<()> {
     let dir = tempfile::tempdir()?;

@@ -625,6 +625,8 @@ struct Runtime {
     /// MADs that arrived while [`bootstrap`] waited for its answers (another SM's
     /// SubnGet(SMInfo) among them): handled first by [`Runtime::run`].
     backlog: VecDeque<ReceivedMad>,
+    /// The SM ports the current prepared takeover's discovery found.
+    prepared_sm_ports: Option<Vec<SmPort>>,
 }
 
 impl Runtime {
@@ -687,6 +689,7 @@ impl Runtime {
             prepared: None,
             next_partition_poll: Duration::ZERO,
             backlog,
+            prepared_sm_ports: None,
             port_watch: PortWatch {
                 port: local_port,
                 next: Duration::ZERO,
@@ -1221,8 +1224,14 @@ impl Runtime {
             }
             ElectionEvent::DiscoveryNeeded => {
                 // Not a fabric change: a prepared takeover stays valid, and its
-                // discovery (PreparedDiscovery) answers this; else our own sweep does.
-                if !self.subnet.is_active() {
+                // discovery answers this (now if it is done: it started when the
+                // master went silent; else its PreparedDiscovery event will); without
+                // one, our own sweep does.
+                if self.subnet.is_preparing() {
+                    if let Some(ports) = self.prepared_sm_ports.clone() {
+                        self.sm_ports_found(now, &ports);
+                    }
+                } else if !self.subnet.is_active() {
                     self.heavy_wanted = true;
                 }
                 tracing::info!("{text}");
@@ -1646,8 +1655,10 @@ impl Runtime {
             }
             SubnetEvent::PreparedDiscovery { sm_ports } => {
                 // The takeover's discovery is the fresh sweep a DISCOVERING election
-                // waits for (our own sweeps pause while it prepares).
+                // waits for (our own sweeps pause while it prepares); kept for a round
+                // that starts after it (the preparation starts a poll early).
                 self.sm_ports_found(now, &sm_ports);
+                self.prepared_sm_ports = Some(sm_ports);
             }
         }
     }
@@ -1769,6 +1780,7 @@ impl Runtime {
             missed = self.election.missed_polls(),
             "master silent: preparing the takeover"
         );
+        self.prepared_sm_ports = None;
         let guid2lid = crate::replication::prepare_take_over(&r, &mut self.subnet, now);
         self.prepared = Some((self.fabric_changes, guid2lid));
         self.subnet.is_preparing()

@@ -48,8 +48,9 @@ struct Round {
     lost: Option<u64>,
     /// The route `lost` was asked over without an answer.
     lost_unanswered: Option<SmRoute>,
-    /// A sweep was reported since the round started (always true for a round that
-    /// did not start from missed polls: its routes are as fresh as the driver has).
+    /// A sweep was reported since the round started. A round concludes anything but
+    /// "follow a MASTER" only then: the SM ports and routes an older sweep recorded may
+    /// miss the real master (an SM that came up since) or lead over a dead cable.
     fresh_sweep: bool,
     /// [`ElectionEvent::DiscoveryNeeded`] was reported for this round.
     discovery_asked: bool,
@@ -794,9 +795,11 @@ impl Election {
         self.set_state(SmState::Discovering, reason);
         self.round = Some(Round {
             lost,
-            fresh_sweep: lost.is_none(),
+            discovery_asked: true,
             ..Round::default()
         });
+        // Ask for the sweep now, so it runs while the known SM ports are queried.
+        self.events.push_back(ElectionEvent::DiscoveryNeeded);
         self.query_round(now);
         self.maybe_finish_round(now);
     }
@@ -898,15 +901,12 @@ impl Election {
             return;
         }
         if let Some(r) = self.round.as_mut() {
-            // About to conclude MASTER because the master we followed went silent,
-            // judged only over the route an older sweep recorded: wait for a sweep
-            // made since (a broken path must not look like a dead master: that is a
-            // false failover, and two masters until they find each other).
-            if r.lost_unanswered.is_some()
-                && !r.fresh_sweep
-                && r.best_master.is_none()
-                && r.best_higher.is_none()
-            {
+            // Without a MASTER among the SM ports an older sweep recorded, conclude
+            // only from a sweep made since: a master that went silent over a broken
+            // path is not dead (a false failover, two masters until they meet), and
+            // an SM that came up since the last sweep may be the master (else we
+            // follow a STANDBY, or take MASTER beside it).
+            if !r.fresh_sweep && r.best_master.is_none() {
                 if !r.discovery_asked {
                     r.discovery_asked = true;
                     self.events.push_back(ElectionEvent::DiscoveryNeeded);
@@ -1046,10 +1046,27 @@ impl Election {
     fn request_failed(&mut self, now: Duration, p: Pending) {
         match p.purpose {
             Purpose::Discover => {
+                let moved = p
+                    .expect_guid
+                    .and_then(|g| self.known.get(&g))
+                    .is_some_and(|k| k.route != p.dest);
+                let mut requery = false;
                 if let Some(r) = self.round.as_mut() {
                     if r.lost.is_some() && r.lost == p.expect_guid {
-                        r.lost_unanswered = Some(p.dest);
+                        if r.fresh_sweep && moved {
+                            // A sweep since found the lost master over another route
+                            // (before this query over the old one gave up): ask there.
+                            if let Some(g) = r.lost.take() {
+                                r.queried.remove(&g);
+                            }
+                            requery = true;
+                        } else {
+                            r.lost_unanswered = Some(p.dest);
+                        }
                     }
+                }
+                if requery {
+                    self.query_round(now);
                 }
                 self.maybe_finish_round(now)
             }

@@ -20,13 +20,15 @@
 //!   that outranks us -> STANDBY polling it (OpenSM does the same); else MASTER. Answers
 //!   whose SMInfo.GUID differs from the queried port, or whose SM_Key is non-zero and not
 //!   ours, are ignored (OpenSM exits on the latter; we report
-//!   [`ElectionEvent::RemoteSmKeyMismatch`]). A round entered because the master went
-//!   silent asks that master once more (no retries) over the route the last sweep
-//!   recorded; if it stays silent and nothing else outranks us, the round does not
-//!   conclude MASTER until a sweep made since has been reported
-//!   ([`ElectionEvent::DiscoveryNeeded`] asks the driver for one): a cable down on the
-//!   directed path to a live master must not look like a dead master. If that sweep
-//!   finds the master over another route it is asked again there (normal retries).
+//!   [`ElectionEvent::RemoteSmKeyMismatch`]). A round entered from another state
+//!   (the master went silent, the SM we followed stood by, DISCOVER...) asks for a
+//!   fresh sweep at once ([`ElectionEvent::DiscoveryNeeded`]) and, unless a known SM
+//!   answers MASTER, concludes only after that sweep has been reported: a cable down
+//!   on the directed path to a live master must not look like a dead master, and an SM
+//!   that came up since our last sweep may be the master (seen on ibsim: a standby that
+//!   kept re-following a STANDBY from its stale list, then took MASTER beside the real
+//!   one). A master that went silent is asked once more (no retries) over its old
+//!   route, and again with retries if the fresh sweep finds it over another one.
 //! * **STANDBY**: SubnGet(SMInfo) to the master every `poll_interval`. A poll that is not
 //!   answered before the next one is a miss; `poll_retries` misses in a row ->
 //!   DISCOVERING ([`TransitionReason::MissedPolls`]). An answer in MASTER whose ActCount

@@ -646,6 +646,50 @@ fn a_lost_master_reached_by_a_new_route_is_asked_again_and_followed() {
 }
 
 #[test]
+fn a_new_route_seen_before_the_last_query_gives_up_is_asked_too() {
+    // The driver's sweep is fast: it reports the lost master over a new route while
+    // the one last query over the old route is still out. When that query gives up,
+    // the master is asked over the new route instead of being declared dead.
+    let mut e = standby(cfg(1), 5);
+    let mut now = ms(1);
+    let mut sent = 0;
+    while e.state() == SmState::Standby {
+        now = e.poll_timeout().expect("standby has a timer");
+        e.handle_timeout(now);
+        sent = gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID)).len();
+    }
+    assert_eq!(sent, 1, "the last query, over the old route");
+    let new_route = SmRoute::Directed(DrRoute::new(&[0, 2, 3]));
+    e.handle_sweep(
+        now + ms(1),
+        &[SmPort {
+            route: new_route.clone(),
+            ..peer_port()
+        }],
+    );
+    assert!(
+        gets_to(&transmits(&mut e), &new_route).is_empty(),
+        "not yet"
+    );
+    let t = e.poll_timeout().expect("the query's timeout");
+    e.handle_timeout(t);
+    assert_eq!(e.state(), SmState::Discovering, "not declared dead");
+    let tids = gets_to(&transmits(&mut e), &new_route);
+    assert_eq!(tids.len(), 1, "asked over the new route");
+    e.handle_message(
+        t + ms(1),
+        new_route,
+        SmInfoMsg::GetResp {
+            tid: tids[0],
+            status: 0,
+            attr_mod: 0,
+            info: peer_info(SmState::Master, 5, 40),
+        },
+    );
+    assert_eq!(e.state(), SmState::Standby);
+}
+
+#[test]
 fn a_lost_master_gone_from_the_fresh_sweep_leaves_us_master() {
     let (mut e, now) = lost_master_waiting_for_a_sweep();
     e.handle_sweep(now, &[]);
@@ -711,7 +755,75 @@ fn stalled_act_count_declares_master_lost_then_we_take_over() {
         tids[0],
         peer_info(SmState::Master, 5, 1),
     );
+    // A suspect master is no master: the round waits for its fresh sweep.
+    assert_eq!(e.state(), SmState::Discovering);
+    e.handle_sweep(now + ms(3), &[peer_port()]);
+    assert!(
+        gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID)).is_empty(),
+        "the same route is not asked again"
+    );
     assert_eq!(e.state(), SmState::Master);
+}
+
+#[test]
+fn a_round_after_the_followed_sm_stands_by_waits_for_a_fresh_sweep() {
+    // Seen on ibsim: we followed a higher SM that was itself STANDBY (the real master
+    // came up after our last sweep). The followed SM answers STANDBY, we go
+    // DISCOVERING; the round must not re-follow it from the stale port list (a loop
+    // every poll) nor, once we outrank it, take MASTER beside the real master: it
+    // waits for a sweep, which finds the master.
+    const REAL: u64 = 0x0002_c903_0000_0030;
+    let mut e = Election::new(cfg(1), ms(0)).expect("valid");
+    e.handle_sweep(ms(0), &[peer_port()]);
+    let tids = gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID));
+    answer(&mut e, ms(1), tids[0], peer_info(SmState::Standby, 5, 0));
+    assert_eq!(e.state(), SmState::Standby, "behind the higher STANDBY");
+    events(&mut e);
+    let (now, tid) = loop {
+        let now = e.poll_timeout().expect("timer");
+        if let Some(t) = poll_once(&mut e, now) {
+            break (now, t);
+        }
+    };
+    answer(&mut e, now + ms(1), tid, peer_info(SmState::Standby, 5, 0));
+    assert_eq!(e.state(), SmState::Discovering);
+    assert!(events(&mut e).contains(&ElectionEvent::DiscoveryNeeded));
+    // The stale round's query of PEER answers STANDBY again: no conclusion yet.
+    if let Some(t) = gets_to(&transmits(&mut e), &SmRoute::Lid(PEER_LID)).first() {
+        answer(&mut e, now + ms(2), *t, peer_info(SmState::Standby, 5, 0));
+    }
+    assert_eq!(
+        e.state(),
+        SmState::Discovering,
+        "no conclusion from a stale list"
+    );
+    // The fresh sweep finds the real master.
+    let real = SmPort {
+        guid: REAL,
+        route: SmRoute::Lid(9),
+        lid: Some(9),
+    };
+    e.handle_sweep(now + ms(3), &[peer_port(), real]);
+    let tids = gets_to(&transmits(&mut e), &SmRoute::Lid(9));
+    assert_eq!(tids.len(), 1, "the new SM port is asked");
+    e.handle_message(
+        now + ms(4),
+        SmRoute::Lid(9),
+        SmInfoMsg::GetResp {
+            tid: tids[0],
+            status: 0,
+            attr_mod: 0,
+            info: SmInfo {
+                guid: REAL,
+                sm_key: 0,
+                act_count: 7,
+                priority: 10,
+                state: SmState::Master,
+            },
+        },
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(REAL));
 }
 
 #[test]

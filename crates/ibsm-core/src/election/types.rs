@@ -521,12 +521,12 @@ pub enum ElectionEvent {
     /// We accepted HANDOVER while already MASTER (another master yielded to us):
     /// the daemon should run a heavy sweep.
     HeavySweepRequested,
-    /// DISCOVERING after missed polls: the lost master did not answer over the
-    /// directed route our last sweep recorded, and that route may be what broke (a
-    /// cable on the path, not the master). The round waits for a fresh sweep
-    /// ([`Election::handle_sweep`](super::Election::handle_sweep)) before it concludes
-    /// MASTER; the driver should discover the fabric now (a prepared takeover's
-    /// discovery does). Asked once per round.
+    /// We went DISCOVERING (from STANDBY, MASTER or NOTACTIVE): the SM ports and
+    /// directed routes of our last sweep may be stale (a cable on the path to a silent
+    /// master, an SM that came up since). Unless a known SM answers MASTER, the round
+    /// waits for a sweep reported after this event
+    /// ([`Election::handle_sweep`](super::Election::handle_sweep)); the driver should
+    /// discover the fabric now (a prepared takeover's discovery does). Once per round.
     DiscoveryNeeded,
     /// Our effective priority changed (set_priority, or sticky elevation).
     PriorityChanged {
@@ -570,7 +570,7 @@ impl fmt::Display for ElectionEvent {
             },
             ElectionEvent::HeavySweepRequested => f.write_str("heavy sweep requested"),
             ElectionEvent::DiscoveryNeeded => {
-                f.write_str("lost master silent on its known route: fresh discovery needed")
+                f.write_str("discovering: a fresh sweep is needed before the round concludes")
             }
             ElectionEvent::PriorityChanged { from, to } => {
                 write!(f, "sm priority: {from} -> {to}")
