@@ -561,16 +561,18 @@ async fn run_demo(
     if !token {
         println!("  (plaintext, no authentication: loopback only; --auth-token-file FILE to require a token)");
     }
-    if let Some(first) = members.first() {
-        println!(
-            "try:  cargo run --release -p ibsmctl -- --endpoint http://{} status",
-            first.endpoint
-        );
-    }
-    println!("Ctrl-C to stop.");
+    print_try(members.first().map(|m| m.endpoint.to_string()));
     shutdown_signal().await;
     demo.stop().await;
     Ok(())
+}
+
+/// The demo's last lines: a first command to try, and how to stop.
+fn print_try(first_endpoint: Option<String>) {
+    if let Some(ep) = first_endpoint {
+        println!("try:  cargo run --release -p ibsmctl -- --endpoint http://{ep} status");
+    }
+    println!("Ctrl-C to stop.");
 }
 
 async fn run_ibsim_demo(opts: ibsmd::demo_ibsim::IbsimDemoOptions) -> anyhow::Result<()> {
@@ -594,13 +596,7 @@ async fn run_ibsim_demo(opts: ibsmd::demo_ibsim::IbsimDemoOptions) -> anyhow::Re
         );
     }
     println!("  (plaintext, no authentication: loopback only)");
-    if let Some(first) = demo.members().first() {
-        println!(
-            "try:  cargo run --release -p ibsmctl -- --endpoint http://{} status",
-            first.endpoint
-        );
-    }
-    println!("Ctrl-C to stop.");
+    print_try(demo.members().first().map(|m| m.endpoint.to_string()));
     shutdown_signal().await;
     demo.stop().await;
     Ok(())

@@ -92,8 +92,8 @@ fn init_tracing() {
         .try_init();
 }
 
-#[test]
-fn master_configures_and_reroutes_standby_configures_nothing() {
+/// A k=4 fat tree in the embedded simulator and two CA ports far apart for two SMs.
+fn k4_with_two_sm_ports() -> (Topology, SharedSim, (NodeIdx, u8), (NodeIdx, u8)) {
     init_tracing();
     let topo = ibsm_fabric::gen::fat_tree_3level(4).expect("k=4 fat tree");
     let sim = SharedSim::new(&topo);
@@ -101,10 +101,17 @@ fn master_configures_and_reroutes_standby_configures_nothing() {
     let [(n1, p1, _), (n2, p2, _)] = ports.as_slice() else {
         panic!("need two CA ports");
     };
+    let (a, b) = ((*n1, *p1), (*n2, *p2));
+    (topo, sim, a, b)
+}
+
+#[test]
+fn master_configures_and_reroutes_standby_configures_nothing() {
+    let (topo, sim, (n1, p1), (n2, p2)) = k4_with_two_sm_ports();
     let mut c1 = InstanceConfig::new("sm1", 10);
     c1.subnet.sweep_interval = Duration::from_millis(200);
-    let master = spawn_on_sim(&sim, *n1, *p1, c1).expect("master");
-    let standby = spawn_on_sim(&sim, *n2, *p2, InstanceConfig::new("sm2", 5)).expect("standby");
+    let master = spawn_on_sim(&sim, n1, p1, c1).expect("master");
+    let standby = spawn_on_sim(&sim, n2, p2, InstanceConfig::new("sm2", 5)).expect("standby");
 
     wait_for("subnet up", Duration::from_secs(30), || {
         let s = master.status();
@@ -192,15 +199,9 @@ fn master_configures_and_reroutes_standby_configures_nothing() {
 /// back) cuts the standby's route at least once.
 #[test]
 fn a_cable_down_on_the_standbys_route_to_the_master_is_no_failover() {
-    init_tracing();
-    let topo = ibsm_fabric::gen::fat_tree_3level(4).expect("k=4 fat tree");
-    let sim = SharedSim::new(&topo);
-    let ports = pick_ca_ports(&topo, 2);
-    let [(n1, p1, _), (n2, p2, _)] = ports.as_slice() else {
-        panic!("need two CA ports");
-    };
-    let master = spawn_on_sim(&sim, *n1, *p1, InstanceConfig::new("sm1", 10)).expect("master");
-    let standby = spawn_on_sim(&sim, *n2, *p2, InstanceConfig::new("sm2", 5)).expect("standby");
+    let (topo, sim, (n1, p1), (n2, p2)) = k4_with_two_sm_ports();
+    let master = spawn_on_sim(&sim, n1, p1, InstanceConfig::new("sm1", 10)).expect("master");
+    let standby = spawn_on_sim(&sim, n2, p2, InstanceConfig::new("sm2", 5)).expect("standby");
     wait_for("master and standby", Duration::from_secs(30), || {
         let (m, s) = (master.status(), standby.status());
         if m.state.to_string() == "MASTER"
@@ -212,8 +213,8 @@ fn a_cable_down_on_the_standbys_route_to_the_master_is_no_failover() {
             Err(format!("{m:?} / {s:?}"))
         }
     });
-    let (leaf, _) = topo.neighbor(*n1, *p1).expect("master's leaf");
-    let (leaf2, _) = topo.neighbor(*n2, *p2).expect("standby's leaf");
+    let (leaf, _) = topo.neighbor(n1, p1).expect("master's leaf");
+    let (leaf2, _) = topo.neighbor(n2, p2).expect("standby's leaf");
     assert_ne!(leaf, leaf2, "the SMs must sit on different leaf switches");
     let uplinks: Vec<u8> = topo
         .node(leaf)
