@@ -256,6 +256,27 @@ fn fabric_rpcs_through_ibsmctl() -> Result<()> {
         .context("partition 0x0012 on the standby")?;
     assert_eq!(p["name"], "storage");
     assert_eq!(p["members"][1]["membership"], "limited");
+    // Deleted through a standby (forwarded to the Raft leader): gone from its list at
+    // once (it waits for its own replica to apply the removal); a second delete is
+    // NOT_FOUND (exit 1), a start-up-only or bogus P_Key a usage error.
+    let del = demo.json(s, &["partitions", "delete", "0x12", "--json"])?;
+    assert!(
+        del["outcome"].as_str().unwrap_or("").contains("removed"),
+        "{del}"
+    );
+    assert!(
+        del["partitions"]
+            .as_array()
+            .context("partitions")?
+            .iter()
+            .all(|p| p["p_key"] != "0x0012"),
+        "{del}"
+    );
+    let (code, err) = demo.fails(s, &["partitions", "delete", "0x12"])?;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no partition with P_Key 0x0012"), "{err}");
+    let (code, err) = demo.fails(s, &["partitions", "delete", "0x8012"])?;
+    assert_eq!(code, Some(2), "{err}");
 
     // Members (the replica engineer's Cluster service) through ibsmctl.
     let members = demo.json(m, &["members", "--json"])?;

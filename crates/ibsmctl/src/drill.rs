@@ -34,10 +34,10 @@
 //! Writes lost: before each cycle's action the drill writes a marker through the API
 //! that goes through the replica (`Fabric/SetPartition` of the partition
 //! [`MARKER_P_KEY`], named after the run and the cycle, the master's port its only
-//! member). Every cycle overwrites the same partition, so a drill of any length leaves
-//! one extra P_Key on one port: the master programs replicated partitions, and a
-//! P_Key per cycle would soon fill the 32-entry P_Key block of the ports that were
-//! master. Once the cycle's master is verified, every running instance must
+//! member). Every cycle overwrites the same partition (the master programs replicated
+//! partitions, and a P_Key per cycle would soon fill the 32-entry P_Key block of the
+//! ports that were master), and the drill deletes it at the end
+//! (`Fabric/DeletePartition`). Once the cycle's master is verified, every running instance must
 //! list it (`Fabric/ListPartitions`, within [`MARKER_TIMEOUT`]: standbys apply the log
 //! asynchronously); an acknowledged marker missing anywhere is a lost write.
 //!
@@ -855,6 +855,29 @@ impl Drill {
         Ok(Marker { name, p_key, acked })
     }
 
+    /// Take the marker partition out again (best effort, through the first member
+    /// that answers), so a drill leaves no P_Key behind on a running demo.
+    async fn remove_marker(&mut self) {
+        for m in &mut self.members {
+            let t = m.target.clone();
+            let r = unary(
+                &t,
+                "DeletePartition",
+                m.fabric.delete_partition(pb::DeletePartitionRequest {
+                    p_key: MARKER_P_KEY,
+                }),
+            )
+            .await;
+            match r {
+                Ok(_) => return,
+                Err(e) => eprintln!(
+                    "drill: marker partition not removed through {}: {e}",
+                    m.name
+                ),
+            }
+        }
+    }
+
     /// Every running instance must list an acknowledged marker within
     /// [`MARKER_TIMEOUT`]; each one that does not is a lost write.
     async fn check_marker(&mut self, marker: &Marker, c: &mut Cycle) -> Result<(), DrillError> {
@@ -1279,6 +1302,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
         marks.push((c.action_at, format!("#{i}")));
         cycles.push(c);
     }
+    d.remove_marker().await;
     let end = d.poll().await?;
     let names: Vec<String> = d.members.iter().map(|m| m.name.clone()).collect();
     let (mut report, mut broken) = report(args, &cycles);

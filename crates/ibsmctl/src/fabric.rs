@@ -21,6 +21,7 @@ pub enum FabricRequest {
     Route { src: u16, dst: u16 },
     Partitions,
     SetPartition(pb::PartitionEntry),
+    DeletePartition(u16),
     Members,
     AddMember { id: u64, addr: String },
     RemoveMember { id: u64 },
@@ -427,6 +428,17 @@ pub async fn run(target: &Target, req: FabricRequest) -> Result<(), CtlError> {
                 target,
                 "SetPartition",
                 fabric.set_partition(pb::SetPartitionRequest { partition: Some(p) }),
+            )
+            .await?;
+            print(j, partitions_json(&r), partitions_text(&r));
+        }
+        FabricRequest::DeletePartition(pkey) => {
+            let r = unary(
+                target,
+                "DeletePartition",
+                fabric.delete_partition(pb::DeletePartitionRequest {
+                    p_key: u32::from(pkey),
+                }),
             )
             .await?;
             print(j, partitions_json(&r), partitions_text(&r));

@@ -161,7 +161,7 @@ enum Command {
         #[arg(value_parser = fabric::parse_lid)]
         dst: u16,
     },
-    /// List partitions, or `set NAME PKEY GUID[:full|limited],...`.
+    /// List partitions, `set NAME PKEY GUID[:full|limited],...`, or `delete PKEY`.
     Partitions {
         #[command(subcommand)]
         action: Option<PartitionCmd>,
@@ -217,6 +217,12 @@ enum PartitionCmd {
         /// Members: GUID[:full|limited],... (default full).
         #[arg(value_parser = fabric::parse_member_list)]
         members: fabric::MemberList,
+    },
+    /// Remove a partition set through the API.
+    Delete {
+        /// Its base P_Key, 0x0001-0x7ffe.
+        #[arg(value_parser = fabric::parse_pkey)]
+        pkey: u16,
     },
 }
 
@@ -274,6 +280,9 @@ fn main() -> ExitCode {
                 members: members.0.clone(),
             },
         )),
+        Command::Partitions {
+            action: Some(PartitionCmd::Delete { pkey }),
+        } => Some(fabric::FabricRequest::DeletePartition(*pkey)),
         Command::Members { action: None } => Some(fabric::FabricRequest::Members),
         Command::Members {
             action: Some(MemberCmd::Add { id, addr }),

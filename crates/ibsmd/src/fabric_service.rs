@@ -19,6 +19,7 @@
 //! here says `"replica"`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ibsm_core::election::SmState;
 use ibsm_proto::v1 as pb;
@@ -451,11 +452,7 @@ impl Fabric for FabricService {
         })?;
         // The set the master would program with it must stay valid (a name used by
         // another replicated P_Key, more than 31 partitions on one port...).
-        let configured: Vec<ibsm_core::subnet::Partition> = snap
-            .fabric
-            .as_ref()
-            .map(|v| v.partitions.clone())
-            .unwrap_or_default();
+        let configured = snap.startup_partitions.clone();
         let mut replicated = repl.replica().with_state(crate::replication::partitions_in);
         if let Some(other) = replicated
             .iter()
@@ -486,6 +483,7 @@ impl Fabric for FabricService {
             ))
             .await
             .map_err(|e| Status::unavailable(format!("the replica did not commit {key}: {e}")))?;
+        applied_here(repl, receipt.log_index).await;
         let outcome = format!(
             "partition {:?} P_Key {:#06x} ({} members) committed to the replica at log index {}; the MASTER programs it into the members' P_Key tables (and the enforcing switch ports) on its next heavy sweep, which the change itself starts once its replica has applied the entry",
             p.name,
@@ -495,6 +493,60 @@ impl Fabric for FabricService {
         );
         Ok(Response::new(self.partitions(outcome)?))
     }
+
+    async fn delete_partition(
+        &self,
+        req: Request<pb::DeletePartitionRequest>,
+    ) -> Result<Response<pb::ListPartitionsResponse>, Status> {
+        let p_key = req.into_inner().p_key;
+        let pkey = u16::try_from(p_key)
+            .ok()
+            .filter(|k| (1..0x7fff).contains(k))
+            .ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "P_Key {p_key:#x} is not a partition's base key (0x0001-0x7ffe)"
+                ))
+            })?;
+        let repl = self.repl.as_ref().ok_or_else(|| {
+            Status::failed_precondition(
+                "this ibsmd runs without replication: its partitions come from --partition at start",
+            )
+        })?;
+        let replicated = repl.replica().with_state(crate::replication::partitions_in);
+        let Some(old) = replicated.iter().find(|q| q.pkey == pkey) else {
+            return Err(Status::not_found(format!(
+                "no partition with P_Key {pkey:#06x} was set through the API (start-up partitions come from --partition or the config file)"
+            )));
+        };
+        let key = crate::replication::partition_key(pkey);
+        let receipt = repl
+            .replica()
+            .write(ibsm_replica::Command::Config(
+                ibsm_replica::ConfigChange::Remove { key: key.clone() },
+            ))
+            .await
+            .map_err(|e| {
+                Status::unavailable(format!("the replica did not commit removing {key}: {e}"))
+            })?;
+        applied_here(repl, receipt.log_index).await;
+        let outcome = format!(
+            "partition {:?} P_Key {pkey:#06x} removed from the replica at log index {}; the MASTER takes it out of the members' P_Key tables on its next heavy sweep (a start-up partition with that P_Key, if any, applies again)",
+            old.name, receipt.log_index
+        );
+        Ok(Response::new(self.partitions(outcome)?))
+    }
+}
+
+/// Read your write: the answer lists partitions from this member's replica, which
+/// applies a committed entry a moment after the commit (a follower even later). Wait
+/// for it, bounded; past the bound the list may lag, the write stands.
+async fn applied_here(repl: &crate::replication::Replication, index: u64) {
+    let _ = repl
+        .replica()
+        .wait_metrics(Duration::from_secs(2), |m| {
+            m.last_applied.is_some_and(|a| a >= index)
+        })
+        .await;
 }
 
 impl FabricService {
@@ -507,19 +559,18 @@ impl FabricService {
             .as_ref()
             .map(|v| v.partitions.clone())
             .unwrap_or_default();
-        let mut partitions = programmed.clone();
-        let mut source = match (&snap.fabric, snap.state) {
-            (Some(_), SmState::Master) => "master",
-            (Some(_), _) => "last-view",
-            (None, _) => "config",
+        let (mut partitions, mut source) = match (&snap.fabric, snap.state) {
+            (Some(_), SmState::Master) => (programmed.clone(), "master"),
+            (Some(_), _) => (programmed.clone(), "last-view"),
+            (None, _) => (snap.startup_partitions.clone(), "config"),
         };
         if let Some(r) = &self.repl {
+            // What the MASTER programs from now on: start-up plus replicated (a
+            // deleted replicated partition is gone here before the next sweep).
             let replicated = r.replica().with_state(crate::replication::partitions_in);
-            for p in replicated {
-                partitions.retain(|q| q.pkey != p.pkey);
-                partitions.push(p);
-            }
-            partitions.sort_by_key(|p| p.pkey);
+            let (wanted, _) =
+                crate::replication::effective_partitions(&snap.startup_partitions, &replicated);
+            partitions = wanted;
             let mut sorted = programmed;
             sorted.sort_by_key(|p| p.pkey);
             if partitions != sorted || source != "master" {

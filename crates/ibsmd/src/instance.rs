@@ -350,11 +350,15 @@ pub struct Snapshot {
     /// What this SM configured as MASTER at its last heavy sweep (`None` before its
     /// first one); kept after it steps down, so it may be stale then.
     pub fabric: Option<Arc<crate::fabric_view::FabricView>>,
+    /// The partitions of this SM's start-up configuration (`--partition`, config
+    /// file); the MASTER programs them plus the replicated ones.
+    pub startup_partitions: Vec<ibsm_core::subnet::Partition>,
 }
 
 impl Snapshot {
-    fn new(name: &str) -> Snapshot {
+    fn new(name: &str, startup_partitions: Vec<ibsm_core::subnet::Partition>) -> Snapshot {
         Snapshot {
+            startup_partitions,
             name: name.to_string(),
             guid: 0,
             lid: 0,
@@ -430,7 +434,10 @@ impl Instance {
         SubnetManager::new(cfg.subnet.clone())
             .map_err(|e| anyhow::anyhow!("SM {}: subnet configuration: {e}", cfg.name))?;
         let (cmd_tx, cmd_rx) = mpsc::channel();
-        let status = Arc::new(RwLock::new(Snapshot::new(&cfg.name)));
+        let status = Arc::new(RwLock::new(Snapshot::new(
+            &cfg.name,
+            cfg.subnet.partitions.clone(),
+        )));
         let (events, _) = broadcast::channel(256);
         let name = cfg.name.clone();
         let thread_status = Arc::clone(&status);

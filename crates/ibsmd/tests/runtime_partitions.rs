@@ -21,8 +21,8 @@ use ibsm_mad::{AttributeId, Smp};
 use ibsm_proto::v1::control_client::ControlClient;
 use ibsm_proto::v1::fabric_client::FabricClient;
 use ibsm_proto::v1::{
-    GetStatusRequest, ListPartitionsRequest, ListPartitionsResponse, PartitionEntry,
-    PartitionMemberEntry, SetPartitionRequest, SmState, Status,
+    DeletePartitionRequest, GetStatusRequest, ListPartitionsRequest, ListPartitionsResponse,
+    PartitionEntry, PartitionMemberEntry, SetPartitionRequest, SmState, Status,
 };
 use ibsm_transport::{run_discovery, DiscoverConfig, FabricSpec, MadDevice, SimDevice};
 use ibsmd::demo::{Demo, Selector};
@@ -308,5 +308,42 @@ async fn a_partition_set_through_the_api_is_programmed_and_survives_a_failover()
         &[(a, ka, false), (a, kb, false), (b, kb, true), (c, ka, true)],
     )
     .await;
+
+    // Delete it: the key leaves every member; deleting it again is NOT_FOUND.
+    let mut f = FabricClient::connect(format!("http://{new_ep}"))
+        .await
+        .expect("connect");
+    let del = f
+        .delete_partition(DeletePartitionRequest { p_key: 0x21 })
+        .await
+        .expect("DeletePartition")
+        .into_inner();
+    assert!(del.outcome.contains("removed"), "{}", del.outcome);
+    assert!(
+        del.partitions.iter().all(|p| p.p_key != 0x21),
+        "listed after delete: {:?}",
+        del.partitions
+    );
+    wait_pkeys(
+        &mut reader,
+        "0x21 removed from the members",
+        &[
+            (b, kb, false),
+            (b, ka, false),
+            (c, ka, false),
+            (c, kb, false),
+        ],
+    )
+    .await;
+    let again = f
+        .delete_partition(DeletePartitionRequest { p_key: 0x21 })
+        .await
+        .expect_err("deleting twice");
+    assert_eq!(again.code(), tonic::Code::NotFound, "{again}");
+    let bad = f
+        .delete_partition(DeletePartitionRequest { p_key: 0x7fff })
+        .await
+        .expect_err("the default partition");
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument, "{bad}");
     demo.stop().await;
 }
