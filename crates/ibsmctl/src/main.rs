@@ -13,7 +13,7 @@
 //! an `https://` endpoint `--ca-cert`, plus `--client-cert/--client-key` for mTLS.
 //! A refused call (`UNAUTHENTICATED`) exits 1 with a hint.
 //!
-//! - `topology`, `lids`, `route SRC DST`, `partitions [set ...]` use `ibsm.v1.Fabric`
+//! - `topology`, `lids`, `route SRC DST`, `partitions [set ...|delete PKEY]` use `ibsm.v1.Fabric`
 //!   (what the master configured; a standby answers from its replica), `members [add
 //!   ID ADDR | remove ID]` uses `ibsm.v1.Cluster` ([`fabric`]).
 //! - `drill SCENARIO` repeats a failover against `ibsmd demo` and judges it by the
