@@ -7,6 +7,12 @@
 //! driven by `recv(timeout)`. The thread wakes at least every `MAX_WAIT` to read its
 //! command channel, so commands are served within that time.
 //!
+//! Routing is the one long computation (~1.6 s for 48k LIDs): it runs on a second
+//! thread per instance (`RoutingWorker`, the configurator's `offload_routing`), so
+//! this thread keeps answering SMInfo polls meanwhile. Computed inline, a new master
+//! stayed silent for the whole computation: its standbys' polls and discovery queries
+//! went unanswered and one of them took MASTER beside it (seen in CI on ibsim).
+//!
 //! # Who owns which TIDs
 //!
 //! Three MAD initiators share the device: the election (SMInfo polls and control
@@ -83,7 +89,9 @@ use ibsm_core::election::{
     ControlPacket, DrRoute, Election, ElectionConfig, ElectionError, ElectionEvent, SmPort,
     SmRoute, SmState,
 };
-use ibsm_core::subnet::{SubnetConfig, SubnetEvent, SubnetManager, SweepKind as SubnetSweep};
+use ibsm_core::subnet::{
+    RoutingDone, RoutingJob, SubnetConfig, SubnetEvent, SubnetManager, SweepKind as SubnetSweep,
+};
 use ibsm_core::transactions::{Event, Transactions, TransactionsConfig};
 use ibsm_mad::attr::PortState;
 use ibsm_mad::{
@@ -167,6 +175,9 @@ fn set_wire_tid_low(mad: &mut [u8; MAD_SIZE], low: u32) {
 }
 /// Longest sleep in `recv`, so commands are read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(20);
+
+/// How often the instance looks for a routing result while one is being computed.
+const ROUTING_RESULT_POLL: Duration = Duration::from_millis(2);
 /// Requests kept for building responses; older ones are dropped.
 const MAX_REMEMBERED_REQUESTS: usize = 1024;
 
@@ -634,6 +645,39 @@ struct Runtime {
     backlog: VecDeque<ReceivedMad>,
     /// The SM ports the current prepared takeover's discovery found.
     prepared_sm_ports: Option<Vec<SmPort>>,
+    /// Where the configurator's routing computations run.
+    routing: RoutingWorker,
+}
+
+/// A thread that runs the configurator's [`RoutingJob`]s, so the instance thread
+/// keeps answering SMInfo (and everything else) while routes are computed.
+struct RoutingWorker {
+    jobs: mpsc::Sender<RoutingJob>,
+    done: mpsc::Receiver<RoutingDone>,
+    outstanding: usize,
+}
+
+impl RoutingWorker {
+    fn spawn(name: &str) -> anyhow::Result<RoutingWorker> {
+        let (jobs, job_rx) = mpsc::channel::<RoutingJob>();
+        let (done_tx, done) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("{name}-routing"))
+            .spawn(move || {
+                // Ends when the instance drops its sender.
+                while let Ok(job) = job_rx.recv() {
+                    if done_tx.send(job.run()).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| anyhow::anyhow!("SM {name}: cannot start the routing thread: {e}"))?;
+        Ok(RoutingWorker {
+            jobs,
+            done,
+            outstanding: 0,
+        })
+    }
 }
 
 impl Runtime {
@@ -655,8 +699,13 @@ impl Runtime {
         ecfg.tid_base = (ELECTION_TID_HIGH << 32) | u64::from(ELECTION_TID_LOW);
         let mut election = Election::new(ecfg, Duration::ZERO)
             .map_err(|e| anyhow::anyhow!("SM {}: {e}", cfg.name))?;
-        let subnet = SubnetManager::new(cfg.subnet.clone())
+        // Routing runs on a worker thread: this thread answers SMInfo polls, and a
+        // master silent for a whole routing computation looks dead to its standbys.
+        let mut subnet_cfg = cfg.subnet.clone();
+        subnet_cfg.offload_routing = true;
+        let subnet = SubnetManager::new(subnet_cfg)
             .map_err(|e| anyhow::anyhow!("SM {}: subnet configuration: {e}", cfg.name))?;
+        let routing = RoutingWorker::spawn(&cfg.name)?;
         election.set_local_lid(lid);
         tracing::info!(
             port_guid = format_args!("{port_guid:#018x}"),
@@ -697,6 +746,7 @@ impl Runtime {
             next_partition_poll: Duration::ZERO,
             backlog,
             prepared_sm_ports: None,
+            routing,
             port_watch: PortWatch {
                 port: local_port,
                 next: Duration::ZERO,
@@ -730,6 +780,10 @@ impl Runtime {
                 }
             }
             let now = self.now();
+            while let Ok(done) = self.routing.done.try_recv() {
+                self.routing.outstanding = self.routing.outstanding.saturating_sub(1);
+                self.subnet.handle_routing_done(now, done);
+            }
             if self.tx.poll_timeout().is_some_and(|t| t <= now) {
                 self.tx.handle_timeout(now);
             }
@@ -761,6 +815,10 @@ impl Runtime {
             self.publish();
             let now = self.now();
             let mut until = (now + MAX_WAIT).min(self.port_watch.next);
+            if self.routing.outstanding > 0 {
+                // The result comes on a channel, not the device: look again soon.
+                until = until.min(now + ROUTING_RESULT_POLL);
+            }
             for t in [
                 self.tx.poll_timeout(),
                 self.election.poll_timeout(),
@@ -1126,6 +1184,17 @@ impl Runtime {
             while let Some(ev) = self.subnet.poll_event() {
                 progressed = true;
                 self.on_subnet_event(now, ev);
+            }
+            while let Some(job) = self.subnet.poll_routing_job() {
+                progressed = true;
+                match self.routing.jobs.send(job) {
+                    Ok(()) => self.routing.outstanding += 1,
+                    Err(mpsc::SendError(job)) => {
+                        tracing::error!("routing thread gone: computing routes inline");
+                        let done = job.run();
+                        self.subnet.handle_routing_done(now, done);
+                    }
+                }
             }
             while let Some(t) = self.election.poll_transmit() {
                 progressed = true;

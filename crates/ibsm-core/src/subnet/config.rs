@@ -87,6 +87,13 @@ pub struct SubnetConfig {
     pub partition_enforcement: bool,
     /// Routing engine (min-hop by default).
     pub routing: RoutingEngine,
+    /// Hand routing computations to the driver as `RoutingJob`s
+    /// (`SubnetManager::poll_routing_job`) instead of computing them inside
+    /// `handle_timeout`. A daemon that answers SMInfo on the thread driving this
+    /// module must: on a 48k-LID fabric routing takes ~1.6 s, longer than the
+    /// standbys' poll budget (3 x 100 ms), and a master silent that long is taken
+    /// for dead. Off by default (simulations and tests compute inline).
+    pub offload_routing: bool,
 }
 
 impl Default for SubnetConfig {
@@ -105,6 +112,7 @@ impl Default for SubnetConfig {
             partitions: Vec::new(),
             partition_enforcement: true,
             routing: RoutingEngine::MinHop,
+            offload_routing: false,
         }
     }
 }

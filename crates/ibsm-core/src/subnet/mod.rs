@@ -462,6 +462,8 @@ enum Stage {
     LidsDone(Box<Sweep>),
     /// A new master reads the LFTs its predecessor left (see `inherit`).
     ReadingLfts(Box<Sweep>, Box<Readback>),
+    /// Routing handed to the driver as [`RoutingJob`] `id` (`offload_routing`).
+    Routing(Box<Sweep>, u64),
     /// Routing computed; distribution next.
     RoutingDone(Box<Sweep>),
     Programming(Box<Sweep>),
@@ -522,6 +524,9 @@ pub struct SubnetManager {
     /// `cfg.partitions` when the next sweep starts programming (see
     /// [`SubnetManager::set_partitions`]).
     pending_partitions: Option<Vec<Partition>>,
+    /// Routing computations for the driver (`offload_routing`), and the last id.
+    routing_jobs: VecDeque<RoutingJob>,
+    next_routing_job: u64,
 }
 
 impl SubnetManager {
@@ -555,6 +560,8 @@ impl SubnetManager {
             inherit_report: None,
             preparing: None,
             pending_partitions: None,
+            routing_jobs: VecDeque::new(),
+            next_routing_job: 0,
         })
     }
 
@@ -628,6 +635,7 @@ impl SubnetManager {
             Stage::Discovering(_)
             | Stage::LidsDone(_)
             | Stage::ReadingLfts(..)
+            | Stage::Routing(..)
             | Stage::RoutingDone(_) => {
                 // This sweep has not decided any P_Key table yet: it uses them.
                 self.pending_partitions = None;
@@ -1060,6 +1068,30 @@ impl SubnetManager {
     }
 
     /// The next event.
+    /// With [`SubnetConfig::offload_routing`]: the next routing computation to run
+    /// (on any thread: it owns its inputs); give its result to
+    /// [`SubnetManager::handle_routing_done`]. A result for a sweep that was dropped
+    /// meanwhile is ignored.
+    pub fn poll_routing_job(&mut self) -> Option<RoutingJob> {
+        self.routing_jobs.pop_front()
+    }
+
+    /// A [`RoutingJob`]'s result: the waiting sweep goes on to distribution at the
+    /// next [`SubnetManager::handle_timeout`] (its timer is due at once).
+    pub fn handle_routing_done(&mut self, now: Duration, done: RoutingDone) {
+        let waiting = matches!(&self.stage, Stage::Routing(_, id) if *id == done.id);
+        if !waiting {
+            tracing::debug!(job = done.id, "routing result for a dropped sweep ignored");
+            return;
+        }
+        if let Stage::Routing(mut sweep, _) = std::mem::replace(&mut self.stage, Stage::Idle) {
+            sweep.tables = done.tables;
+            sweep.report.lft_top = sweep.tables.lft_top;
+            self.wake_now = Some(now);
+            self.stage = Stage::RoutingDone(sweep);
+        }
+    }
+
     pub fn poll_event(&mut self) -> Option<SubnetEvent> {
         self.events.pop_front()
     }
@@ -1437,13 +1469,15 @@ impl SubnetManager {
                     let rb = start_readback(&sweep);
                     (Stage::ReadingLfts(sweep, Box::new(rb)), true)
                 } else {
-                    sweep.tables = match self.reuse_routing(&sweep) {
-                        Some(t) => t,
-                        None => compute_routing(&self.cfg, &sweep.res.topology),
-                    };
-                    sweep.report.lft_top = sweep.tables.lft_top;
-                    self.wake_now = Some(now);
-                    (Stage::RoutingDone(sweep), true)
+                    match self.reuse_routing(&sweep) {
+                        Some(t) => {
+                            sweep.tables = t;
+                            sweep.report.lft_top = sweep.tables.lft_top;
+                            self.wake_now = Some(now);
+                            (Stage::RoutingDone(sweep), true)
+                        }
+                        None => self.route(now, sweep),
+                    }
                 }
             }
             // A prepared takeover waits here for MASTER (and the replicated state
@@ -1453,10 +1487,15 @@ impl SubnetManager {
             {
                 let inh = self.inherit.take().unwrap_or_default();
                 let report = self.finish_readback(&mut sweep, *rb, &inh);
+                let adopted = report.adopted;
                 self.inherit_report = Some(report);
-                sweep.report.lft_top = sweep.tables.lft_top;
-                self.wake_now = Some(now);
-                (Stage::RoutingDone(sweep), true)
+                if adopted {
+                    sweep.report.lft_top = sweep.tables.lft_top;
+                    self.wake_now = Some(now);
+                    (Stage::RoutingDone(sweep), true)
+                } else {
+                    self.route(now, sweep)
+                }
             }
             Stage::RoutingDone(mut sweep) if self.wake_now.is_none() => {
                 self.marks[3] = now;
@@ -1622,6 +1661,25 @@ impl SubnetManager {
         Some(ForwardingTables { lft_top, lfts })
     }
 
+    /// Compute the sweep's tables: here, or (`offload_routing`) as a [`RoutingJob`]
+    /// for the driver, the sweep waiting in `Stage::Routing` for its result.
+    fn route(&mut self, now: Duration, mut sweep: Box<Sweep>) -> (Stage, bool) {
+        if self.cfg.offload_routing {
+            self.next_routing_job = self.next_routing_job.wrapping_add(1);
+            let id = self.next_routing_job;
+            self.routing_jobs.push_back(RoutingJob {
+                id,
+                engine: self.cfg.routing.clone(),
+                topology: sweep.res.topology.clone(),
+            });
+            return (Stage::Routing(sweep, id), true);
+        }
+        sweep.tables = compute_routing(&self.cfg.routing, &sweep.res.topology);
+        sweep.report.lft_top = sweep.tables.lft_top;
+        self.wake_now = Some(now);
+        (Stage::RoutingDone(sweep), true)
+    }
+
     /// The read-back is complete: remember what the switches hold, then adopt
     /// it as the routing or compute a new one (see [`Inherited`]).
     fn finish_readback(
@@ -1684,8 +1742,6 @@ impl SubnetManager {
                 .collect();
             sweep.tables = ForwardingTables { lft_top: top, lfts };
             report.adopted = true;
-        } else {
-            sweep.tables = compute_routing(&self.cfg, &sweep.res.topology);
         }
         tracing::info!(
             switches = report.switches_read,
@@ -1864,11 +1920,40 @@ impl SubnetManager {
     }
 }
 
+/// A routing computation handed to the driver (see
+/// [`SubnetConfig::offload_routing`]): it owns a copy of the topology, so the driver
+/// can run it on another thread while its own thread keeps answering SMPs (SMInfo
+/// polls above all: a master silent for the length of a big routing computation
+/// looks dead to its standbys).
+#[derive(Debug, Clone)]
+pub struct RoutingJob {
+    id: u64,
+    engine: RoutingEngine,
+    topology: ibsm_fabric::Topology,
+}
+
+impl RoutingJob {
+    /// Compute the tables (the expensive part; reads no clock, does no I/O).
+    pub fn run(self) -> RoutingDone {
+        RoutingDone {
+            id: self.id,
+            tables: compute_routing(&self.engine, &self.topology),
+        }
+    }
+}
+
+/// The result of [`RoutingJob::run`], for [`SubnetManager::handle_routing_done`].
+#[derive(Debug, Clone)]
+pub struct RoutingDone {
+    id: u64,
+    tables: ForwardingTables,
+}
+
 /// The configured engine's tables, or none at all if it fails (LFTs stay as
 /// they are rather than be cleared).
-fn compute_routing(cfg: &SubnetConfig, t: &ibsm_fabric::Topology) -> ForwardingTables {
+fn compute_routing(engine: &RoutingEngine, t: &ibsm_fabric::Topology) -> ForwardingTables {
     let opts = RoutingOptions::default();
-    let computed = match &cfg.routing {
+    let computed = match engine {
         RoutingEngine::MinHop => routing::min_hop(t, &opts),
         RoutingEngine::UpDown { roots } => {
             routing::up_down(t, (!roots.is_empty()).then_some(roots.as_slice()), &opts)

@@ -42,6 +42,10 @@ struct Wire {
     node_info_gets: u64,
     /// SubnSet(P_KeyTable) sent.
     pkey_sets: u64,
+    /// `offload_routing`: jobs run by the loop, and jobs held back (`hold_jobs`).
+    routing_jobs_run: u64,
+    held_jobs: Vec<RoutingJob>,
+    hold_jobs: bool,
     represses: Vec<(Option<u16>, Smp)>,
 }
 
@@ -153,6 +157,16 @@ impl Lab {
                 seen.push(ev);
                 if hit {
                     return seen;
+                }
+            }
+            while let Some(job) = self.sm.poll_routing_job() {
+                if self.wire.hold_jobs {
+                    self.wire.held_jobs.push(job);
+                } else {
+                    busy = true;
+                    self.wire.routing_jobs_run += 1;
+                    let done = job.run();
+                    self.sm.handle_routing_done(self.now, done);
                 }
             }
             if stop_at(&self.wire, &self.sm) {
@@ -1641,4 +1655,52 @@ fn partitions_set_while_not_master_apply_from_the_first_sweep() {
     assert_eq!(lab.sm.poll_transmit(), None);
     lab.bring_up();
     assert_pkeys(&mut lab, &cas, |g| expected_keys(&parts, g));
+}
+
+#[test]
+fn offloaded_routing_waits_for_its_result_and_programs_the_same_tables() {
+    // The daemon computes routing on another thread (its own keeps answering SMInfo
+    // polls): the sweep must send no LFT before the result, ignore a result that is
+    // not for it, and program exactly what the inline computation programs.
+    let topo = gen::fat_tree_3level(4).expect("k=4");
+    let mut inline = Lab::new(topo.clone(), cfg());
+    inline.bring_up();
+    assert_eq!(inline.wire.routing_jobs_run, 0, "inline by default");
+
+    let mut off = Lab::new(
+        topo.clone(),
+        SubnetConfig {
+            offload_routing: true,
+            ..cfg()
+        },
+    );
+    off.wire.hold_jobs = true;
+    off.sm.become_master(off.now);
+    off.run_until_or(|_| false, |w, _| !w.held_jobs.is_empty());
+    assert_eq!(off.wire.held_jobs.len(), 1);
+    assert_eq!(off.wire.lft_sets, 0, "no LFT before the routing result");
+    assert!(off.sm.is_sweeping(), "the sweep waits for its routing");
+    let job = off.wire.held_jobs.remove(0);
+    let twice = job.clone().run();
+    off.sm.handle_routing_done(off.now, job.run());
+    // A second result for the same job finds no sweep waiting: ignored.
+    off.sm.handle_routing_done(off.now, twice);
+    off.wire.hold_jobs = false;
+    off.run_until(|e| matches!(e, SubnetEvent::SweepDone { .. }));
+    assert!(off.wire.lft_sets > 0);
+
+    let max_lid = u16::try_from(topo.len() * 2).unwrap_or(u16::MAX);
+    let mut compared = 0;
+    for (idx, node) in topo.iter().filter(|(_, n)| n.is_switch()) {
+        for lid in 1..=max_lid {
+            assert_eq!(
+                off.sim.lft_entry(idx, lid),
+                inline.sim.lft_entry(idx, lid),
+                "{} LID {lid}",
+                node.description
+            );
+            compared += usize::from(inline.sim.lft_entry(idx, lid).is_some());
+        }
+    }
+    assert!(compared > 0, "no LFT entry compared");
 }
