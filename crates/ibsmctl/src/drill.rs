@@ -83,6 +83,10 @@ pub const MARKER_TIMEOUT: Duration = Duration::from_secs(20);
 /// quorum acknowledgement; the rest is slack for a loaded machine.
 pub const DEGRADED_BOUND: Duration = Duration::from_secs(20);
 
+/// How long a planned handover is retried while the master says its best standby
+/// is not ready yet.
+const HANDOVER_RETRY_MS: u64 = 10_000;
+
 /// How long to watch a Raft-isolated MASTER keep its mastership once it is degraded.
 const ISOLATION_HOLD: Duration = Duration::from_secs(2);
 
@@ -336,6 +340,8 @@ struct Drill {
     cursor: u64,
     changes: Vec<Change>,
     started: u64,
+    /// When an action that had to be retried finally went through (unix ms).
+    acted_at: Option<u64>,
 }
 
 /// Stops the demo it started (also on panic or error): SIGTERM first, so a demo on
@@ -490,6 +496,7 @@ impl Drill {
             cursor: 0,
             changes: Vec::new(),
             started: now_ms(),
+            acted_at: None,
         })
     }
 
@@ -707,12 +714,32 @@ impl Drill {
             Scenario::PlannedHandover => {
                 let m = self.member(master)?;
                 let mt = m.target.clone();
-                let r = unary(
-                    &mt,
-                    "Handover",
-                    m.control.handover(pb::HandoverRequest { to_guid: 0 }),
-                )
-                .await?;
+                // The master refuses (FAILED_PRECONDITION, "retry") while the best
+                // standby is still settling, e.g. re-discovering after the last
+                // cycle's handover: retry as an operator would, bounded.
+                let deadline = now_ms() + HANDOVER_RETRY_MS;
+                let mut attempt_at;
+                let r = loop {
+                    attempt_at = now_ms();
+                    match unary(
+                        &mt,
+                        "Handover",
+                        m.control.handover(pb::HandoverRequest { to_guid: 0 }),
+                    )
+                    .await
+                    {
+                        Err(CtlError::Rpc { status, .. })
+                            if status.code() == tonic::Code::FailedPrecondition
+                                && status.message().contains("retry")
+                                && now_ms() < deadline =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        other => break other?,
+                    }
+                };
+                // The cycle is measured from the handover that went through.
+                self.acted_at = Some(attempt_at);
                 Ok((
                     format!("handover to {}: {}", fmt_guid(r.target_guid), r.outcome),
                     Restore::Nothing,
@@ -1075,7 +1102,9 @@ impl Drill {
             _ => None,
         };
         let t0 = self.poll().await?.max(now_ms());
+        self.acted_at = None;
         let (note, restore) = self.act(scenario, &master).await?;
+        let t0 = self.acted_at.take().map_or(t0, |a| a.max(t0));
         let mut c = Cycle {
             index,
             old_master: master.clone(),
