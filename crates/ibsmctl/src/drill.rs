@@ -604,27 +604,12 @@ impl Drill {
 
     /// The SM's port GUID (GetStatus), 0 if it does not answer.
     async fn port_guid(&mut self, name: &str) -> u64 {
-        let Ok(m) = self.member(name) else { return 0 };
-        let t = m.target.clone();
-        unary(
-            &t,
-            "GetStatus",
-            m.control.get_status(pb::GetStatusRequest {}),
-        )
-        .await
-        .map_or(0, |s| s.guid)
+        self.status(name).await.map_or(0, |s| s.guid)
     }
 
+    /// The SM's mastership epoch (GetStatus), 0 if it does not answer.
     async fn epoch(&mut self, name: &str) -> u64 {
-        let Ok(m) = self.member(name) else { return 0 };
-        let t = m.target.clone();
-        unary(
-            &t,
-            "GetStatus",
-            m.control.get_status(pb::GetStatusRequest {}),
-        )
-        .await
-        .map_or(0, |s| s.epoch)
+        self.status(name).await.map_or(0, |s| s.epoch)
     }
 
     /// `name`'s epoch once it is above `floor`, or the last one read after
