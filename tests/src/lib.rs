@@ -15,10 +15,39 @@
 //! test that needs a binary with the same message.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use anyhow::{bail, Context, Result};
+
+/// The gRPC address ibsmd logged ("gRPC control API listening addr=HOST:PORT"), if
+/// its log has it yet (`--grpc 127.0.0.1:0` picks the port at start).
+pub fn grpc_addr_in_log(log: &str) -> Option<String> {
+    log.lines().find_map(|l| {
+        let rest = l.split("gRPC control API listening").nth(1)?;
+        let addr = rest.split("addr=").nth(1)?;
+        Some(addr.split_whitespace().next()?.to_string())
+    })
+}
+
+/// What an `ibsmctl ... --json` run printed, parsed; an error naming `what` (the
+/// command and where it ran) with ibsmctl's exit code and stderr if it failed, or
+/// its stdout if that is not JSON.
+pub fn ctl_json_of(what: &str, out: &Output) -> Result<serde_json::Value> {
+    if !out.status.success() {
+        bail!(
+            "ibsmctl {what} exited {:?}: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "ibsmctl {what} printed no JSON: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
 
 /// The binaries [`binary`] builds and can return.
 pub const BINARIES: [&str; 2] = ["ibsmd", "ibsmctl"];
@@ -84,6 +113,14 @@ fn build() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_grpc_address_is_read_from_ibsmd_log_lines() {
+        let log = "2026-11-30T13:37:02.965165Z  WARN ibsmd::server: plaintext addr=127.0.0.1:1\n\
+                   2026-11-30T13:37:02.966515Z  INFO ibsmd: gRPC control API listening addr=127.0.0.1:40025\n";
+        assert_eq!(grpc_addr_in_log(log).as_deref(), Some("127.0.0.1:40025"));
+        assert_eq!(grpc_addr_in_log("INFO ibsmd: starting\n"), None);
+    }
 
     #[test]
     fn profile_dir_is_the_parent_of_deps() -> Result<()> {

@@ -80,16 +80,7 @@ impl Demo {
 
     fn json(&self, i: usize, args: &[&str]) -> Result<Value> {
         let out = self.ctl(i, args)?;
-        if !out.status.success() {
-            bail!(
-                "ibsmctl {args:?} on sm{} exited {:?}: {}",
-                i + 1,
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        serde_json::from_slice(&out.stdout)
-            .with_context(|| format!("not JSON: {}", String::from_utf8_lossy(&out.stdout)))
+        ibsm_integration::ctl_json_of(&format!("{args:?} on sm{}", i + 1), &out)
     }
 
     fn status(&self, i: usize) -> Result<Value> {

@@ -209,14 +209,7 @@ impl Lab {
             token_file,
         };
         d.wait_log("gRPC control API listening", STEP)?;
-        let grpc = d
-            .log()
-            .lines()
-            .find_map(|l| {
-                let rest = l.split("gRPC control API listening").nth(1)?;
-                let addr = rest.split("addr=").nth(1)?;
-                Some(addr.split_whitespace().next()?.to_string())
-            })
+        let grpc = ibsm_integration::grpc_addr_in_log(&d.log())
             .with_context(|| format!("no addr= in ibsmd's log:\n{}", d.log()))?;
         d.grpc = format!("http://{grpc}");
         Ok(d)
@@ -289,19 +282,7 @@ impl Lab {
 
     fn ctl_json(&self, d: &Ibsmd, args: &[&str]) -> Result<serde_json::Value> {
         let out = self.ctl(d, args)?;
-        if !out.status.success() {
-            bail!(
-                "ibsmctl {args:?} exited {:?}: {}",
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        serde_json::from_slice(&out.stdout).with_context(|| {
-            format!(
-                "ibsmctl {args:?} printed no JSON: {}",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        })
+        ibsm_integration::ctl_json_of(&format!("{args:?}"), &out)
     }
 
     fn status(&self, d: &Ibsmd) -> Result<serde_json::Value> {

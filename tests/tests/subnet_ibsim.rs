@@ -352,13 +352,7 @@ impl Lab {
     /// `ibsmctl --endpoint <ibsmd's gRPC address> <args> --json`, parsed.
     fn ctl_json(&self, args: &[&str]) -> Result<serde_json::Value> {
         let log = self.log();
-        let addr = log
-            .lines()
-            .find_map(|l| {
-                let rest = l.split("gRPC control API listening").nth(1)?;
-                let addr = rest.split("addr=").nth(1)?;
-                Some(addr.split_whitespace().next()?.to_string())
-            })
+        let addr = ibsm_integration::grpc_addr_in_log(&log)
             .with_context(|| format!("no gRPC address in ibsmd's log:\n{log}"))?;
         let mut cmd = Command::new(binary("ibsmctl")?);
         cmd.arg("--endpoint")
@@ -366,13 +360,7 @@ impl Lab {
             .args(args)
             .arg("--json");
         let out = ibsm_labkit::run_with_timeout(&mut cmd, RUN_TIMEOUT)?;
-        if !out.status.success() {
-            bail!(
-                "ibsmctl {args:?} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        serde_json::from_slice(&out.stdout).with_context(|| format!("ibsmctl {args:?} JSON"))
+        ibsm_integration::ctl_json_of(&format!("{args:?}"), &out)
     }
 
     fn log(&self) -> String {
