@@ -52,8 +52,6 @@ struct Round {
     /// "follow a MASTER" only then: the SM ports and routes an older sweep recorded may
     /// miss the real master (an SM that came up since) or lead over a dead cable.
     fresh_sweep: bool,
-    /// [`ElectionEvent::DiscoveryNeeded`] was reported for this round.
-    discovery_asked: bool,
     answered: usize,
     best_master: Option<(SmInfo, SmRoute)>,
     best_higher: Option<(SmInfo, SmRoute)>,
@@ -795,7 +793,6 @@ impl Election {
         self.set_state(SmState::Discovering, reason);
         self.round = Some(Round {
             lost,
-            discovery_asked: true,
             ..Round::default()
         });
         // Ask for the sweep now, so it runs while the known SM ports are queried.
@@ -905,12 +902,10 @@ impl Election {
             // only from a sweep made since: a master that went silent over a broken
             // path is not dead (a false failover, two masters until they meet), and
             // an SM that came up since the last sweep may be the master (else we
-            // follow a STANDBY, or take MASTER beside it).
+            // follow a STANDBY, or take MASTER beside it). The sweep was asked for
+            // when the round began (`enter_discovering_after`); the initial and
+            // port-up rounds wait for the driver's first sweep anyway (`swept`).
             if !r.fresh_sweep && r.best_master.is_none() {
-                if !r.discovery_asked {
-                    r.discovery_asked = true;
-                    self.events.push_back(ElectionEvent::DiscoveryNeeded);
-                }
                 return;
             }
         }
