@@ -35,6 +35,7 @@ async fn start(
         data_dir: dir.path().to_path_buf(),
         timers: t.clone(),
         peer_tls: None,
+        peer_auth: ibsm_replica::PeerAuth::default(),
     })
     .await
     .expect("start");

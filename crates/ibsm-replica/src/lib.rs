@@ -9,12 +9,16 @@
 //! changed through the control API. Changes are [`Command`]s, one Raft log entry each:
 //!
 //! - [`Command::ClaimMastership`] `{ epoch, sm_guid }`: accepted only if `epoch` is
-//!   greater than the current epoch;
+//!   exactly the current epoch plus one (lower: [`Refusal::StaleEpoch`], the local copy
+//!   lagged; higher: [`Refusal::EpochNotNext`]), so epochs advance one per claim and no
+//!   writer can wedge them at `u64::MAX`;
 //! - [`Command::Update`] `{ epoch, ops }`: a master's write, accepted only if `epoch` is
 //!   exactly the current epoch (lower: [`Refusal::StaleEpoch`], a deposed master; higher:
 //!   [`Refusal::UnclaimedEpoch`]); its [`Op`]s apply all or none and are validated
 //!   (unicast LID ranges, 15-bit P_Keys, priority <= 15);
-//! - [`Command::Config`]: runtime configuration, from any instance, no epoch.
+//! - [`Command::Config`]: runtime configuration, from any instance, no epoch; checked
+//!   against the limits and value formats of [`config_keys`] (partition count, members
+//!   per partition, name length, value size) on every replica.
 //!
 //! A refused command stays in the log and applies as a no-op on every replica, so the
 //! decision is the same everywhere; the writer gets `Err(ReplicaError::Refused(..))`.
@@ -30,6 +34,7 @@
 //!     data_dir,                                  // --data-dir DIR
 //!     timers: RaftTimers::default(),
 //!     peer_tls: None,
+//!     peer_auth,                                 // cluster secret and/or member certificates
 //! }).await?;
 //! // TCP_NODELAY matters: without it Nagle + delayed ACK add ~40 ms to each commit.
 //! Server::builder().tcp_nodelay(true)
@@ -113,15 +118,17 @@
 //!
 //! # Not done here
 //!
-//! Linearizable reads (reads are local), snapshot streaming from disk (the snapshot is
-//! one in-memory buffer: ~5 MB for a 48k-LID fabric), TLS/authentication of peers.
+//! Linearizable reads (reads are local); a snapshot is spooled to disk while it is
+//! received but installed (and sent) as one in-memory buffer (~5 MB for a 48k-LID
+//! fabric).
 
+pub mod config_keys;
 pub mod network;
 mod replica;
 pub mod state;
 pub mod store;
 
-pub use network::FaultSwitch;
+pub use network::{ClusterSecret, FaultSwitch, PeerAuth};
 pub use replica::{
     Listen, PeerArg, RaftTimers, Replica, ReplicaConfig, ReplicaError, ReplicaMetrics, Role,
     WriteReceipt,

@@ -6,6 +6,26 @@
 //! Snapshots are streamed in [`SNAPSHOT_CHUNK_BYTES`] chunks over one client-streaming
 //! call and handed to openraft whole (`Raft::install_full_snapshot`).
 //!
+//! # Who may call it ([`PeerAuth`])
+//!
+//! Every RPC of the Raft service is checked before its body is decoded: with a
+//! [`ClusterSecret`], the call must carry it in the [`CLUSTER_SECRET_HEADER`] metadata
+//! (constant-time comparison); with mutual TLS, the client certificate must name a node
+//! id (a DNS SAN or the subject CN `ibsm-node-<id>`, [`node_id_of_cert`]) and that id
+//! must be the one the RPC speaks for: the vote's node in Vote, AppendEntries and
+//! InstallSnapshot, a current member for Forward and Applied. A peer that passes neither
+//! gets `UNAUTHENTICATED` / `PERMISSION_DENIED` and changes nothing.
+//!
+//! Forward accepts only what a member's own code sends: epoch claims, a master's
+//! updates, and config keys of the daemon's own families
+//! ([`crate::config_keys::forwardable`]). Membership changes are never forwarded: they
+//! run on the leader, called through its control API.
+//!
+//! Snapshots: one is received at a time (a second concurrent stream gets
+//! `RESOURCE_EXHAUSTED`), a snapshot carrying a vote older than ours is answered on the
+//! first chunk with our vote (the sender steps down, nothing more is read), and the
+//! data is spooled to a file in the data dir, never past [`MAX_SNAPSHOT_BYTES`].
+//!
 //! [`FaultSwitch`]: when isolated, this instance's outgoing RPCs fail as unreachable and
 //! its service answers UNAVAILABLE, which cuts it off the others in both directions
 //! (the network-partition tests and chaos drills use it).
@@ -42,10 +62,110 @@ pub const FORMAT_BINCODE_V1: u32 = 1;
 /// limit, large enough that a 48k-LID fabric's state (~4 MB) takes a handful of chunks.
 pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 /// Largest gRPC message accepted: an AppendEntries batch can hold a full topology
-/// summary (a few MB for 50k nodes).
-pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
-/// Largest snapshot a receiver accepts before refusing the stream.
-pub const MAX_SNAPSHOT_BYTES: usize = 1 << 30;
+/// summary (about 5 MB for 50k nodes) and a few config values of at most 2 MiB.
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+/// Largest snapshot a receiver accepts before refusing the stream (a 48k-LID fabric's
+/// state is about 5 MB).
+pub const MAX_SNAPSHOT_BYTES: usize = 256 << 20;
+/// Metadata key carrying the [`ClusterSecret`] on every Raft RPC.
+pub const CLUSTER_SECRET_HEADER: &str = "ibsm-cluster-secret";
+/// Prefix of the certificate name that binds a member's certificate to its node id.
+pub const NODE_CERT_PREFIX: &str = "ibsm-node-";
+
+/// The secret shared by the members of one cluster (never the control API's token).
+/// `Debug` never prints it.
+#[derive(Clone)]
+pub struct ClusterSecret(Arc<str>);
+
+impl std::fmt::Debug for ClusterSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClusterSecret(<{} bytes>)", self.0.len())
+    }
+}
+
+/// Shortest cluster secret accepted, in bytes.
+pub const MIN_SECRET_LEN: usize = 16;
+
+impl ClusterSecret {
+    /// Validate a secret: at least [`MIN_SECRET_LEN`] bytes of visible ASCII (it
+    /// travels in an HTTP/2 header).
+    pub fn new(s: &str) -> Result<ClusterSecret, String> {
+        if s.len() < MIN_SECRET_LEN {
+            return Err(format!(
+                "the cluster secret is {} bytes; at least {MIN_SECRET_LEN} are required",
+                s.len()
+            ));
+        }
+        if let Some((i, c)) = s.char_indices().find(|(_, c)| !c.is_ascii_graphic()) {
+            return Err(format!(
+                "byte {i} of the cluster secret is {c:?}: only visible ASCII is allowed"
+            ));
+        }
+        Ok(ClusterSecret(Arc::from(s)))
+    }
+
+    /// The secret's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Constant-time (in the content) comparison with a presented value.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        let a = self.0.as_bytes();
+        let mut diff = u64::from(a.len() != presented.len());
+        for i in 0..a.len().max(presented.len()) {
+            diff |=
+                u64::from(a.get(i).copied().unwrap_or(0) ^ presented.get(i).copied().unwrap_or(0));
+        }
+        std::hint::black_box(diff) == 0
+    }
+}
+
+/// How members authenticate each other on the Raft service (see the module doc). The
+/// default authenticates nobody: only for in-process tests; ibsmd refuses to start a
+/// replica without one of the two.
+#[derive(Debug, Clone, Default)]
+pub struct PeerAuth {
+    /// Every Raft RPC carries this secret.
+    pub secret: Option<ClusterSecret>,
+    /// The server runs mutual TLS: the client certificate must name the node id.
+    pub mtls: bool,
+}
+
+impl PeerAuth {
+    /// Whether any credential is checked.
+    pub fn authenticates(&self) -> bool {
+        self.secret.is_some() || self.mtls
+    }
+}
+
+/// The node id a member certificate (DER) names: a DNS subjectAltName or the subject
+/// CN `ibsm-node-<id>`. `None` if it names none or does not parse.
+pub fn node_id_of_cert(der: &[u8]) -> Option<NodeId> {
+    use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+    let (_, cert) = X509Certificate::from_der(der).ok()?;
+    let parse = |name: &str| -> Option<NodeId> {
+        name.strip_prefix(NODE_CERT_PREFIX)?
+            .parse::<NodeId>()
+            .ok()
+            .filter(|id| *id != 0)
+    };
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for n in &san.value.general_names {
+            if let GeneralName::DNSName(d) = n {
+                if let Some(id) = parse(d) {
+                    return Some(id);
+                }
+            }
+        }
+    }
+    let id = cert
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok())
+        .find_map(parse);
+    id
+}
 
 /// Errors of the wire encoding.
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +261,19 @@ pub struct Peers {
     /// TLS towards the peers (`https://`), with this member's client certificate
     /// when the peers require one; `None`: plaintext `http://`.
     tls: Option<ClientTlsConfig>,
+    /// Sent on every RPC when set.
+    secret: Option<ClusterSecret>,
+}
+
+/// `req` with the cluster secret in its metadata (when there is one).
+pub(crate) fn with_secret<T>(secret: Option<&ClusterSecret>, body: T) -> Request<T> {
+    let mut req = Request::new(body);
+    if let Some(s) = secret {
+        if let Ok(v) = s.as_str().parse() {
+            req.metadata_mut().insert(CLUSTER_SECRET_HEADER, v);
+        }
+    }
+    req
 }
 
 impl Peers {
@@ -148,13 +281,33 @@ impl Peers {
         connect_timeout: Duration,
         fault: FaultSwitch,
         tls: Option<ClientTlsConfig>,
+        secret: Option<ClusterSecret>,
     ) -> Self {
         Self {
             channels: Mutex::new(HashMap::new()),
             connect_timeout,
             fault,
             tls,
+            secret,
         }
+    }
+
+    /// The applied log index the peer `id` at `addr` reports over the authenticated
+    /// member channel (the planned handover's catch-up check).
+    pub async fn applied(&self, id: NodeId, addr: &str) -> Result<u64, String> {
+        if self.fault.is_isolated() {
+            return Err("isolated by the fault switch".into());
+        }
+        let mut c = self.client(id, addr)?;
+        let p = to_payload("applied request", &()).map_err(|e| e.to_string())?;
+        let resp = tokio::time::timeout(
+            Duration::from_millis(500),
+            c.applied(with_secret(self.secret.as_ref(), p)),
+        )
+        .await
+        .map_err(|_| format!("peer {id} at {addr}: Applied timed out"))?
+        .map_err(|s| format!("peer {id} at {addr}: {s}"))?;
+        from_payload("applied reply", resp.get_ref()).map_err(|e| e.to_string())
     }
 
     /// The reused channel to `id` at `addr` (a new one if the address changed).
@@ -202,9 +355,16 @@ impl Peers {
         let p =
             to_payload("forward request", req).map_err(|e| ForwardError::Failed(e.to_string()))?;
         let resp = c
-            .forward(p)
+            .forward(with_secret(self.secret.as_ref(), p))
             .await
-            .map_err(|s| ForwardError::Unreachable(format!("peer {id} at {addr}: {s}")))?;
+            .map_err(|s| match s.code() {
+                tonic::Code::Unauthenticated
+                | tonic::Code::PermissionDenied
+                | tonic::Code::InvalidArgument => {
+                    ForwardError::Failed(format!("peer {id} at {addr} refused: {s}"))
+                }
+                _ => ForwardError::Unreachable(format!("peer {id} at {addr}: {s}")),
+            })?;
         let r: Result<ForwardReply, ForwardError> =
             from_payload("forward reply", resp.get_ref())
                 .map_err(|e| ForwardError::Failed(e.to_string()))?;
@@ -227,6 +387,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             target,
             client: self.peers.client(target, &node.addr),
             fault: self.fault.clone(),
+            secret: self.peers.secret.clone(),
         }
     }
 }
@@ -236,6 +397,7 @@ pub struct PeerClient {
     target: NodeId,
     client: Result<RaftClient<Channel>, String>,
     fault: FaultSwitch,
+    secret: Option<ClusterSecret>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -267,13 +429,14 @@ impl PeerClient {
         ttl: Duration,
         call: impl FnOnce(
             RaftClient<Channel>,
-            pb::RaftPayload,
+            Request<pb::RaftPayload>,
         ) -> std::pin::Pin<
             Box<dyn Future<Output = Result<Response<pb::RaftPayload>, Status>> + Send>,
         >,
     ) -> Result<Resp, RPCError<NodeId, BasicNode, E>> {
         let c = self.ready().map_err(RPCError::Unreachable)?;
         let p = to_payload(what, req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let p = with_secret(self.secret.as_ref(), p);
         let resp = match tokio::time::timeout(ttl, call(c, p)).await {
             Ok(Ok(r)) => r,
             Ok(Err(s)) => return Err(self.status_err(s)),
@@ -366,7 +529,8 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         );
         let ttl = option.hard_ttl();
         let target = self.target;
-        let call = async move { c.install_snapshot(tokio_stream::iter(chunks)).await };
+        let req = with_secret(self.secret.as_ref(), tokio_stream::iter(chunks));
+        let call = async move { c.install_snapshot(req).await };
         tokio::select! {
             closed = cancel => Err(StreamingError::Closed(closed)),
             r = tokio::time::timeout(ttl, call) => match r {
@@ -386,10 +550,24 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 pub struct RaftGrpc {
     pub(crate) raft: openraft::Raft<TypeConfig>,
     pub(crate) fault: FaultSwitch,
+    pub(crate) auth: PeerAuth,
+    /// Where a snapshot being received is spooled.
+    pub(crate) spool_dir: std::path::PathBuf,
+    /// One snapshot received at a time.
+    pub(crate) snapshot_slot: Arc<tokio::sync::Semaphore>,
 }
 
 fn bad(e: WireError) -> Status {
     Status::invalid_argument(e.to_string())
+}
+
+/// Who an authenticated call comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    /// Proved the cluster secret only (no certificate identity).
+    Member,
+    /// Presented a member certificate naming this node id.
+    Node(NodeId),
 }
 
 impl RaftGrpc {
@@ -399,6 +577,88 @@ impl RaftGrpc {
         }
         Ok(())
     }
+
+    /// The credentials check every RPC starts with (see the module doc).
+    fn authorize<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+        self.check()?;
+        if !self.auth.authenticates() {
+            return Ok(Caller::Member);
+        }
+        if let Some(secret) = &self.auth.secret {
+            let ok = req
+                .metadata()
+                .get(CLUSTER_SECRET_HEADER)
+                .is_some_and(|v| secret.matches(v.as_bytes()));
+            if !ok {
+                return Err(Status::unauthenticated(format!(
+                    "Raft service: missing or wrong cluster secret (metadata {CLUSTER_SECRET_HEADER}): only members of this cluster may call it"
+                )));
+            }
+        }
+        if self.auth.mtls {
+            let id = req
+                .peer_certs()
+                .and_then(|certs| certs.first().and_then(|c| node_id_of_cert(c.as_ref())));
+            return match id {
+                Some(id) => Ok(Caller::Node(id)),
+                None => Err(Status::permission_denied(format!(
+                    "Raft service: the client certificate names no member (a DNS name or CN {NODE_CERT_PREFIX}<node id>)"
+                ))),
+            };
+        }
+        Ok(Caller::Member)
+    }
+
+    /// A certificate-bound caller may speak only for its own node id.
+    fn speaks_for(caller: Caller, what: &str, node: Option<NodeId>) -> Result<(), Status> {
+        match caller {
+            Caller::Member => Ok(()),
+            Caller::Node(id) if node == Some(id) => Ok(()),
+            Caller::Node(id) => Err(Status::permission_denied(format!(
+                "Raft service: the certificate of node {id} cannot send a {what} for node {}",
+                node.map_or("none".to_string(), |n| n.to_string())
+            ))),
+        }
+    }
+
+    /// A certificate-bound caller must be a current member (voter or learner).
+    fn is_member(&self, caller: Caller) -> Result<(), Status> {
+        let Caller::Node(id) = caller else {
+            return Ok(());
+        };
+        let m = self.raft.metrics().borrow().membership_config.clone();
+        if m.membership().nodes().any(|(n, _)| *n == id) {
+            Ok(())
+        } else {
+            Err(Status::permission_denied(format!(
+                "Raft service: node {id} is not a member of this cluster"
+            )))
+        }
+    }
+}
+
+/// Whether a forwarded request is one a member's own code sends (module doc).
+fn forward_allowed(req: &ForwardRequest) -> Result<(), String> {
+    match req {
+        ForwardRequest::Write(Command::ClaimMastership { .. } | Command::Update { .. }) => Ok(()),
+        ForwardRequest::Write(Command::Config(c)) => {
+            let key = match c {
+                crate::state::ConfigChange::Set { key, .. }
+                | crate::state::ConfigChange::Remove { key } => key,
+            };
+            if crate::config_keys::forwardable(key) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "config key {:?} is not one a member writes (partition/<pkey>, sm.<guid>.node)",
+                    key.chars().take(64).collect::<String>()
+                ))
+            }
+        }
+        ForwardRequest::AddMember { .. } | ForwardRequest::RemoveMember { .. } => Err(
+            "membership changes are not forwarded: call Cluster/AddMember or RemoveMember on the Raft leader's control API".into(),
+        ),
+    }
 }
 
 #[tonic::async_trait]
@@ -407,9 +667,10 @@ impl pb::raft_server::Raft for RaftGrpc {
         &self,
         request: Request<pb::RaftPayload>,
     ) -> Result<Response<pb::RaftPayload>, Status> {
-        self.check()?;
+        let caller = self.authorize(&request)?;
         let req: VoteRequest<NodeId> =
             from_payload("vote request", request.get_ref()).map_err(bad)?;
+        Self::speaks_for(caller, "vote", req.vote.leader_id().voted_for())?;
         let resp = self
             .raft
             .vote(req)
@@ -424,9 +685,10 @@ impl pb::raft_server::Raft for RaftGrpc {
         &self,
         request: Request<pb::RaftPayload>,
     ) -> Result<Response<pb::RaftPayload>, Status> {
-        self.check()?;
+        let caller = self.authorize(&request)?;
         let req: AppendEntriesRequest<TypeConfig> =
             from_payload("append entries request", request.get_ref()).map_err(bad)?;
+        Self::speaks_for(caller, "append entries", req.vote.leader_id().voted_for())?;
         let resp = self
             .raft
             .append_entries(req)
@@ -441,44 +703,82 @@ impl pb::raft_server::Raft for RaftGrpc {
         &self,
         request: Request<Streaming<pb::SnapshotChunk>>,
     ) -> Result<Response<pb::RaftPayload>, Status> {
-        self.check()?;
+        let caller = self.authorize(&request)?;
+        let Ok(_slot) = Arc::clone(&self.snapshot_slot).try_acquire_owned() else {
+            return Err(Status::resource_exhausted(
+                "a snapshot is already being received: one at a time",
+            ));
+        };
         let mut stream = request.into_inner();
         let mut head: Option<(Vote<NodeId>, SnapshotMeta<NodeId, BasicNode>)> = None;
-        let mut data: Vec<u8> = Vec::new();
+        let spool = self.spool_dir.join("snapshot.incoming");
+        let mut file = std::fs::File::create(&spool).map_err(|e| {
+            Status::internal(format!(
+                "cannot spool the snapshot to {}: {e}",
+                spool.display()
+            ))
+        })?;
+        let mut received: u64 = 0;
         let mut done = false;
         while let Some(chunk) = stream.message().await? {
             self.check()?;
             if head.is_none() {
-                let vote = decode_bytes("snapshot vote", &chunk.vote).map_err(bad)?;
+                let vote: Vote<NodeId> = decode_bytes("snapshot vote", &chunk.vote).map_err(bad)?;
+                Self::speaks_for(caller, "snapshot", vote.leader_id().voted_for())?;
+                let current = self.raft.metrics().borrow().vote;
+                if vote < current {
+                    // A deposed leader: answer with our vote on the first chunk, read
+                    // nothing more.
+                    tracing::info!(?vote, ?current, "refusing a snapshot from a stale vote");
+                    let _ = std::fs::remove_file(&spool);
+                    return Ok(Response::new(
+                        to_payload("snapshot response", &SnapshotResponse { vote: current })
+                            .map_err(bad)?,
+                    ));
+                }
                 let meta = decode_bytes("snapshot meta", &chunk.meta).map_err(bad)?;
                 head = Some((vote, meta));
             }
-            if chunk.offset != data.len() as u64 {
+            if chunk.offset != received {
+                let _ = std::fs::remove_file(&spool);
                 return Err(Status::invalid_argument(format!(
-                    "snapshot chunk at offset {} but {} bytes received so far",
-                    chunk.offset,
-                    data.len()
+                    "snapshot chunk at offset {} but {received} bytes received so far",
+                    chunk.offset
                 )));
             }
-            if data.len() + chunk.data.len() > MAX_SNAPSHOT_BYTES {
+            if received + chunk.data.len() as u64 > MAX_SNAPSHOT_BYTES as u64 {
+                let _ = std::fs::remove_file(&spool);
                 return Err(Status::resource_exhausted(format!(
                     "snapshot larger than {MAX_SNAPSHOT_BYTES} bytes"
                 )));
             }
-            data.extend_from_slice(&chunk.data);
+            std::io::Write::write_all(&mut file, &chunk.data).map_err(|e| {
+                Status::internal(format!("spooling the snapshot to {}: {e}", spool.display()))
+            })?;
+            received += chunk.data.len() as u64;
             if chunk.done {
                 done = true;
                 break;
             }
         }
+        drop(file);
         let Some((vote, meta)) = head else {
+            let _ = std::fs::remove_file(&spool);
             return Err(Status::invalid_argument("empty snapshot stream"));
         };
         if !done {
+            let _ = std::fs::remove_file(&spool);
             return Err(Status::invalid_argument(
                 "snapshot stream ended before the chunk marked done",
             ));
         }
+        let data = std::fs::read(&spool).map_err(|e| {
+            Status::internal(format!(
+                "reading the spooled snapshot {}: {e}",
+                spool.display()
+            ))
+        })?;
+        let _ = std::fs::remove_file(&spool);
         let snapshot = Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -497,10 +797,88 @@ impl pb::raft_server::Raft for RaftGrpc {
         &self,
         request: Request<pb::RaftPayload>,
     ) -> Result<Response<pb::RaftPayload>, Status> {
-        self.check()?;
+        let caller = self.authorize(&request)?;
+        self.is_member(caller)?;
         let req: ForwardRequest =
             from_payload("forward request", request.get_ref()).map_err(bad)?;
+        forward_allowed(&req).map_err(Status::permission_denied)?;
         let r = crate::replica::execute_local(&self.raft, req).await;
         Ok(Response::new(to_payload("forward reply", &r).map_err(bad)?))
+    }
+
+    async fn applied(
+        &self,
+        request: Request<pb::RaftPayload>,
+    ) -> Result<Response<pb::RaftPayload>, Status> {
+        let caller = self.authorize(&request)?;
+        self.is_member(caller)?;
+        let applied = self
+            .raft
+            .metrics()
+            .borrow()
+            .last_applied
+            .map_or(0, |l| l.index);
+        Ok(Response::new(
+            to_payload("applied reply", &applied).map_err(bad)?,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forward_takes_only_what_member_code_sends() {
+        use crate::state::ConfigChange;
+        let ok = [
+            ForwardRequest::Write(Command::ClaimMastership {
+                epoch: 1,
+                sm_guid: 1,
+            }),
+            ForwardRequest::Write(Command::Update {
+                epoch: 1,
+                ops: vec![],
+            }),
+            ForwardRequest::Write(Command::Config(ConfigChange::Set {
+                key: crate::config_keys::partition_key(0x10),
+                value: "p|".into(),
+            })),
+            ForwardRequest::Write(Command::Config(ConfigChange::Set {
+                key: crate::config_keys::sm_node_key(5),
+                value: "2".into(),
+            })),
+        ];
+        for r in &ok {
+            assert!(forward_allowed(r).is_ok(), "{r:?}");
+        }
+        let refused = [
+            ForwardRequest::AddMember {
+                node_id: 9,
+                addr: "evil:1".into(),
+            },
+            ForwardRequest::RemoveMember { node_id: 1 },
+            ForwardRequest::Write(Command::Config(ConfigChange::Set {
+                key: "anything".into(),
+                value: "x".into(),
+            })),
+            ForwardRequest::Write(Command::Config(ConfigChange::Remove {
+                key: "anything".into(),
+            })),
+        ];
+        for r in &refused {
+            assert!(forward_allowed(r).is_err(), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn cluster_secret_rules() {
+        assert!(ClusterSecret::new("short").is_err());
+        assert!(ClusterSecret::new("has a space in it!").is_err());
+        let s = ClusterSecret::new("0123456789abcdef").expect("ok");
+        assert!(s.matches(b"0123456789abcdef"));
+        assert!(!s.matches(b"0123456789abcdeF"));
+        assert!(!s.matches(b"0123456789abcdef0"));
+        assert!(!format!("{s:?}").contains("0123"));
     }
 }

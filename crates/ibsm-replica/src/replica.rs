@@ -13,8 +13,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::network::{
-    FaultSwitch, ForwardError, ForwardReply, ForwardRequest, NetworkFactory, Peers, RaftGrpc,
-    MAX_MESSAGE_BYTES,
+    FaultSwitch, ForwardError, ForwardReply, ForwardRequest, NetworkFactory, PeerAuth, Peers,
+    RaftGrpc, MAX_MESSAGE_BYTES,
 };
 use crate::pb::raft_server::RaftServer;
 use crate::state::{Command, FabricState, Outcome, Refusal};
@@ -109,6 +109,10 @@ pub struct ReplicaConfig {
     /// --tls-cert/--tls-key/--tls-client-ca` requires of every client). `None`:
     /// plaintext, for a trusted network only.
     pub peer_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// How the peers authenticate each other (cluster secret sent and required on
+    /// every Raft RPC, and/or member certificates over mutual TLS). The default checks
+    /// nothing: in-process tests only; ibsmd refuses to start without one.
+    pub peer_auth: PeerAuth,
 }
 
 /// A `--peer ID=ADDR` argument (implements `FromStr` for clap).
@@ -166,6 +170,11 @@ pub enum ReplicaError {
     Refused(#[from] Refusal),
     #[error("not done within {0:?} (no reachable leader, or no quorum): the request may still commit later")]
     Timeout(Duration),
+    #[error("{}", match leader {
+        Some((id, addr)) => format!("membership changes run on the Raft leader: node {id} at {addr}; send the request there"),
+        None => "membership changes run on the Raft leader, and there is none right now: retry shortly".to_string(),
+    })]
+    NotLeader { leader: Option<(NodeId, String)> },
 }
 
 /// Proof that a write is committed (on a quorum's disks) and applied.
@@ -226,6 +235,7 @@ pub struct Replica {
     local_addr: Option<SocketAddr>,
     bootstrapped: bool,
     server: tokio::sync::Mutex<Server>,
+    svc: RaftGrpc,
 }
 
 impl Replica {
@@ -251,7 +261,7 @@ impl Replica {
             }
         }
         let config = Arc::new(cfg.timers.to_config()?);
-        std::fs::create_dir_all(&cfg.data_dir).map_err(|source| ReplicaError::DataDir {
+        create_private_dir(&cfg.data_dir).map_err(|source| ReplicaError::DataDir {
             path: cfg.data_dir.clone(),
             source,
         })?;
@@ -286,6 +296,7 @@ impl Replica {
             cfg.timers.connect_timeout,
             fault.clone(),
             cfg.peer_tls.clone(),
+            cfg.peer_auth.secret.clone(),
         ));
         let net = NetworkFactory {
             peers: peers.clone(),
@@ -295,7 +306,14 @@ impl Replica {
             .await
             .map_err(|e| ReplicaError::Raft(e.to_string()))?;
 
-        let svc = Self::service_for(&raft, &fault);
+        let svc_state = RaftGrpc {
+            raft: raft.clone(),
+            fault: fault.clone(),
+            auth: cfg.peer_auth.clone(),
+            spool_dir: cfg.data_dir.clone(),
+            snapshot_slot: Arc::new(tokio::sync::Semaphore::new(1)),
+        };
+        let svc = Self::service_for(&svc_state);
         let (listener, local_addr) = match cfg.listen {
             Listen::External => (None, None),
             Listen::Bind(addr) => {
@@ -373,22 +391,28 @@ impl Replica {
             local_addr,
             bootstrapped,
             server: tokio::sync::Mutex::new(server),
+            svc: svc_state,
         })
     }
 
-    fn service_for(raft: &openraft::Raft<TypeConfig>, fault: &FaultSwitch) -> RaftServer<RaftGrpc> {
-        RaftServer::new(RaftGrpc {
-            raft: raft.clone(),
-            fault: fault.clone(),
-        })
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    fn service_for(svc: &RaftGrpc) -> RaftServer<RaftGrpc> {
+        RaftServer::new(svc.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     /// The Raft gRPC service, to add to the daemon's tonic server
     /// (`Server::builder().add_service(control).add_service(replica.grpc_service())`).
+    /// It checks [`ReplicaConfig::peer_auth`] on every call.
     pub fn grpc_service(&self) -> RaftServer<RaftGrpc> {
-        Self::service_for(&self.raft, &self.fault)
+        Self::service_for(&self.svc)
+    }
+
+    /// The applied log index of the member `id` at `addr`, asked over the
+    /// authenticated member channel (never the control API: no bearer token goes to
+    /// an address learned from the replicated membership).
+    pub async fn peer_applied(&self, id: NodeId, addr: &str) -> Result<u64, String> {
+        self.peers.applied(id, addr).await
     }
 
     pub fn node_id(&self) -> NodeId {
@@ -446,9 +470,12 @@ impl Replica {
 
     /// Add `node_id` (reachable at `addr`) as a voter: it first joins as a learner and
     /// catches up (from a snapshot if the log was compacted), then becomes a voter.
+    ///
+    /// Runs on the Raft leader only (membership changes are never forwarded: a
+    /// follower answers [`ReplicaError::NotLeader`] with the leader's address).
     pub async fn add_member(&self, node_id: NodeId, addr: String) -> Result<u64, ReplicaError> {
         match self
-            .execute(ForwardRequest::AddMember { node_id, addr })
+            .execute_on_leader(ForwardRequest::AddMember { node_id, addr })
             .await?
         {
             ForwardReply::MembershipChanged { log_index } => Ok(log_index),
@@ -456,14 +483,45 @@ impl Replica {
         }
     }
 
-    /// Remove `node_id` from the cluster (voter or learner).
+    /// Remove `node_id` from the cluster (voter or learner). On the leader only, as
+    /// [`Replica::add_member`].
     pub async fn remove_member(&self, node_id: NodeId) -> Result<u64, ReplicaError> {
         match self
-            .execute(ForwardRequest::RemoveMember { node_id })
+            .execute_on_leader(ForwardRequest::RemoveMember { node_id })
             .await?
         {
             ForwardReply::MembershipChanged { log_index } => Ok(log_index),
             other => Err(ReplicaError::Raft(format!("unexpected reply: {other:?}"))),
+        }
+    }
+
+    /// Run `req` on this node if it is the leader (retrying while a membership change
+    /// is in progress), never forwarding it.
+    async fn execute_on_leader(&self, req: ForwardRequest) -> Result<ForwardReply, ReplicaError> {
+        let limit = self.timers.write_timeout;
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ReplicaError::Timeout(limit));
+            }
+            let r = match tokio::time::timeout(left, execute_local(&self.raft, req.clone())).await {
+                Ok(r) => r,
+                Err(_) => return Err(ReplicaError::Timeout(limit)),
+            };
+            match r {
+                Ok(reply) => return Ok(reply),
+                Err(ForwardError::NotLeader { leader }) => {
+                    return Err(ReplicaError::NotLeader { leader })
+                }
+                Err(ForwardError::Busy(m)) => {
+                    tracing::debug!(reason = %m, "membership change in progress, retrying");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(ForwardError::Unreachable(m)) | Err(ForwardError::Failed(m)) => {
+                    return Err(ReplicaError::Raft(m))
+                }
+            }
         }
     }
 
@@ -577,6 +635,22 @@ impl Replica {
         }
         r.map_err(|e| ReplicaError::Raft(e.to_string()))
     }
+}
+
+/// Create `dir` (and its parents) if missing; a directory this creates is 0700 (the
+/// replicated state names every port and key of the fabric).
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir)
 }
 
 fn to_metrics(m: &openraft::RaftMetrics<NodeId, BasicNode>) -> ReplicaMetrics {

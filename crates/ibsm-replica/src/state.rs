@@ -162,7 +162,9 @@ pub enum ConfigChange {
 /// A replicated command: one Raft log entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
-    /// A new master takes the epoch: accepted only if `epoch` > the current epoch.
+    /// A new master takes the epoch: accepted only if `epoch` is the current epoch
+    /// plus one (each claim advances it by exactly one, so no writer can push it to a
+    /// value that wedges every later claim).
     ClaimMastership {
         epoch: u64,
         sm_guid: u64,
@@ -183,8 +185,12 @@ pub enum Refusal {
     StaleEpoch { carried: u64, current: u64 },
     #[error("epoch {carried} was never claimed (current {current}): claim mastership first")]
     UnclaimedEpoch { carried: u64, current: u64 },
+    #[error("epoch {carried} skips ahead of the current epoch {current}: a claim must carry exactly {current} + 1")]
+    EpochNotNext { carried: u64, current: u64 },
     #[error("invalid op #{index}: {reason}")]
     Invalid { index: usize, reason: String },
+    #[error("config refused: {0}")]
+    InvalidConfig(String),
 }
 
 /// What applying one log entry did.
@@ -254,6 +260,12 @@ impl FabricState {
                         current: self.epoch,
                     });
                 }
+                if Some(*epoch) != self.epoch.checked_add(1) {
+                    return Outcome::Refused(Refusal::EpochNotNext {
+                        carried: *epoch,
+                        current: self.epoch,
+                    });
+                }
                 self.epoch = *epoch;
                 self.master_guid = Some(*sm_guid);
                 Outcome::Applied { epoch: self.epoch }
@@ -280,6 +292,9 @@ impl FabricState {
                 Outcome::Applied { epoch: self.epoch }
             }
             Command::Config(ConfigChange::Set { key, value }) => {
+                if let Err(e) = crate::config_keys::validate_set(&self.config, key, value) {
+                    return Outcome::Refused(Refusal::InvalidConfig(e.to_string()));
+                }
                 self.config.insert(key.clone(), value.clone());
                 Outcome::Applied { epoch: self.epoch }
             }

@@ -167,6 +167,7 @@ async fn cluster_bootstraps_once() -> Result<(), ReplicaError> {
             data_dir: dir.path().to_path_buf(),
             timers: timers(),
             peer_tls: None,
+            peer_auth: common::test_auth(),
         })
     };
     let (l, a) = bind().await;
@@ -212,6 +213,7 @@ async fn cluster_bootstraps_once() -> Result<(), ReplicaError> {
         data_dir: d3.path().to_path_buf(),
         timers: timers(),
         peer_tls: None,
+        peer_auth: common::test_auth(),
     })
     .await?;
     assert!(!r3.bootstrapped());
@@ -254,12 +256,19 @@ async fn new_member_catches_up_from_snapshot_and_members_are_removed() -> Result
             .await?;
     }
     let new = joiner(4, t.clone()).await;
-    // Added through a follower: forwarded to the leader.
+    // A follower does not forward membership changes: it names the leader.
     let follower = (li + 1) % 3;
-    nodes[follower]
+    match nodes[follower]
         .replica
         .add_member(4, new.addr.clone())
-        .await?;
+        .await
+    {
+        Err(ReplicaError::NotLeader {
+            leader: Some((id, _)),
+        }) => assert_eq!(id, nodes[li].replica.node_id()),
+        other => panic!("a follower ran or forwarded a membership change: {other:?}"),
+    }
+    nodes[li].replica.add_member(4, new.addr.clone()).await?;
     let m = new
         .replica
         .wait_metrics(WAIT, |m| m.last_applied.is_some_and(|a| a >= last))
@@ -280,7 +289,7 @@ async fn new_member_catches_up_from_snapshot_and_members_are_removed() -> Result
     let victim = (li + 2) % 3;
     let victim_id = nodes[victim].replica.node_id();
     nodes[li].replica.remove_member(victim_id).await?;
-    new.replica.remove_member(4).await?;
+    nodes[li].replica.remove_member(4).await?;
     let m = nodes[li]
         .replica
         .wait_metrics(WAIT, |m| {

@@ -42,7 +42,7 @@ proptest! {
             match (&o, c) {
                 (Outcome::Refused(_), _) => prop_assert_eq!(&s, &before),
                 (Outcome::Applied { .. }, Command::ClaimMastership { epoch, .. }) => {
-                    prop_assert!(*epoch > before.epoch);
+                    prop_assert_eq!(*epoch, before.epoch + 1, "a claim advances the epoch by exactly one");
                     prop_assert_eq!(s.epoch, *epoch);
                 }
                 (Outcome::Applied { .. }, Command::Update { epoch, .. }) => prop_assert_eq!(*epoch, before.epoch),
@@ -66,6 +66,62 @@ proptest! {
         let _ = bincode::deserialize::<Command>(&bytes);
         let _ = bincode::deserialize::<FabricState>(&bytes);
     }
+}
+
+#[test]
+fn a_claim_that_skips_epochs_is_refused_so_no_writer_can_wedge_them() {
+    let mut s = FabricState::default();
+    let o = s.apply(&Command::ClaimMastership {
+        epoch: u64::MAX,
+        sm_guid: 0xbad,
+    });
+    assert_eq!(
+        o,
+        Outcome::Refused(Refusal::EpochNotNext {
+            carried: u64::MAX,
+            current: 0
+        })
+    );
+    assert_eq!(s, FabricState::default());
+    // The next honest claim still goes through.
+    assert_eq!(
+        s.apply(&Command::ClaimMastership {
+            epoch: 1,
+            sm_guid: 9
+        }),
+        Outcome::Applied { epoch: 1 }
+    );
+}
+
+#[test]
+fn config_over_the_limits_is_refused_deterministically() {
+    use ibsm_replica::config_keys::{MAX_CONFIG_VALUE_BYTES, MAX_PARTITIONS};
+    let mut s = FabricState::default();
+    let big = Command::Config(ConfigChange::Set {
+        key: "k".into(),
+        value: "v".repeat(MAX_CONFIG_VALUE_BYTES + 1),
+    });
+    assert!(matches!(
+        s.apply(&big),
+        Outcome::Refused(Refusal::InvalidConfig(_))
+    ));
+    for i in 1..=MAX_PARTITIONS as u16 {
+        let o = s.apply(&Command::Config(ConfigChange::Set {
+            key: ibsm_replica::config_keys::partition_key(i),
+            value: format!("p{i}|0x{i:x}:full"),
+        }));
+        assert_eq!(o, Outcome::Applied { epoch: 0 });
+    }
+    let before = s.clone();
+    let o = s.apply(&Command::Config(ConfigChange::Set {
+        key: ibsm_replica::config_keys::partition_key(0x7000),
+        value: "one-too-many|".into(),
+    }));
+    assert!(
+        matches!(o, Outcome::Refused(Refusal::InvalidConfig(ref m)) if m.contains("partitions")),
+        "{o:?}"
+    );
+    assert_eq!(s, before);
 }
 
 #[test]

@@ -67,6 +67,7 @@ fn parse() -> Result<(ReplicaConfig, Mode), Box<dyn std::error::Error>> {
             data_dir: data_dir.ok_or_else(|| usage("--data-dir is required"))?,
             timers: RaftTimers::default(),
             peer_tls: None,
+            peer_auth: ibsm_replica::PeerAuth::default(),
         },
         mode.ok_or_else(|| usage("a mode is required"))?,
     ))

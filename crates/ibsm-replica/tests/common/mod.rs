@@ -8,6 +8,16 @@ use ibsm_replica::{Listen, RaftTimers, Replica, ReplicaConfig, ReplicaError, Rol
 
 pub const WAIT: Duration = Duration::from_secs(15);
 
+/// The cluster secret of the test clusters.
+pub const TEST_SECRET: &str = "test-cluster-secret-0123";
+
+pub fn test_auth() -> ibsm_replica::PeerAuth {
+    ibsm_replica::PeerAuth {
+        secret: Some(ibsm_replica::ClusterSecret::new(TEST_SECRET).expect("valid secret")),
+        mtls: false,
+    }
+}
+
 pub fn timers() -> RaftTimers {
     RaftTimers {
         write_timeout: Duration::from_secs(2),
@@ -49,6 +59,7 @@ pub async fn cluster(ids: &[u64], timers: RaftTimers) -> Vec<Node> {
             data_dir: dir.path().to_path_buf(),
             timers: timers.clone(),
             peer_tls: None,
+            peer_auth: test_auth(),
         })
         .await
         .expect("start replica");
@@ -73,6 +84,7 @@ pub async fn joiner(id: u64, timers: RaftTimers) -> Node {
         data_dir: dir.path().to_path_buf(),
         timers,
         peer_tls: None,
+        peer_auth: test_auth(),
     })
     .await
     .expect("start joiner");
