@@ -61,6 +61,8 @@ IBSMD=$TARGET/ibsmd
 IBSMCTL=$TARGET/ibsmctl
 
 WORK=$(mktemp -d /tmp/ibsm-failover-replica.XXXXXX)
+# The members' cluster secret (replication refuses to start without one or mTLS).
+head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/cluster-secret"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]:-}"; do
@@ -171,6 +173,7 @@ start_ibsmd() { # host, priority, node id, poll_ms ("" = defaults), retries, rou
         RUST_LOG=info,openraft=warn,ibsm_core::election=warn \
         exec "$IBSMD" --fabric umad --priority "$prio" --insecure-plaintext \
         --grpc "127.0.0.1:${PORTS[$id]}" --node-id "$id" --data-dir "$WORK/data.$round.$id" \
+        --cluster-secret-file "$WORK/cluster-secret" \
         --peer "1=127.0.0.1:${PORTS[1]}" --peer "2=127.0.0.1:${PORTS[2]}" --peer "3=127.0.0.1:${PORTS[3]}" \
         "${extra[@]}" 2>"$WORK/ibsmd.$round.$id.log" >/dev/null) &
     SM_PID=$!

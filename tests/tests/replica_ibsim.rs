@@ -97,6 +97,10 @@ impl Cluster {
             probe: probe.to_string(),
             pki,
         };
+        std::fs::write(
+            c.sim.dir().join("cluster-secret"),
+            "replica-ibsim-test-cluster-secret\n",
+        )?;
         for i in 0..hosts.len() {
             let p = c.spawn(i)?;
             c.procs.push(Some(p));
@@ -114,7 +118,9 @@ impl Cluster {
         cmd.args(["--fabric", "umad", "--priority", "5"]);
         match &self.pki {
             None => {
-                cmd.arg("--insecure-plaintext");
+                cmd.arg("--insecure-plaintext")
+                    .arg("--cluster-secret-file")
+                    .arg(self.sim.dir().join("cluster-secret"));
             }
             Some(d) => {
                 cmd.arg("--tls-cert")
@@ -563,7 +569,12 @@ fn make_pki(dir: &Path, members: usize) -> Result<()> {
     for n in 1..=members {
         leaf(
             format!("member{n}"),
-            vec!["127.0.0.1".into(), "localhost".into()],
+            // ibsm-node-<id> binds the certificate to the member's Raft node id.
+            vec![
+                "127.0.0.1".into(),
+                "localhost".into(),
+                format!("ibsm-node-{n}"),
+            ],
             vec![
                 ExtendedKeyUsagePurpose::ServerAuth,
                 ExtendedKeyUsagePurpose::ClientAuth,

@@ -139,6 +139,12 @@ impl PeerAuth {
     }
 }
 
+/// The node id the first certificate of a PEM file names ([`node_id_of_cert`]).
+pub fn node_id_of_pem(pem: &[u8]) -> Option<NodeId> {
+    let (_, p) = x509_parser::pem::parse_x509_pem(pem).ok()?;
+    node_id_of_cert(&p.contents)
+}
+
 /// The node id a member certificate (DER) names: a DNS subjectAltName or the subject
 /// CN `ibsm-node-<id>`. `None` if it names none or does not parse.
 pub fn node_id_of_cert(der: &[u8]) -> Option<NodeId> {

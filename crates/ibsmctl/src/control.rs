@@ -280,6 +280,23 @@ fn print_status(s: &ibsm_proto::v1::Status, json_out: bool) {
     }
 }
 
+/// The host of a plaintext `http://` endpoint when it is not a loopback address
+/// (`localhost`, 127.0.0.0/8, ::1); `None` otherwise.
+pub fn plaintext_remote_host(endpoint: &str) -> Option<String> {
+    let rest = endpoint.strip_prefix("http://")?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or(v6)
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    (!loopback).then(|| host.to_string())
+}
+
 async fn connect(target: &Target) -> Result<Client, CtlError> {
     Ok(ControlClient::new(channel(target).await?))
 }
@@ -315,6 +332,13 @@ pub async fn channel(target: &Target) -> Result<AuthChannel, CtlError> {
         return Err(CtlError::Usage(
             "--ca-cert/--client-cert need an https:// endpoint".into(),
         ));
+    }
+    if bearer.0.is_some() && !target.endpoint.starts_with("https://") {
+        if let Some(host) = plaintext_remote_host(&target.endpoint) {
+            eprintln!(
+                "ibsmctl: warning: sending the bearer token in clear text to {host}, which is not a loopback address: anyone on the path can read it; use an https:// endpoint"
+            );
+        }
     }
     let connecting = endpoint.connect();
     // The connect timeout covers TCP; this one also covers the HTTP/2 handshake.
@@ -369,6 +393,22 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn plaintext_token_warning_spares_loopback_only() {
+        use super::plaintext_remote_host as h;
+        assert_eq!(h("http://127.0.0.1:50051"), None);
+        assert_eq!(h("http://127.5.0.1:50051"), None);
+        assert_eq!(h("http://localhost:50051"), None);
+        assert_eq!(h("http://[::1]:50051"), None);
+        assert_eq!(h("https://10.0.0.5:50051"), None);
+        assert_eq!(h("http://10.0.0.5:50051").as_deref(), Some("10.0.0.5"));
+        assert_eq!(
+            h("http://sm1.example:50051").as_deref(),
+            Some("sm1.example")
+        );
+        assert_eq!(h("http://[fe80::1]:50051").as_deref(), Some("fe80::1"));
+    }
+
     use super::*;
 
     #[test]

@@ -36,6 +36,7 @@ pub fn status_json(s: &Status) -> Value {
         "raft_leader": s.raft_leader,
         "applied_index": s.applied_index,
         "degraded": s.degraded,
+        "degraded_reason": s.degraded_reason,
         "last_sweep": s.last_sweep,
         "node_name": s.node_name,
         "sm_key_rejections": s.sm_key_rejections,
@@ -74,7 +75,14 @@ pub fn status_text(s: &Status) -> String {
                 s.applied_index
             ),
         ),
-        ("degraded", if s.degraded { "yes" } else { "no" }.into()),
+        (
+            "degraded",
+            if s.degraded {
+                format!("yes: {}", s.degraded_reason)
+            } else {
+                "no".into()
+            },
+        ),
         (
             "last_sweep",
             if s.last_sweep.is_empty() {

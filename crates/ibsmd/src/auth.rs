@@ -7,11 +7,27 @@
 //! certificates). The server refuses to start with neither unless
 //! `--insecure-plaintext` is given, and then it warns loudly.
 //!
-//! The token check is a tonic interceptor on every service except `grpc.health.v1`
-//! (health probes from kubelet/systemd carry no credentials and reveal nothing). It
-//! runs before the handler, so a request without valid credentials gets
-//! `UNAUTHENTICATED` and changes nothing. The comparison is constant-time in the
-//! token's content.
+//! # Roles
+//!
+//! Two roles: **admin** can call everything; **read-only** can call the methods in
+//! [`READ_ONLY_METHODS`] (every Get/List/Watch, health, reflection) and nothing that
+//! changes the fabric or the cluster. The admin credential is `--auth-token-file` or a
+//! client certificate signed by `--tls-client-ca`; the read-only credential is
+//! `--read-only-token-file`, or a client certificate whose subject CN or a DNS name is
+//! listed in `--read-only-client-name`. The check is a tower layer ([`AuthLayer`])
+//! around the whole gRPC server, so it sees the method's path and runs before any
+//! handler: a request without valid credentials gets `UNAUTHENTICATED`, a read-only
+//! caller of a mutating method `PERMISSION_DENIED`, and nothing changes. The
+//! allow-list is deny-by-default: a method added later is admin-only until listed.
+//! Comparisons are constant-time in the token's content.
+//!
+//! The Raft service (`/ibsm.v1.Raft/`) is not under these credentials: it checks the
+//! members' own (cluster secret, member certificates) itself, see
+//! `ibsm_replica::network`. `grpc.health.v1` is open: probes from kubelet/systemd
+//! carry no credentials and it reveals nothing.
+//!
+//! A token equal to [`PLACEHOLDER_TOKEN`] (the one deploy/k8s ships) is refused at
+//! start, so a copied example never runs with a known secret.
 //!
 //! Client side ([`client`]): the metadata key is `authorization`, the value
 //! `Bearer <token>`; [`client::BearerInterceptor`] adds it, [`client::tls_config`]
@@ -26,6 +42,49 @@ use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 pub const AUTHORIZATION: &str = "authorization";
 /// Shortest token accepted (bytes).
 pub const MIN_TOKEN_LEN: usize = 16;
+/// The token the example manifests in deploy/ carry: refused at start.
+pub const PLACEHOLDER_TOKEN: &str = "CHANGE-ME-to-a-long-random-string";
+
+/// gRPC methods a read-only credential may call (full paths; a trailing `/` allows a
+/// whole service). Everything else needs the admin credential.
+pub const READ_ONLY_METHODS: &[&str] = &[
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1.ServerReflection/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+    "/ibsm.v1.Control/GetStatus",
+    "/ibsm.v1.Control/ListSms",
+    "/ibsm.v1.Control/Watch",
+    "/ibsm.v1.Fabric/GetTopology",
+    "/ibsm.v1.Fabric/GetLids",
+    "/ibsm.v1.Fabric/GetRoute",
+    "/ibsm.v1.Fabric/ListPartitions",
+    "/ibsm.v1.Cluster/ListMembers",
+    "/ibsm.v1.Demo/ListInstances",
+    "/ibsm.v1.Demo/PollSmInfo",
+];
+
+/// Path prefix of the Raft service, which authenticates its callers itself.
+pub const RAFT_SERVICE: &str = "/ibsm.v1.Raft/";
+
+/// Whether a read-only caller may call `path`.
+pub fn read_only_allows(path: &str) -> bool {
+    READ_ONLY_METHODS.iter().any(|m| {
+        if m.ends_with('/') {
+            path.starts_with(m)
+        } else {
+            path == *m
+        }
+    })
+}
+
+/// What a caller may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Everything.
+    Admin,
+    /// Only [`READ_ONLY_METHODS`].
+    ReadOnly,
+}
 
 /// Why credentials could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +162,14 @@ impl Token {
                 );
             }
         }
-        Token::new(text.trim()).map_err(|why| AuthError::BadToken {
+        let text = text.trim();
+        if text == PLACEHOLDER_TOKEN {
+            return Err(AuthError::BadToken {
+                path: path.to_path_buf(),
+                why: "it holds the placeholder token shipped in deploy/: generate a real one (e.g. `openssl rand -hex 32`)".into(),
+            });
+        }
+        Token::new(text).map_err(|why| AuthError::BadToken {
             path: path.to_path_buf(),
             why,
         })
@@ -137,6 +203,11 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 pub struct SecurityOptions {
     /// `--auth-token-file`.
     pub auth_token_file: Option<PathBuf>,
+    /// `--read-only-token-file`: a second token that may only read.
+    pub read_only_token_file: Option<PathBuf>,
+    /// `--read-only-client-name`: client certificates naming one of these (CN or DNS
+    /// name) are read-only.
+    pub read_only_client_names: Vec<String>,
     /// `--tls-cert` (PEM, may hold the chain).
     pub tls_cert: Option<PathBuf>,
     /// `--tls-key` (PEM).
@@ -152,6 +223,10 @@ pub struct SecurityOptions {
 pub struct Security {
     /// Required bearer token.
     pub token: Option<Token>,
+    /// The read-only token.
+    pub read_only_token: Option<Token>,
+    /// Client certificate names that are read-only.
+    pub read_only_client_names: Vec<String>,
     /// TLS (with client verification when a client CA was given).
     pub tls: Option<ServerTlsConfig>,
     /// Whether clients must present a certificate.
@@ -181,6 +256,171 @@ impl Security {
     pub fn interceptor(&self) -> TokenInterceptor {
         TokenInterceptor {
             token: self.token.clone(),
+        }
+    }
+
+    /// The tower layer that enforces credentials and roles on the whole server.
+    pub fn layer(&self) -> AuthLayer {
+        AuthLayer {
+            sec: Arc::new(self.clone()),
+        }
+    }
+
+    /// The role of a call with these headers and (TLS) peer certificates; an error
+    /// says why it is refused. See the module doc.
+    pub fn role_of(
+        &self,
+        headers: &tonic::codegen::http::HeaderMap,
+        peer_certs: Option<&[Vec<u8>]>,
+    ) -> Result<Role, tonic::Status> {
+        if !self.authenticates() {
+            return Ok(Role::Admin);
+        }
+        // With mutual TLS the handshake already verified the chain against
+        // --tls-client-ca; the certificate's names may make it read-only.
+        let cert_role = match peer_certs.and_then(|c| c.first()) {
+            Some(leaf) if self.mtls => {
+                let names = cert_names(leaf);
+                if names
+                    .iter()
+                    .any(|n| self.read_only_client_names.iter().any(|r| r == n))
+                {
+                    Some(Role::ReadOnly)
+                } else {
+                    Some(Role::Admin)
+                }
+            }
+            _ => None,
+        };
+        let Some(admin) = &self.token else {
+            // mTLS only: the certificate decides.
+            return cert_role.ok_or_else(|| {
+                tonic::Status::unauthenticated(
+                    "missing credentials: a client certificate is required",
+                )
+            });
+        };
+        let Some(v) = headers.get(AUTHORIZATION) else {
+            return Err(tonic::Status::unauthenticated(
+                "missing credentials: send metadata `authorization: Bearer <token>`",
+            ));
+        };
+        let presented = v.as_bytes();
+        let presented = presented
+            .strip_prefix(b"Bearer ")
+            .or_else(|| presented.strip_prefix(b"bearer "))
+            .unwrap_or(&[]);
+        let token_role = if admin.matches(presented) {
+            Role::Admin
+        } else if self
+            .read_only_token
+            .as_ref()
+            .is_some_and(|t| t.matches(presented))
+        {
+            Role::ReadOnly
+        } else {
+            return Err(tonic::Status::unauthenticated(
+                "invalid credentials: the bearer token does not match",
+            ));
+        };
+        // Token and certificate both given: the lesser of the two roles.
+        Ok(match cert_role {
+            Some(Role::ReadOnly) => Role::ReadOnly,
+            _ => token_role,
+        })
+    }
+}
+
+/// The subject CNs and DNS names of a DER certificate (empty if it does not parse).
+pub fn cert_names(der: &[u8]) -> Vec<String> {
+    use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
+    let Ok((_, cert)) = X509Certificate::from_der(der) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = cert
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok().map(str::to_string))
+        .collect();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for n in &san.value.general_names {
+            if let GeneralName::DNSName(d) = n {
+                out.push((*d).to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Tower layer enforcing [`Security`] on every request of a tonic server (module doc).
+#[derive(Debug, Clone)]
+pub struct AuthLayer {
+    sec: Arc<Security>,
+}
+
+impl<S> tower_layer::Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+    fn layer(&self, inner: S) -> AuthService<S> {
+        AuthService {
+            inner,
+            sec: Arc::clone(&self.sec),
+        }
+    }
+}
+
+/// The service [`AuthLayer`] wraps around the server's routes.
+#[derive(Debug, Clone)]
+pub struct AuthService<S> {
+    inner: S,
+    sec: Arc<Security>,
+}
+
+type HttpRequest<B> = tonic::codegen::http::Request<B>;
+type HttpResponse = tonic::codegen::http::Response<tonic::body::Body>;
+
+impl<S, B> tower_service::Service<HttpRequest<B>> for AuthService<S>
+where
+    S: tower_service::Service<HttpRequest<B>, Response = HttpResponse>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = HttpResponse;
+    type Error = S::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<HttpResponse, S::Error>> + Send + 'static>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: HttpRequest<B>) -> Self::Future {
+        let path = req.uri().path().to_string();
+        if path.starts_with(RAFT_SERVICE) || path.starts_with("/grpc.health.v1.Health/") {
+            return Box::pin(self.inner.call(req));
+        }
+        let certs: Option<Vec<Vec<u8>>> = req
+            .extensions()
+            .get::<tonic::transport::server::TlsConnectInfo<tonic::transport::server::TcpConnectInfo>>()
+            .and_then(|i| i.peer_certs())
+            .map(|c| c.iter().map(|d| d.as_ref().to_vec()).collect());
+        let verdict = match self.sec.role_of(req.headers(), certs.as_deref()) {
+            Ok(Role::Admin) => Ok(()),
+            Ok(Role::ReadOnly) if read_only_allows(&path) => Ok(()),
+            Ok(Role::ReadOnly) => Err(tonic::Status::permission_denied(format!(
+                "{path}: the read-only credential may only call Get/List/Watch methods; this one needs the admin credential"
+            ))),
+            Err(s) => Err(s),
+        };
+        match verdict {
+            Ok(()) => Box::pin(self.inner.call(req)),
+            Err(status) => {
+                tracing::debug!(path = %path, code = ?status.code(), "gRPC call refused");
+                Box::pin(async move { Ok(status.into_http()) })
+            }
         }
     }
 }
@@ -224,7 +464,10 @@ impl SecurityOptions {
             (Some(cert), Some(key)) => {
                 let identity =
                     Identity::from_pem(read("--tls-cert", cert)?, read("--tls-key", key)?);
-                let mut cfg = ServerTlsConfig::new().identity(identity);
+                // A peer that opens TCP and never finishes the handshake is dropped.
+                let mut cfg = ServerTlsConfig::new()
+                    .identity(identity)
+                    .timeout(std::time::Duration::from_secs(10));
                 if let Some(ca) = &self.tls_client_ca {
                     cfg = cfg.client_ca_root(Certificate::from_pem(read("--tls-client-ca", ca)?));
                 }
@@ -251,7 +494,36 @@ impl SecurityOptions {
             }
         };
         let mtls = tls.is_some() && self.tls_client_ca.is_some();
-        let sec = Security { token, tls, mtls };
+        let read_only_token = self
+            .read_only_token_file
+            .as_deref()
+            .map(Token::from_file)
+            .transpose()?;
+        if let (Some(a), Some(r)) = (&token, &read_only_token) {
+            if a.matches(r.as_str().as_bytes()) {
+                return Err(AuthError::Options(
+                    "--read-only-token-file holds the same token as --auth-token-file: give the read-only role its own token".into(),
+                ));
+            }
+        }
+        if read_only_token.is_some() && token.is_none() {
+            return Err(AuthError::Options(
+                "--read-only-token-file needs --auth-token-file (the admin token)".into(),
+            ));
+        }
+        if !self.read_only_client_names.is_empty() && !mtls {
+            return Err(AuthError::Options(
+                "--read-only-client-name needs mutual TLS (--tls-cert/--tls-key/--tls-client-ca)"
+                    .into(),
+            ));
+        }
+        let sec = Security {
+            token,
+            read_only_token,
+            read_only_client_names: self.read_only_client_names.clone(),
+            tls,
+            mtls,
+        };
         if !sec.authenticates() && !self.insecure_plaintext {
             let why = if sec.tls.is_some() {
                 "TLS without --tls-client-ca encrypts but authenticates nobody"
@@ -267,10 +539,19 @@ impl SecurityOptions {
     }
 }
 
-/// tonic interceptor: `authorization: Bearer <token>` must match.
+/// tonic interceptor: `authorization: Bearer <token>` must match. The server itself
+/// uses [`AuthLayer`]; this is for services added elsewhere.
 #[derive(Debug, Clone)]
 pub struct TokenInterceptor {
     token: Option<Token>,
+}
+
+impl TokenInterceptor {
+    /// An interceptor that lets every request through (the server's [`AuthLayer`]
+    /// already checked it).
+    pub fn pass_through() -> TokenInterceptor {
+        TokenInterceptor { token: None }
+    }
 }
 
 impl tonic::service::Interceptor for TokenInterceptor {

@@ -73,6 +73,15 @@ pub struct FileConfig {
     /// `--auth-token-file`.
     #[serde(default)]
     pub auth_token_file: Option<PathBuf>,
+    /// `--read-only-token-file`.
+    #[serde(default)]
+    pub read_only_token_file: Option<PathBuf>,
+    /// `--read-only-client-name`, as an array of strings (certificate names that are read-only).
+    #[serde(default)]
+    pub read_only_client_name: Option<Vec<String>>,
+    /// `--cluster-secret-file`.
+    #[serde(default)]
+    pub cluster_secret_file: Option<PathBuf>,
     /// `--tls-cert`.
     #[serde(default)]
     pub tls_cert: Option<PathBuf>,

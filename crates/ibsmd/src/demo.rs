@@ -508,6 +508,10 @@ impl Demo {
                 (d.clone(), Some(d))
             }
         };
+        // The demo's members authenticate each other with a secret made for this run:
+        // a Raft call from outside is refused here as in production.
+        let secret = crate::replication::random_cluster_secret()
+            .map_err(|e| anyhow::anyhow!("demo: cannot make a cluster secret: {e}"))?;
         let mut replicas = Vec::new();
         for (id, addr) in &members_at {
             let r = Replication::start(ClusterConfig {
@@ -516,8 +520,11 @@ impl Demo {
                 initial_members: members_at.clone(),
                 data_dir: root.join(format!("sm{id}")),
                 timers: ClusterConfig::timers_for_daemon(),
-                token: opts.security.token.as_ref().map(|t| t.as_str().to_string()),
                 peer_tls: None,
+                peer_auth: ibsm_replica::PeerAuth {
+                    secret: Some(secret.clone()),
+                    mtls: false,
+                },
             })
             .await
             .map_err(|e| anyhow::anyhow!("demo replica {id}: {e}"))?;

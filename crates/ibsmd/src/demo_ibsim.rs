@@ -612,6 +612,15 @@ impl IbsimDemo {
             None => sim.dir().join("data"),
         };
         std::fs::create_dir_all(&root).map_err(|e| anyhow::anyhow!("{}: {e}", root.display()))?;
+        // The members authenticate each other with a secret made for this run.
+        let secret_file = root.join("cluster-secret");
+        write_private(
+            &secret_file,
+            crate::replication::random_cluster_secret()
+                .map_err(|e| anyhow::anyhow!("demo: cannot make a cluster secret: {e}"))?
+                .as_str(),
+        )
+        .map_err(|e| anyhow::anyhow!("{}: {e}", secret_file.display()))?;
         // Members' ports: bound here to learn them (ephemeral), released for the child.
         let mut endpoints = Vec::new();
         for i in 0..plan.hosts.len() {
@@ -646,6 +655,8 @@ impl IbsimDemo {
             .map(OsString::from)
             .collect();
             args.push(root.join(format!("sm{id}")).into_os_string());
+            args.push("--cluster-secret-file".into());
+            args.push(secret_file.clone().into_os_string());
             for (j, ep) in endpoints.iter().enumerate() {
                 args.push("--peer".into());
                 args.push(format!("{}={ep}", j + 1).into());
@@ -829,6 +840,19 @@ pub fn run_sminfo_poll(fabric: &FabricSpec, targets: Vec<(String, Vec<u8>)>) -> 
         // A closed pipe (the demo is gone) ends the poller.
         out.flush()?;
     }
+}
+
+/// Write `text` to a new file only its owner can read.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o.open(path)?.write_all(text.as_bytes())
 }
 
 #[cfg(test)]

@@ -473,16 +473,27 @@ impl Fabric for FabricService {
             )));
         }
         let key = crate::replication::partition_key(part.pkey);
+        let value = crate::replication::encode_partition(&part);
+        // The limits every replica enforces (partition count, members, name, size),
+        // checked here first so the operator gets the reason before anything is written.
+        repl.replica()
+            .with_state(|s| ibsm_replica::config_keys::validate_set(&s.config, &key, &value))
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let receipt = repl
             .replica()
             .write(ibsm_replica::Command::Config(
                 ibsm_replica::ConfigChange::Set {
                     key: key.clone(),
-                    value: crate::replication::encode_partition(&part),
+                    value,
                 },
             ))
             .await
-            .map_err(|e| Status::unavailable(format!("the replica did not commit {key}: {e}")))?;
+            .map_err(|e| match e {
+                ibsm_replica::ReplicaError::Refused(r) => Status::invalid_argument(format!(
+                    "the replicated state machine refused {key}: {r}"
+                )),
+                e => Status::unavailable(format!("the replica did not commit {key}: {e}")),
+            })?;
         applied_here(repl, receipt.log_index).await;
         let outcome = format!(
             "partition {:?} P_Key {:#06x} ({} members) committed to the replica at log index {}; the MASTER programs it into the members' P_Key tables (and the enforcing switch ports) on its next heavy sweep, which the change itself starts once its replica has applied the entry",

@@ -55,6 +55,15 @@ struct Cli {
     /// Require `authorization: Bearer <token>` on gRPC calls; FILE holds the token (>= 16 visible ASCII chars).
     #[arg(long, value_name = "FILE")]
     auth_token_file: Option<PathBuf>,
+    /// A second token (FILE) that may only read: every Get/List/Watch, nothing that changes the fabric or the cluster.
+    #[arg(long, value_name = "FILE")]
+    read_only_token_file: Option<PathBuf>,
+    /// Client certificates whose subject CN or a DNS name is NAME are read-only (repeatable; needs mutual TLS).
+    #[arg(long = "read-only-client-name", value_name = "NAME")]
+    read_only_client_names: Vec<String>,
+    /// The replication cluster's secret (FILE, >= 16 visible ASCII chars, never the control token): every Raft RPC carries it. With --node-id, this or mutual TLS is required.
+    #[arg(long, value_name = "FILE")]
+    cluster_secret_file: Option<PathBuf>,
     /// TLS certificate chain (PEM) of this server.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -174,6 +183,7 @@ struct DaemonSettings {
     node_id: Option<u64>,
     peers: Vec<ibsm_replica::PeerArg>,
     security: SecurityOptions,
+    cluster_secret_file: Option<PathBuf>,
     subnet: ibsm_core::subnet::SubnetConfig,
     master_heavy_sweep_interval: Duration,
 }
@@ -238,8 +248,15 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
         } else {
             cli.peers
         },
+        cluster_secret_file: cli.cluster_secret_file.or(file.cluster_secret_file),
         security: SecurityOptions {
             auth_token_file: cli.auth_token_file.or(file.auth_token_file),
+            read_only_token_file: cli.read_only_token_file.or(file.read_only_token_file),
+            read_only_client_names: if cli.read_only_client_names.is_empty() {
+                file.read_only_client_name.unwrap_or_default()
+            } else {
+                cli.read_only_client_names
+            },
             tls_cert: cli.tls_cert.or(file.tls_cert),
             tls_key: cli.tls_key.or(file.tls_key),
             tls_client_ca: cli.tls_client_ca.or(file.tls_client_ca),
@@ -248,11 +265,23 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
     })
 }
 
+/// A panic on any thread ends the process (exit 101) after logging it, so systemd or
+/// Kubernetes restarts a whole SM instead of a process whose threads died silently.
+fn install_panic_exit() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default(info);
+        tracing::error!(panic = %info, "a thread panicked: exiting so the supervisor restarts ibsmd");
+        std::process::exit(101);
+    }));
+}
+
 fn main() -> std::process::ExitCode {
+    install_panic_exit();
     let cli = Cli::parse();
     // Everything from files and flags is checked before anything starts.
     enum Plan {
-        Daemon(Box<DaemonSettings>, Security),
+        Daemon(Box<DaemonSettings>, Security, ibsm_replica::PeerAuth),
         Demo(FabricSpec, DemoOptions, Option<SocketAddr>),
         IbsimDemo(ibsmd::demo_ibsim::IbsimDemoOptions),
         SminfoPoll(FabricSpec, Vec<(String, Vec<u8>)>),
@@ -347,7 +376,14 @@ fn main() -> std::process::ExitCode {
                     return std::process::ExitCode::from(EXIT_USAGE);
                 }
             };
-            Plan::Daemon(Box::new(settings), security)
+            let peer_auth = match replication_auth(&settings, &security) {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!("ibsmd: {e}");
+                    return std::process::ExitCode::from(EXIT_USAGE);
+                }
+            };
+            Plan::Daemon(Box::new(settings), security, peer_auth)
         }
     };
     tracing_subscriber::fmt()
@@ -385,7 +421,9 @@ fn main() -> std::process::ExitCode {
             Plan::Demo(fabric, opts, metrics) => run_demo(fabric, opts, metrics).await,
             Plan::IbsimDemo(opts) => run_ibsim_demo(opts).await,
             Plan::SminfoPoll(..) => Ok(()),
-            Plan::Daemon(settings, security) => run_daemon(*settings, security).await,
+            Plan::Daemon(settings, security, peer_auth) => {
+                run_daemon(*settings, security, peer_auth).await
+            }
         }
     });
     match result {
@@ -395,6 +433,80 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// How this member authenticates the others on the Raft service, checked before
+/// anything starts: `--node-id` needs a cluster secret or mutual TLS, the secret is
+/// never the control token, and with mutual TLS this member's certificate must name
+/// `ibsm-node-<its id>` (the peers check that name against the node each RPC speaks
+/// for).
+fn replication_auth(
+    cli: &DaemonSettings,
+    security: &Security,
+) -> Result<ibsm_replica::PeerAuth, String> {
+    let Some(node_id) = cli.node_id else {
+        if cli.cluster_secret_file.is_some() {
+            return Err(
+                "--cluster-secret-file needs --node-id (it authenticates replication)".into(),
+            );
+        }
+        return Ok(ibsm_replica::PeerAuth::default());
+    };
+    let secret = match &cli.cluster_secret_file {
+        None => None,
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("--cluster-secret-file {}: {e}", p.display()))?;
+            let secret = ibsm_replica::ClusterSecret::new(text.trim())
+                .map_err(|why| format!("--cluster-secret-file {}: {why}", p.display()))?;
+            let same_as = |t: &Option<Token>| {
+                t.as_ref()
+                    .is_some_and(|t| t.matches(secret.as_str().as_bytes()))
+            };
+            if same_as(&security.token) || same_as(&security.read_only_token) {
+                return Err(format!(
+                    "--cluster-secret-file {}: the cluster secret must not be a control API token: give replication its own secret",
+                    p.display()
+                ));
+            }
+            Some(secret)
+        }
+    };
+    let mtls = security.mtls;
+    if mtls {
+        let cert = cli
+            .security
+            .tls_cert
+            .as_ref()
+            .ok_or("mutual TLS without --tls-cert")?;
+        let pem = std::fs::read(cert).map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
+        match ibsm_replica::network::node_id_of_pem(&pem) {
+            Some(id) if id == node_id => {}
+            Some(id) => {
+                return Err(format!(
+                    "--tls-cert {} names node {id} ({}{id}), but this is --node-id {node_id}: each member needs its own certificate naming {}{node_id} (a DNS name or the CN)",
+                    cert.display(),
+                    ibsm_replica::network::NODE_CERT_PREFIX,
+                    ibsm_replica::network::NODE_CERT_PREFIX
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "--tls-cert {}: replication over mutual TLS binds each member's certificate to its node id: the certificate must name {}{node_id} (a DNS subjectAltName or the subject CN)",
+                    cert.display(),
+                    ibsm_replica::network::NODE_CERT_PREFIX
+                ))
+            }
+        }
+    }
+    let auth = ibsm_replica::PeerAuth { secret, mtls };
+    if !auth.authenticates() {
+        return Err(
+            "--node-id: replication must authenticate its members: add --cluster-secret-file FILE (a secret shared by the members, not the control token), or --tls-cert/--tls-key/--tls-client-ca with member certificates naming ibsm-node-<id>"
+                .into(),
+        );
+    }
+    Ok(auth)
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
@@ -434,13 +546,29 @@ async fn start_metrics(
     Ok(())
 }
 
-async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<()> {
+async fn run_daemon(
+    cli: DaemonSettings,
+    security: Security,
+    peer_auth: ibsm_replica::PeerAuth,
+) -> anyhow::Result<()> {
     let (fabric, priority) = (cli.fabric.clone(), cli.priority);
     if let Some(dir) = &cli.data_dir {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("--data-dir {}: {e}", dir.display()))?;
     }
-    let repl = start_replication(&cli, &security).await?;
+    // Listeners first: a port already in use fails here, with its message, before the
+    // fabric device is opened or replication starts.
+    let listener = tokio::net::TcpListener::bind(cli.grpc)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen for gRPC on {}: {e}", cli.grpc))?;
+    let metrics_listener = match cli.metrics {
+        Some(a) => Some(
+            std::net::TcpListener::bind(a)
+                .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {a}: {e}"))?,
+        ),
+        None => None,
+    };
+    let repl = start_replication(&cli, peer_auth).await?;
     let mut cfg = InstanceConfig::new("ibsmd", priority);
     cfg.sm_key = cli.sm_key;
     cfg.poll_interval = Duration::from_millis(cli.poll_interval_ms);
@@ -451,15 +579,24 @@ async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<(
     let metrics = Arc::clone(&cfg.metrics);
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;
     let inst = Arc::new(Instance::spawn(cfg, dev, keepalive)?);
-    start_metrics(cli.metrics, vec![("ibsmd".to_string(), metrics)]).await?;
+    if let Some(l) = metrics_listener {
+        let addr = l.local_addr()?;
+        drop(l);
+        start_metrics(
+            Some(addr),
+            vec![("ibsmd".to_string(), Arc::clone(&metrics))],
+        )
+        .await?;
+    }
     let slot = ibsmd::server::slot(Arc::clone(&inst));
     if let Some(r) = &repl {
+        r.set_metrics(Arc::clone(&metrics));
         r.follow(Arc::clone(&slot));
     }
-    let (addr, serve) = ibsmd::server::bind_with(
+    let (addr, serve) = ibsmd::server::serve_listener(
         slot,
         "ibsmd",
-        cli.grpc,
+        listener,
         shutdown_signal(),
         ibsmd::server::ServeOptions {
             security,
@@ -491,7 +628,7 @@ async fn run_daemon(cli: DaemonSettings, security: Security) -> anyhow::Result<(
 /// The replica when `--node-id` is given (see `ibsmd::replication`).
 async fn start_replication(
     cli: &DaemonSettings,
-    security: &Security,
+    peer_auth: ibsm_replica::PeerAuth,
 ) -> anyhow::Result<Option<Arc<ibsmd::replication::Replication>>> {
     let Some(node_id) = cli.node_id else {
         if !cli.peers.is_empty() {
@@ -507,7 +644,7 @@ async fn start_replication(
     let peer_tls = cli.security.peer_tls()?;
     if peer_tls.is_none() {
         tracing::warn!(
-            "replication without TLS: Raft traffic between members is plaintext and unauthenticated; give --tls-cert/--tls-key/--tls-client-ca unless the members' network is trusted"
+            "replication without TLS: Raft traffic between members is authenticated by the cluster secret but not encrypted; give --tls-cert/--tls-key/--tls-client-ca unless the members' network is trusted"
         );
     }
     let mut initial_members = std::collections::BTreeMap::new();
@@ -527,8 +664,8 @@ async fn start_replication(
         initial_members,
         data_dir,
         timers: ibsmd::replication::ClusterConfig::timers_for_daemon(),
-        token: security.token.as_ref().map(|t| t.as_str().to_string()),
         peer_tls,
+        peer_auth,
     };
     let r = ibsmd::replication::Replication::start(cfg).await?;
     tracing::info!(node_id, peers = cli.peers.len(), "replication started");

@@ -49,6 +49,7 @@ pub struct Metrics {
     mads_timeouts: AtomicU64,
     mads_retries: AtomicU64,
     sm_key_rejections: AtomicU64,
+    degraded: AtomicU64,
     up: AtomicU64,
     phases: Mutex<BTreeMap<String, f64>>,
 }
@@ -129,6 +130,11 @@ impl Metrics {
         }
     }
 
+    /// Whether the replication of this instance is degraded (`ibsm_replication_degraded`).
+    pub fn set_degraded(&self, degraded: bool) {
+        self.degraded.store(u64::from(degraded), Ordering::Relaxed);
+    }
+
     /// Current value of `ibsm_failovers_total` (for tests and status).
     pub fn failovers(&self) -> u64 {
         self.failovers.load(Ordering::Relaxed)
@@ -191,6 +197,11 @@ const FAMILIES: &[Family] = &[
         name: "ibsm_sm_key_rejections_total",
         kind: "counter",
         help: "SMInfo requests whose SM_Key did not match ours.",
+    },
+    Family {
+        name: "ibsm_replication_degraded",
+        kind: "gauge",
+        help: "1 while this MASTER's replication is degraded (no quorum, or a claim or write refused: see GetStatus degraded_reason), else 0.",
     },
 ];
 
@@ -282,6 +293,13 @@ pub fn render(instances: &[(String, Arc<Metrics>)]) -> String {
                         out,
                         "ibsm_sm_key_rejections_total{{sm=\"{sm}\"}} {}",
                         load(&m.sm_key_rejections)
+                    );
+                }
+                "ibsm_replication_degraded" => {
+                    let _ = writeln!(
+                        out,
+                        "ibsm_replication_degraded{{sm=\"{sm}\"}} {}",
+                        load(&m.degraded)
                     );
                 }
                 _ => {}

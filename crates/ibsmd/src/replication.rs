@@ -54,20 +54,20 @@
 //! [`Replication::wait_caught_up`]: before a HANDOVER goes out, the target's replica
 //! must have applied everything this instance has in its log. Each instance registers
 //! its SM port GUID -> Raft node id in the replicated config (`sm.<guid>.node`); the
-//! target's applied index is read from its `GetStatus` on the address it joined with.
+//! target's applied index is read over the Raft service's `Applied` RPC.
 //! A target outside the cluster (OpenSM, an ibsmd without --node-id) is not waited for.
 //!
 //! # Security
 //!
-//! The Raft service is served next to the control API, on the same port, but without
-//! its bearer-token interceptor (the replica's peer transport carries no token). With
-//! `--tls-cert/--tls-key` replication requires `--tls-client-ca` too
-//! (`SecurityOptions::peer_tls`): the port then accepts only clients with a
-//! certificate that CA signed, and the members dial each other (Raft, and the handover
-//! catch-up check) over TLS presenting their own certificate, so each member's
-//! certificate must serve for client as well as server authentication. Without TLS the
-//! Raft traffic is plaintext and unauthenticated (ibsmd warns): a trusted management
-//! network only.
+//! The Raft service is served next to the control API, on the same port, but not
+//! under the control API's credentials: members prove themselves with the cluster
+//! secret (`--cluster-secret-file`, carried on every Raft RPC, never the control
+//! token) and/or, with TLS, with member certificates (`--tls-client-ca`; a member's
+//! certificate names `ibsm-node-<id>`, checked against the node each RPC speaks for).
+//! `--node-id` with neither is refused at start. The planned handover's catch-up check
+//! asks the target's applied index over that member channel
+//! (`Replica::peer_applied`), so no bearer token is ever sent to an address learned
+//! from the replicated membership. See `ibsm_replica::network`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -265,7 +265,7 @@ pub fn apply_partitions(
 
 /// The replicated-config key that maps an SM port GUID to its Raft node id.
 pub fn sm_node_key(guid: u64) -> String {
-    format!("sm.{guid:016x}.node")
+    ibsm_replica::config_keys::sm_node_key(guid)
 }
 
 /// How to start the replica of this daemon (`--node-id`, `--grpc`, `--peer`, `--data-dir`).
@@ -281,11 +281,22 @@ pub struct ClusterConfig {
     pub data_dir: PathBuf,
     /// Raft timers; [`ClusterConfig::timers_for_daemon`] by default.
     pub timers: RaftTimers,
-    /// Bearer token to present on the peers' control API (handover catch-up check).
-    pub token: Option<String>,
     /// Mutual TLS towards the peers (Raft and the catch-up check); `None`: plaintext.
     /// See `SecurityOptions::peer_tls`.
     pub peer_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// How members authenticate each other on the Raft service (cluster secret and/or
+    /// member certificates); the daemon refuses to start with neither.
+    pub peer_auth: ibsm_replica::PeerAuth,
+}
+
+/// A fresh random cluster secret (32 hex digits from the OS's random source), for the
+/// demos, which make their own.
+pub fn random_cluster_secret() -> std::io::Result<ibsm_replica::ClusterSecret> {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    ibsm_replica::ClusterSecret::new(&hex).map_err(std::io::Error::other)
 }
 
 impl ClusterConfig {
@@ -344,6 +355,8 @@ pub struct ReplStatus {
     pub held_epoch: Option<u64>,
     /// Another master claimed a higher epoch while this one wrote.
     pub deposed: bool,
+    /// Why `degraded` (empty when not).
+    pub degraded_reason: String,
 }
 
 /// Errors of the cluster operations.
@@ -376,6 +389,8 @@ struct Shared {
     held_epoch: Option<u64>,
     desired: Option<FabricRecord>,
     degraded: bool,
+    /// What made it degraded.
+    degraded_reason: String,
     deposed: bool,
     /// Our SM port GUID to register (`sm.<guid>.node`), until it committed.
     register: Option<u64>,
@@ -388,8 +403,9 @@ pub struct Replication {
     replica: Arc<Replica>,
     shared: Arc<Mutex<Shared>>,
     wake: Arc<Notify>,
-    token: Option<String>,
-    peer_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// Where `ibsm_replication_degraded` is published (set by [`Replication::follow`]'s
+    /// caller through [`Replication::set_metrics`]).
+    metrics: Mutex<Option<Arc<crate::metrics::Metrics>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
 }
@@ -461,6 +477,7 @@ impl Replication {
             data_dir: cfg.data_dir.clone(),
             timers: cfg.timers.clone(),
             peer_tls: cfg.peer_tls.clone(),
+            peer_auth: cfg.peer_auth.clone(),
         })
         .await?;
         if replica.bootstrapped() {
@@ -478,8 +495,7 @@ impl Replication {
             replica,
             shared,
             wake,
-            token: cfg.token,
-            peer_tls: cfg.peer_tls,
+            metrics: Mutex::new(None),
             writer: Mutex::new(Some(writer)),
             watcher: Mutex::new(None),
         }))
@@ -584,21 +600,35 @@ impl Replication {
             || (m.role == Role::Leader
                 && m.millis_since_quorum_ack
                     .is_some_and(|ms| u128::from(ms) > QUORUM_LOST.as_millis()));
+        let degraded = s.master_guid.is_some() && (s.degraded || no_leader);
+        let degraded_reason = if !degraded {
+            String::new()
+        } else if s.degraded {
+            s.degraded_reason.clone()
+        } else {
+            "no Raft quorum: no leader has been acknowledged by a majority lately".to_string()
+        };
         ReplStatus {
             epoch,
             raft_role: role_name(m.role).to_string(),
             term: m.term,
             leader: m.leader.unwrap_or(0),
             applied_index: m.last_applied.unwrap_or(0),
-            degraded: s.master_guid.is_some() && (s.degraded || no_leader),
+            degraded,
             held_epoch: s.held_epoch,
             deposed: s.deposed,
+            degraded_reason,
         }
     }
 
     /// Raft metrics.
     pub fn metrics(&self) -> ReplicaMetrics {
         self.replica.metrics()
+    }
+
+    /// Publish the degraded state to `m` (`ibsm_replication_degraded`) while following.
+    pub fn set_metrics(&self, m: Arc<crate::metrics::Metrics>) {
+        *self.metrics.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
     }
 
     /// Follow the SM instance in `slot` (it may be replaced, as by a demo restart):
@@ -628,6 +658,10 @@ impl Replication {
                 }
                 if lock(&me.shared).stop {
                     return;
+                }
+                let m = me.metrics.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Some(m) = m {
+                    m.set_degraded(me.status().degraded);
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
@@ -678,8 +712,7 @@ impl Replication {
             if node == self.replica.node_id() {
                 return Ok(());
             }
-            if let Ok(a) = peer_applied(&addr, self.token.as_deref(), self.peer_tls.as_ref()).await
-            {
+            if let Ok(a) = self.replica.peer_applied(node, &addr).await {
                 applied = a;
                 if a >= want {
                     tracing::info!(
@@ -723,37 +756,6 @@ impl Replication {
             tracing::debug!(%e, "replica shutdown");
         }
     }
-}
-
-/// The applied index a peer reports in `GetStatus`.
-async fn peer_applied(
-    addr: &str,
-    token: Option<&str>,
-    tls: Option<&tonic::transport::ClientTlsConfig>,
-) -> Result<u64, String> {
-    use ibsm_proto::v1::control_client::ControlClient;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut ep = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}"))
-        .map_err(|e| e.to_string())?;
-    if let Some(t) = tls {
-        ep = ep.tls_config(t.clone()).map_err(|e| e.to_string())?;
-    }
-    let ch = ep
-        .connect_timeout(Duration::from_millis(300))
-        .timeout(Duration::from_millis(500))
-        .connect()
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut c = ControlClient::new(ch);
-    let mut req = tonic::Request::new(ibsm_proto::v1::GetStatusRequest {});
-    if let Some(t) = token {
-        let v = format!("Bearer {t}")
-            .parse()
-            .map_err(|_| "token is not a valid header value".to_string())?;
-        req.metadata_mut().insert("authorization", v);
-    }
-    let st = c.get_status(req).await.map_err(|e| e.to_string())?;
-    Ok(st.into_inner().applied_index)
 }
 
 enum Step {
@@ -830,11 +832,21 @@ async fn claim(replica: &Replica, shared: &Mutex<Shared>, generation: u64, guid:
             tokio::time::sleep(Duration::from_millis(20)).await;
             Next::Again
         }
+        Err(ReplicaError::Refused(r)) => {
+            let mut s = lock(shared);
+            if s.generation == generation && !s.degraded {
+                tracing::error!(refusal = %r, "replication: the mastership claim was refused: DEGRADED, running the fabric from the local replica");
+                s.degraded = true;
+                s.degraded_reason = format!("mastership claim refused: {r}");
+            }
+            Next::Retry
+        }
         Err(e) => {
             let mut s = lock(shared);
             if s.generation == generation && !s.degraded {
                 tracing::warn!(%e, "replication: cannot claim the mastership epoch (no quorum?): DEGRADED, running the fabric from the local replica");
                 s.degraded = true;
+                s.degraded_reason = format!("mastership claim did not commit: {e}");
             }
             Next::Retry
         }
@@ -905,6 +917,7 @@ async fn write(
             if s.generation == generation && !s.degraded {
                 tracing::warn!(%e, "replication: write did not commit (no quorum?): DEGRADED, keeping the assignments to reconcile");
                 s.degraded = true;
+                s.degraded_reason = format!("fabric state write did not commit: {e}");
             }
             Next::Retry
         }

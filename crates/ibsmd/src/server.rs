@@ -3,7 +3,14 @@
 //! reflection.
 //!
 //! Security ([`crate::auth`]): TLS (mutual when a client CA is configured) for the
-//! whole server, and the bearer-token interceptor on every service but health.
+//! whole server, and one tower layer that checks credentials and roles (admin,
+//! read-only) on every service but health and Raft (which checks the members' own).
+//!
+//! Limits a client cannot push past: [`MAX_CONNECTIONS`] open connections,
+//! [`MAX_STREAMS_PER_CONNECTION`] concurrent calls per connection, [`MAX_WATCH_STREAMS`]
+//! Watch streams, a 64 KiB header list, a 10 s TLS handshake, HTTP/2 keepalive (a dead
+//! peer's connection is closed after 40 s), and tonic's 4 MiB message limit on the
+//! control services. Health turns NOT_SERVING whenever the instance is not running.
 //!
 //! The service reaches its instance through an [`InstanceSlot`] rather than holding it,
 //! so the demo can kill and restart an instance behind a live endpoint: while the slot
@@ -43,6 +50,127 @@ const OUTCOME_WAIT: Duration = Duration::from_secs(5);
 const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
 /// How long Sweep waits for the sweep to finish.
 const SWEEP_WAIT: Duration = Duration::from_secs(120);
+/// Most TCP connections one endpoint serves at once; more are closed at accept.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Most concurrent HTTP/2 streams (calls) on one connection.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 64;
+/// Most Watch streams one endpoint serves at once.
+pub const MAX_WATCH_STREAMS: usize = 64;
+
+/// A TCP connection counted against [`MAX_CONNECTIONS`] until it is dropped.
+struct CountedStream {
+    inner: tokio::net::TcpStream,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl tonic::transport::server::Connected for CountedStream {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+impl tokio::io::AsyncRead for CountedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for CountedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Accepted connections, at most `max` open at once: a connection over the cap is
+/// closed at once (logged), so a flood of idle connections cannot exhaust the server.
+fn limited_incoming(
+    listener: tokio::net::TcpListener,
+    max: usize,
+) -> impl Stream<Item = std::io::Result<CountedStream>> + Send + 'static {
+    let slots = Arc::new(tokio::sync::Semaphore::new(max));
+    let (tx, rx) = mpsc::channel::<std::io::Result<CountedStream>>(16);
+    tokio::spawn(async move {
+        loop {
+            let conn = listener.accept().await;
+            let item = match conn {
+                Ok((stream, peer)) => match Arc::clone(&slots).try_acquire_owned() {
+                    Ok(permit) => {
+                        let _ = stream.set_nodelay(true);
+                        Ok(CountedStream {
+                            inner: stream,
+                            _permit: permit,
+                        })
+                    }
+                    Err(_) => {
+                        tracing::warn!(%peer, max, "gRPC: connection limit reached, closing a new connection");
+                        continue;
+                    }
+                },
+                Err(e) => {
+                    tracing::debug!(%e, "gRPC accept");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            if tx.send(item).await.is_err() {
+                return;
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// Keep `grpc.health.v1` honest: SERVING only while the instance in `slot` runs.
+fn spawn_health_watch(health: tonic_health::server::HealthReporter, slot: InstanceSlot) {
+    tokio::spawn(async move {
+        let mut last: Option<bool> = None;
+        loop {
+            let running = match slot.read() {
+                Ok(s) => s.as_ref().is_some_and(|i| i.is_running()),
+                Err(p) => p.into_inner().as_ref().is_some_and(|i| i.is_running()),
+            };
+            if last != Some(running) {
+                if running {
+                    health.set_serving::<ControlServer<ControlService>>().await;
+                    health
+                        .set_service_status("", tonic_health::ServingStatus::Serving)
+                        .await;
+                } else {
+                    health
+                        .set_not_serving::<ControlServer<ControlService>>()
+                        .await;
+                    health
+                        .set_service_status("", tonic_health::ServingStatus::NotServing)
+                        .await;
+                    tracing::warn!("health: NOT_SERVING, the SM instance is not running");
+                }
+                last = Some(running);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+}
 
 fn pb_state(s: SmState) -> pb::SmState {
     match s {
@@ -62,6 +190,7 @@ fn status_of(s: &Snapshot, repl: Option<&Replication>) -> pb::Status {
         raft_leader: r.leader,
         applied_index: r.applied_index,
         degraded: r.degraded,
+        degraded_reason: r.degraded_reason,
         guid: s.guid,
         lid: u32::from(s.lid),
         priority: u32::from(s.priority),
@@ -111,6 +240,8 @@ pub struct ControlService {
     slot: InstanceSlot,
     name: String,
     repl: Option<Arc<Replication>>,
+    /// Caps concurrent Watch streams ([`MAX_WATCH_STREAMS`]).
+    watch_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl ControlService {
@@ -121,6 +252,7 @@ impl ControlService {
             slot: slot(inst),
             name,
             repl: None,
+            watch_slots: Arc::new(tokio::sync::Semaphore::new(MAX_WATCH_STREAMS)),
         }
     }
 
@@ -130,7 +262,14 @@ impl ControlService {
             slot,
             name: name.into(),
             repl: None,
+            watch_slots: Arc::new(tokio::sync::Semaphore::new(MAX_WATCH_STREAMS)),
         }
+    }
+
+    /// Share `slots` as the cap on concurrent Watch streams.
+    pub fn with_watch_slots(mut self, slots: Arc<tokio::sync::Semaphore>) -> ControlService {
+        self.watch_slots = slots;
+        self
     }
 
     /// Report `repl`'s epoch/Raft fields in `GetStatus`, and make a planned handover
@@ -349,11 +488,19 @@ impl Control for ControlService {
         &self,
         _req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, tonic::Status> {
+        let permit = Arc::clone(&self.watch_slots)
+            .try_acquire_owned()
+            .map_err(|_| {
+                tonic::Status::resource_exhausted(format!(
+                    "{MAX_WATCH_STREAMS} Watch streams are open on this endpoint already: close one first"
+                ))
+            })?;
         let mut rx = self.inst()?.subscribe();
         // Forward until the instance stops (its last event is "stopped") or the client
         // goes away.
         let (tx, out) = mpsc::channel(64);
         tokio::spawn(async move {
+            let _permit = permit;
             loop {
                 match rx.recv().await {
                     Ok(ev) => {
@@ -379,13 +526,12 @@ impl Control for ControlService {
 /// `ibsm-replica`): called with the router and the endpoint's token interceptor, so
 /// the service can be wrapped (`XServer::with_interceptor(svc, icpt)`) and is covered
 /// by the same TLS.
-pub type ServiceHook = Arc<
-    dyn Fn(
-            tonic::transport::server::Router,
-            crate::auth::TokenInterceptor,
-        ) -> tonic::transport::server::Router
-        + Send
-        + Sync,
+pub type ServiceHook =
+    Arc<dyn Fn(SecuredRouter, crate::auth::TokenInterceptor) -> SecuredRouter + Send + Sync>;
+
+/// The server's router behind the credentials layer ([`crate::auth::AuthLayer`]).
+pub type SecuredRouter = tonic::transport::server::Router<
+    tower_layer::Stack<crate::auth::AuthLayer, tower_layer::Identity>,
 >;
 
 /// How a server is secured and what else it serves.
@@ -478,46 +624,49 @@ pub async fn serve_listener(
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(ibsm_proto::FILE_DESCRIPTOR_SET)
         .build_v1()?;
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let icpt = sec.interceptor();
-    let mut builder = tonic::transport::Server::builder();
+    let incoming = limited_incoming(listener, MAX_CONNECTIONS);
+    // Credentials and roles are checked by one layer in front of every service (see
+    // crate::auth); the Raft service checks the members' own credentials.
+    let icpt = crate::auth::TokenInterceptor::pass_through();
+    spawn_health_watch(health.clone(), Arc::clone(&slot));
+    let mut builder = tonic::transport::Server::builder()
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
+        .concurrency_limit_per_connection(MAX_STREAMS_PER_CONNECTION as usize)
+        .http2_max_pending_accept_reset_streams(Some(64))
+        .http2_max_header_list_size(Some(64 << 10))
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .tcp_nodelay(true);
     if let Some(tls) = sec.tls.clone() {
         builder = builder
             .tls_config(tls)
             .map_err(|e| anyhow::anyhow!("TLS configuration: {e}"))?;
     }
+    let watch_slots = Arc::new(tokio::sync::Semaphore::new(MAX_WATCH_STREAMS));
+    let mut builder = builder.layer(sec.layer());
     let router = builder
         .add_service(health_service)
-        .add_service(tonic::service::interceptor::InterceptedService::new(
-            reflection,
-            icpt.clone(),
-        ))
-        .add_service(
-            ibsm_proto::v1::fabric_server::FabricServer::with_interceptor(
-                crate::fabric_service::FabricService::new(
-                    Arc::clone(&slot),
-                    name,
-                    opts.replication.clone(),
-                ),
-                icpt.clone(),
+        .add_service(reflection)
+        .add_service(ibsm_proto::v1::fabric_server::FabricServer::new(
+            crate::fabric_service::FabricService::new(
+                Arc::clone(&slot),
+                name,
+                opts.replication.clone(),
             ),
-        )
-        .add_service(ControlServer::with_interceptor(
-            ControlService::with_slot(slot, name).with_replication(opts.replication.clone()),
-            icpt.clone(),
         ))
-        .add_service(
-            ibsm_proto::v1::cluster_server::ClusterServer::with_interceptor(
-                ClusterService::new(opts.replication.clone()),
-                icpt.clone(),
-            ),
-        )
-        // Raft between members: no token (the peer transport carries none), see
-        // crate::replication ("Security").
+        .add_service(ControlServer::new(
+            ControlService::with_slot(slot, name)
+                .with_replication(opts.replication.clone())
+                .with_watch_slots(watch_slots),
+        ))
+        .add_service(ibsm_proto::v1::cluster_server::ClusterServer::new(
+            ClusterService::new(opts.replication.clone()),
+        ))
+        // Raft between members: the replica's service checks the cluster secret /
+        // member certificates itself, see crate::replication ("Security").
         .add_optional_service(opts.replication.as_ref().map(|r| r.grpc_service()))
-        .add_service(ibsm_proto::v1::demo_server::DemoServer::with_interceptor(
+        .add_service(ibsm_proto::v1::demo_server::DemoServer::new(
             DemoService::new(opts.demo.clone()),
-            icpt.clone(),
         ));
     let router = match &opts.extra_services {
         Some(hook) => hook(router, icpt),

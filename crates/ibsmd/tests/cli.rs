@@ -261,3 +261,75 @@ fn every_option_is_documented_in_the_example_config() {
         assert!(top.contains(&key), "--{flag} has no config key ({top:?})");
     }
 }
+
+#[test]
+fn replication_without_member_credentials_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data").display().to_string();
+    let base = [
+        "--fabric",
+        "gen:fat-tree:2",
+        "--priority",
+        "5",
+        "--insecure-plaintext",
+        "--node-id",
+        "1",
+        "--data-dir",
+        data.as_str(),
+    ];
+    let (code, err) = run(&base);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--cluster-secret-file"), "{err}");
+    assert!(err.contains("ibsm-node-"), "{err}");
+    // The cluster secret may not be the control token.
+    let token = write(&dir, "token", "the-same-secret-for-both-0123\n");
+    let mut args = base.to_vec();
+    args.retain(|a| *a != "--insecure-plaintext");
+    args.extend(["--auth-token-file", &token, "--cluster-secret-file", &token]);
+    let (code, err) = run(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("must not be a control API token"), "{err}");
+    // The placeholder token of deploy/ is refused.
+    let placeholder = write(
+        &dir,
+        "placeholder",
+        &format!("{}\n", ibsmd::auth::PLACEHOLDER_TOKEN),
+    );
+    let (code, err) = run(&[
+        "--fabric",
+        "gen:fat-tree:2",
+        "--priority",
+        "5",
+        "--auth-token-file",
+        &placeholder,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("placeholder"), "{err}");
+    assert!(
+        !dir.path().join("data").exists(),
+        "a refused start created the data dir"
+    );
+}
+
+#[test]
+fn a_busy_grpc_port_fails_before_the_fabric_is_opened() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = busy.local_addr().expect("addr").to_string();
+    // umad: with no device here (no umad2sim), opening the fabric would fail with a
+    // device error; the gRPC bind must fail first.
+    let (code, err) = run(&[
+        "--fabric",
+        "umad",
+        "--priority",
+        "5",
+        "--insecure-plaintext",
+        "--grpc",
+        &addr,
+    ]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("cannot listen for gRPC"), "{err}");
+    assert!(
+        !err.to_lowercase().contains("umad"),
+        "the fabric was opened first: {err}"
+    );
+}

@@ -54,11 +54,30 @@ async fn wait_for<F: Fn(&[Status]) -> bool>(
     }
 }
 
-fn config(key: &str, value: &str) -> Command {
+/// A replicated probe entry. Members forward only the daemon's own config families
+/// (the Raft service refuses the rest), so the probes are SM registration keys:
+/// `name` picks the key, `value` (a node-id-shaped number) is what is written.
+fn config(name: &str, value: &str) -> Command {
     Command::Config(ConfigChange::Set {
-        key: key.into(),
-        value: value.into(),
+        key: probe_key(name),
+        value: probe_value(value).into(),
     })
+}
+
+fn probe_key(name: &str) -> String {
+    let g = name.bytes().fold(0x1b5_u64, |h, b| {
+        h.wrapping_mul(31).wrapping_add(u64::from(b))
+    });
+    ibsm_replica::config_keys::sm_node_key(g)
+}
+
+fn probe_value(v: &str) -> &'static str {
+    match v {
+        "isolated" => "101",
+        "majority" => "102",
+        "yes" => "103",
+        _ => "104",
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,7 +165,7 @@ async fn a_master_cut_off_from_the_cluster_runs_degraded_and_reconciles_after() 
     );
     assert_eq!(
         repl.replica()
-            .with_state(|s| s.config.get("probe").cloned()),
+            .with_state(|s| s.config.get(&probe_key("probe")).cloned()),
         None,
         "the isolated write must not have applied on the isolated replica"
     );
@@ -171,10 +190,15 @@ async fn a_master_cut_off_from_the_cluster_runs_degraded_and_reconciles_after() 
         let probe: Vec<Option<String>> = demo
             .replicas()
             .iter()
-            .map(|r| r.replica().with_state(|s| s.config.get("probe").cloned()))
+            .map(|r| {
+                r.replica()
+                    .with_state(|s| s.config.get(&probe_key("probe")).cloned())
+            })
             .collect();
         if links.iter().all(|l| *l + 1 == links_before)
-            && probe.iter().all(|p| p.as_deref() == Some("majority"))
+            && probe
+                .iter()
+                .all(|p| p.as_deref() == Some(probe_value("majority")))
         {
             break;
         }
@@ -231,9 +255,21 @@ async fn members_are_listed_removed_and_added_at_run_time() {
         .expect_err("bad addr");
     assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
 
-    // Remove node 3 (through node 2: a follower forwards to the leader), write while
-    // it is out, add it back: it catches up.
-    let mut c2 = ClusterClient::connect(format!("http://{}", eps[1]))
+    // Membership changes run on the Raft leader: a follower refuses them and names it
+    // (it never forwards them). Remove node 3 through the leader, write while it is
+    // out, add it back: it catches up.
+    let leader_ep = eps[usize::try_from(list.leader - 1).expect("leader index")];
+    let follower_ep = *eps.iter().find(|e| **e != leader_ep).expect("a follower");
+    let mut cf = ClusterClient::connect(format!("http://{follower_ep}"))
+        .await
+        .expect("connect");
+    let e = cf
+        .remove_member(RemoveMemberRequest { node_id: 3 })
+        .await
+        .expect_err("a follower ran a membership change");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e}");
+    assert!(e.message().contains("Raft leader"), "{e}");
+    let mut c2 = ClusterClient::connect(format!("http://{leader_ep}"))
         .await
         .expect("connect");
     let l = c2
@@ -265,19 +301,33 @@ async fn members_are_listed_removed_and_added_at_run_time() {
             .await
             .expect("purge");
     }
-    let l = c
-        .add_member(AddMemberRequest {
-            node_id: 3,
-            addr: addr3,
-        })
-        .await
-        .expect("AddMember")
-        .into_inner();
+    // Add it back through whichever of the two remaining members leads now.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let l = 'add: loop {
+        for ep in &eps[..2] {
+            let mut ci = ClusterClient::connect(format!("http://{ep}"))
+                .await
+                .expect("connect");
+            match ci
+                .add_member(AddMemberRequest {
+                    node_id: 3,
+                    addr: addr3.clone(),
+                })
+                .await
+            {
+                Ok(l) => break 'add l.into_inner(),
+                Err(e) if e.code() == tonic::Code::FailedPrecondition => {}
+                Err(e) => panic!("AddMember on {ep}: {e}"),
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader took AddMember");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(l.members.iter().any(|m| m.node_id == 3 && m.voter), "{l:?}");
     let deadline = Instant::now() + Duration::from_secs(30);
     while demo.replicas()[2]
         .replica()
-        .with_state(|s| s.config.get("while-out").cloned())
+        .with_state(|s| s.config.get(&probe_key("while-out")).cloned())
         .is_none()
     {
         assert!(Instant::now() < deadline, "node 3 never caught up");
@@ -383,9 +433,9 @@ async fn a_planned_handover_waits_for_the_targets_replica() {
     assert_eq!(
         demo.replicas()[t]
             .replica()
-            .with_state(|s| s.config.get("before-handover").cloned())
+            .with_state(|s| s.config.get(&probe_key("before-handover")).cloned())
             .as_deref(),
-        Some("1")
+        Some(probe_value("1"))
     );
     demo.stop().await;
 }

@@ -63,7 +63,7 @@ async fn serve(security: Security) -> Served {
         ServeOptions {
             security,
             extra_services: Some(Arc::new(
-                |router: tonic::transport::server::Router, _icpt: ibsmd::auth::TokenInterceptor| {
+                |router: ibsmd::server::SecuredRouter, _icpt: ibsmd::auth::TokenInterceptor| {
                     HOOK_CALLED.store(true, std::sync::atomic::Ordering::SeqCst);
                     router
                 },
