@@ -36,6 +36,7 @@ async fn start(
         timers: t.clone(),
         peer_tls: None,
         peer_auth: ibsm_replica::PeerAuth::default(),
+        force_bootstrap: false,
     })
     .await
     .expect("start");

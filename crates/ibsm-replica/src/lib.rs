@@ -123,6 +123,7 @@
 //! fabric).
 
 pub mod config_keys;
+pub mod identity;
 pub mod network;
 mod replica;
 pub mod state;

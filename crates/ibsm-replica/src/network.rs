@@ -269,14 +269,31 @@ pub struct Peers {
     tls: Option<ClientTlsConfig>,
     /// Sent on every RPC when set.
     secret: Option<ClusterSecret>,
+    /// This member's cluster id (see [`crate::identity`]), sent on every RPC once known.
+    pub(crate) cluster_id: ClusterIdCell,
 }
 
-/// `req` with the cluster secret in its metadata (when there is one).
-pub(crate) fn with_secret<T>(secret: Option<&ClusterSecret>, body: T) -> Request<T> {
+/// The cluster id a member knows, shared by its client and service sides.
+pub type ClusterIdCell = Arc<std::sync::RwLock<Option<String>>>;
+
+/// `body` as a request carrying this member's credentials: the cluster secret and the
+/// cluster id, when there are.
+pub(crate) fn with_credentials<T>(
+    secret: Option<&ClusterSecret>,
+    cluster_id: &ClusterIdCell,
+    body: T,
+) -> Request<T> {
     let mut req = Request::new(body);
     if let Some(s) = secret {
         if let Ok(v) = s.as_str().parse() {
             req.metadata_mut().insert(CLUSTER_SECRET_HEADER, v);
+        }
+    }
+    let id = cluster_id.read().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(id) = id {
+        if let Ok(v) = id.parse() {
+            req.metadata_mut()
+                .insert(crate::identity::CLUSTER_ID_HEADER, v);
         }
     }
     req
@@ -288,6 +305,7 @@ impl Peers {
         fault: FaultSwitch,
         tls: Option<ClientTlsConfig>,
         secret: Option<ClusterSecret>,
+        cluster_id: ClusterIdCell,
     ) -> Self {
         Self {
             channels: Mutex::new(HashMap::new()),
@@ -295,6 +313,7 @@ impl Peers {
             fault,
             tls,
             secret,
+            cluster_id,
         }
     }
 
@@ -308,7 +327,7 @@ impl Peers {
         let p = to_payload("applied request", &()).map_err(|e| e.to_string())?;
         let resp = tokio::time::timeout(
             Duration::from_millis(500),
-            c.applied(with_secret(self.secret.as_ref(), p)),
+            c.applied(with_credentials(self.secret.as_ref(), &self.cluster_id, p)),
         )
         .await
         .map_err(|_| format!("peer {id} at {addr}: Applied timed out"))?
@@ -361,7 +380,7 @@ impl Peers {
         let p =
             to_payload("forward request", req).map_err(|e| ForwardError::Failed(e.to_string()))?;
         let resp = c
-            .forward(with_secret(self.secret.as_ref(), p))
+            .forward(with_credentials(self.secret.as_ref(), &self.cluster_id, p))
             .await
             .map_err(|s| match s.code() {
                 tonic::Code::Unauthenticated
@@ -394,6 +413,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             client: self.peers.client(target, &node.addr),
             fault: self.fault.clone(),
             secret: self.peers.secret.clone(),
+            cluster_id: Arc::clone(&self.peers.cluster_id),
         }
     }
 }
@@ -404,6 +424,7 @@ pub struct PeerClient {
     client: Result<RaftClient<Channel>, String>,
     fault: FaultSwitch,
     secret: Option<ClusterSecret>,
+    cluster_id: ClusterIdCell,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -442,7 +463,7 @@ impl PeerClient {
     ) -> Result<Resp, RPCError<NodeId, BasicNode, E>> {
         let c = self.ready().map_err(RPCError::Unreachable)?;
         let p = to_payload(what, req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        let p = with_secret(self.secret.as_ref(), p);
+        let p = with_credentials(self.secret.as_ref(), &self.cluster_id, p);
         let resp = match tokio::time::timeout(ttl, call(c, p)).await {
             Ok(Ok(r)) => r,
             Ok(Err(s)) => return Err(self.status_err(s)),
@@ -535,7 +556,11 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         );
         let ttl = option.hard_ttl();
         let target = self.target;
-        let req = with_secret(self.secret.as_ref(), tokio_stream::iter(chunks));
+        let req = with_credentials(
+            self.secret.as_ref(),
+            &self.cluster_id,
+            tokio_stream::iter(chunks),
+        );
         let call = async move { c.install_snapshot(req).await };
         tokio::select! {
             closed = cancel => Err(StreamingError::Closed(closed)),
@@ -561,6 +586,9 @@ pub struct RaftGrpc {
     pub(crate) spool_dir: std::path::PathBuf,
     /// One snapshot received at a time.
     pub(crate) snapshot_slot: Arc<tokio::sync::Semaphore>,
+    /// This member's cluster id (shared with its [`Peers`]).
+    pub(crate) cluster_id: ClusterIdCell,
+    pub(crate) node_id: NodeId,
 }
 
 fn bad(e: WireError) -> Status {
@@ -582,6 +610,49 @@ impl RaftGrpc {
             return Err(Status::unavailable("isolated by the fault switch"));
         }
         Ok(())
+    }
+
+    /// Refuse a caller of another cluster; learn the id from the leader (`adopt`,
+    /// AppendEntries and snapshots) when this member does not know it yet.
+    fn check_cluster<T>(&self, req: &Request<T>, adopt: bool) -> Result<(), Status> {
+        let Some(theirs) = req
+            .metadata()
+            .get(crate::identity::CLUSTER_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+        else {
+            return Ok(());
+        };
+        let ours = self
+            .cluster_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match ours {
+            Some(o) if o == theirs => Ok(()),
+            Some(o) => Err(Status::failed_precondition(format!(
+                "Raft service: the caller belongs to cluster {theirs}, this member's data dir to cluster {o}"
+            ))),
+            None if adopt => {
+                let valid = !theirs.is_empty()
+                    && theirs.len() <= 64
+                    && theirs.bytes().all(|b| b.is_ascii_hexdigit());
+                if !valid {
+                    return Err(Status::invalid_argument("cluster id is not hex"));
+                }
+                let id = crate::identity::Identity {
+                    format: crate::identity::FORMAT_VERSION,
+                    node_id: self.node_id,
+                    cluster_id: Some(theirs.to_string()),
+                };
+                crate::identity::write(&self.spool_dir, &id)
+                    .map_err(|e| Status::internal(e.to_string()))?;
+                tracing::info!(cluster_id = theirs, "joined cluster: cluster id recorded in the data dir");
+                *self.cluster_id.write().unwrap_or_else(|p| p.into_inner()) =
+                    Some(theirs.to_string());
+                Ok(())
+            }
+            None => Ok(()),
+        }
     }
 
     /// The credentials check every RPC starts with (see the module doc).
@@ -674,6 +745,7 @@ impl pb::raft_server::Raft for RaftGrpc {
         request: Request<pb::RaftPayload>,
     ) -> Result<Response<pb::RaftPayload>, Status> {
         let caller = self.authorize(&request)?;
+        self.check_cluster(&request, false)?;
         let req: VoteRequest<NodeId> =
             from_payload("vote request", request.get_ref()).map_err(bad)?;
         Self::speaks_for(caller, "vote", req.vote.leader_id().voted_for())?;
@@ -695,6 +767,7 @@ impl pb::raft_server::Raft for RaftGrpc {
         let req: AppendEntriesRequest<TypeConfig> =
             from_payload("append entries request", request.get_ref()).map_err(bad)?;
         Self::speaks_for(caller, "append entries", req.vote.leader_id().voted_for())?;
+        self.check_cluster(&request, true)?;
         let resp = self
             .raft
             .append_entries(req)
@@ -710,6 +783,7 @@ impl pb::raft_server::Raft for RaftGrpc {
         request: Request<Streaming<pb::SnapshotChunk>>,
     ) -> Result<Response<pb::RaftPayload>, Status> {
         let caller = self.authorize(&request)?;
+        self.check_cluster(&request, true)?;
         let Ok(_slot) = Arc::clone(&self.snapshot_slot).try_acquire_owned() else {
             return Err(Status::resource_exhausted(
                 "a snapshot is already being received: one at a time",
@@ -804,6 +878,7 @@ impl pb::raft_server::Raft for RaftGrpc {
         request: Request<pb::RaftPayload>,
     ) -> Result<Response<pb::RaftPayload>, Status> {
         let caller = self.authorize(&request)?;
+        self.check_cluster(&request, false)?;
         self.is_member(caller)?;
         let req: ForwardRequest =
             from_payload("forward request", request.get_ref()).map_err(bad)?;
@@ -817,6 +892,7 @@ impl pb::raft_server::Raft for RaftGrpc {
         request: Request<pb::RaftPayload>,
     ) -> Result<Response<pb::RaftPayload>, Status> {
         let caller = self.authorize(&request)?;
+        self.check_cluster(&request, false)?;
         self.is_member(caller)?;
         let applied = self
             .raft

@@ -113,6 +113,9 @@ pub struct ReplicaConfig {
     /// every Raft RPC, and/or member certificates over mutual TLS). The default checks
     /// nothing: in-process tests only; ibsmd refuses to start without one.
     pub peer_auth: PeerAuth,
+    /// Bootstrap even though the data dir says it was a member of a cluster before
+    /// (its store was lost): `ibsmd --force-bootstrap`. See [`crate::identity`].
+    pub force_bootstrap: bool,
 }
 
 /// A `--peer ID=ADDR` argument (implements `FromStr` for clap).
@@ -149,6 +152,8 @@ impl FromStr for PeerArg {
 pub enum ReplicaError {
     #[error("invalid replica configuration: {0}")]
     Config(String),
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
     #[error("data dir {path}: {source}")]
     DataDir {
         path: PathBuf,
@@ -265,6 +270,20 @@ impl Replica {
             path: cfg.data_dir.clone(),
             source,
         })?;
+        let ident = crate::identity::read(&cfg.data_dir, cfg.node_id)?;
+        if ident.is_none() {
+            crate::identity::write(
+                &cfg.data_dir,
+                &crate::identity::Identity {
+                    format: crate::identity::FORMAT_VERSION,
+                    node_id: cfg.node_id,
+                    cluster_id: None,
+                },
+            )?;
+        }
+        let known_cluster = ident.as_ref().and_then(|i| i.cluster_id.clone());
+        let cluster_id: crate::network::ClusterIdCell =
+            Arc::new(std::sync::RwLock::new(known_cluster.clone()));
         let path = cfg.data_dir.join("replica.redb");
         // A replica of this process that was just shut down may still be releasing the
         // file (its Raft tasks drop their store handles asynchronously): wait a little.
@@ -297,6 +316,7 @@ impl Replica {
             fault.clone(),
             cfg.peer_tls.clone(),
             cfg.peer_auth.secret.clone(),
+            Arc::clone(&cluster_id),
         ));
         let net = NetworkFactory {
             peers: peers.clone(),
@@ -312,6 +332,8 @@ impl Replica {
             auth: cfg.peer_auth.clone(),
             spool_dir: cfg.data_dir.clone(),
             snapshot_slot: Arc::new(tokio::sync::Semaphore::new(1)),
+            cluster_id: Arc::clone(&cluster_id),
+            node_id: cfg.node_id,
         };
         let svc = Self::service_for(&svc_state);
         let (listener, local_addr) = match cfg.listen {
@@ -369,6 +391,26 @@ impl Replica {
                 .await
                 .map_err(|e| ReplicaError::Raft(e.to_string()))?;
             if !initialized {
+                if let (Some(old), false) = (&known_cluster, cfg.force_bootstrap) {
+                    return Err(ReplicaError::Config(format!(
+                        "{}: this data dir was a member of cluster {old} but its store is empty (lost?): refusing to bootstrap a second cluster; restore the store, or add this node back to the running cluster (Cluster/AddMember after wiping the dir), or start with --force-bootstrap to make a new cluster",
+                        cfg.data_dir.display()
+                    )));
+                }
+                let new_id =
+                    crate::identity::new_cluster_id().map_err(|source| ReplicaError::DataDir {
+                        path: cfg.data_dir.clone(),
+                        source,
+                    })?;
+                crate::identity::write(
+                    &cfg.data_dir,
+                    &crate::identity::Identity {
+                        format: crate::identity::FORMAT_VERSION,
+                        node_id: cfg.node_id,
+                        cluster_id: Some(new_id.clone()),
+                    },
+                )?;
+                *cluster_id.write().unwrap_or_else(|p| p.into_inner()) = Some(new_id);
                 let members: BTreeMap<NodeId, BasicNode> = cfg
                     .initial_members
                     .iter()

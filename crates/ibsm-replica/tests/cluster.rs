@@ -168,6 +168,7 @@ async fn cluster_bootstraps_once() -> Result<(), ReplicaError> {
             timers: timers(),
             peer_tls: None,
             peer_auth: common::test_auth(),
+            force_bootstrap: false,
         })
     };
     let (l, a) = bind().await;
@@ -214,6 +215,7 @@ async fn cluster_bootstraps_once() -> Result<(), ReplicaError> {
         timers: timers(),
         peer_tls: None,
         peer_auth: common::test_auth(),
+        force_bootstrap: false,
     })
     .await?;
     assert!(!r3.bootstrapped());

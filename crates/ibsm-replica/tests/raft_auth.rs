@@ -144,3 +144,92 @@ async fn raft_rpcs_without_the_cluster_secret_are_refused_and_change_nothing(
     assert!(applied > 0);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn data_dirs_record_one_cluster_id_and_refuse_another_cluster_and_a_second_bootstrap(
+) -> Result<(), ReplicaError> {
+    use ibsm_replica::identity::{self, CLUSTER_ID_HEADER, IDENTITY_FILE};
+    let nodes = cluster(&[1, 2, 3], timers()).await;
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let li = leader(&refs).await?;
+    // A write reaches every member, so each has seen the leader's cluster id.
+    let r = nodes[li].replica.claim_mastership(5).await?;
+    assert_eq!(r, 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let ids = loop {
+        let ids: Vec<Option<String>> = nodes
+            .iter()
+            .map(|n| {
+                identity::read(n.dir.path(), n.replica.node_id())
+                    .expect("identity readable")
+                    .and_then(|i| i.cluster_id)
+            })
+            .collect();
+        if ids.iter().all(Option::is_some) {
+            break ids;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cluster id not learned: {ids:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
+    // A caller of another cluster (right secret, other cluster id) is refused.
+    let mut c = RaftClient::connect(format!("http://{}", nodes[li].addr))
+        .await
+        .expect("connect");
+    let mut req = with_secret(TEST_SECRET, payload(&()));
+    req.metadata_mut().insert(
+        CLUSTER_ID_HEADER,
+        "00000000deadbeef".parse().expect("ascii"),
+    );
+    let e = c.applied(req).await.expect_err("other cluster");
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e}");
+    assert!(e.message().contains("cluster"), "{e}");
+
+    // The bootstrapper's store is lost but its identity is kept: no second cluster.
+    let (l, a) = bind().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(
+        nodes[0].dir.path().join(IDENTITY_FILE),
+        dir.path().join(IDENTITY_FILE),
+    )
+    .expect("copy identity");
+    let members = std::collections::BTreeMap::from([(1, a.clone()), (2, "127.0.0.1:9".into())]);
+    let cfg = |l, force| ibsm_replica::ReplicaConfig {
+        node_id: 1,
+        grpc_addr: a.clone(),
+        listen: ibsm_replica::Listen::Listener(l),
+        initial_members: members.clone(),
+        data_dir: dir.path().to_path_buf(),
+        timers: timers(),
+        peer_tls: None,
+        peer_auth: test_auth(),
+        force_bootstrap: force,
+    };
+    match ibsm_replica::Replica::start(cfg(l, false)).await {
+        Err(ReplicaError::Config(m)) => assert!(m.contains("refusing to bootstrap"), "{m}"),
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("a lost member bootstrapped a second cluster"),
+    }
+    // With the explicit flag it does, under a new cluster id.
+    let (l, _) = bind().await;
+    let r = ibsm_replica::Replica::start(cfg(l, true)).await?;
+    assert!(r.bootstrapped());
+    let new_id = identity::read(dir.path(), 1)
+        .expect("identity")
+        .and_then(|i| i.cluster_id);
+    assert!(new_id.is_some() && new_id != ids[0], "{new_id:?}");
+    r.shutdown().await?;
+    // Another node id on this dir is refused.
+    let (l, _) = bind().await;
+    let mut other = cfg(l, false);
+    other.node_id = 2;
+    other.grpc_addr = "127.0.0.1:9".into();
+    match ibsm_replica::Replica::start(other).await {
+        Err(e) => assert!(e.to_string().contains("belongs to node 1"), "{e}"),
+        Ok(_) => panic!("a dir of node 1 was opened as node 2"),
+    }
+    Ok(())
+}

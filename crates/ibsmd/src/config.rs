@@ -82,6 +82,9 @@ pub struct FileConfig {
     /// `--cluster-secret-file`.
     #[serde(default)]
     pub cluster_secret_file: Option<PathBuf>,
+    /// `--force-bootstrap`.
+    #[serde(default)]
+    pub force_bootstrap: Option<bool>,
     /// `--tls-cert`.
     #[serde(default)]
     pub tls_cert: Option<PathBuf>,

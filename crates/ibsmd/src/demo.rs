@@ -525,6 +525,7 @@ impl Demo {
                     secret: Some(secret.clone()),
                     mtls: false,
                 },
+                force_bootstrap: false,
             })
             .await
             .map_err(|e| anyhow::anyhow!("demo replica {id}: {e}"))?;

@@ -64,6 +64,9 @@ struct Cli {
     /// The replication cluster's secret (FILE, >= 16 visible ASCII chars, never the control token): every Raft RPC carries it. With --node-id, this or mutual TLS is required.
     #[arg(long, value_name = "FILE")]
     cluster_secret_file: Option<PathBuf>,
+    /// Bootstrap a new replication cluster even though --data-dir says it was a member of one (its store was lost). Use once, then drop it.
+    #[arg(long)]
+    force_bootstrap: bool,
     /// TLS certificate chain (PEM) of this server.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -184,6 +187,7 @@ struct DaemonSettings {
     peers: Vec<ibsm_replica::PeerArg>,
     security: SecurityOptions,
     cluster_secret_file: Option<PathBuf>,
+    force_bootstrap: bool,
     subnet: ibsm_core::subnet::SubnetConfig,
     master_heavy_sweep_interval: Duration,
 }
@@ -249,6 +253,7 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
             cli.peers
         },
         cluster_secret_file: cli.cluster_secret_file.or(file.cluster_secret_file),
+        force_bootstrap: cli.force_bootstrap || file.force_bootstrap.unwrap_or(false),
         security: SecurityOptions {
             auth_token_file: cli.auth_token_file.or(file.auth_token_file),
             read_only_token_file: cli.read_only_token_file.or(file.read_only_token_file),
@@ -666,6 +671,7 @@ async fn start_replication(
         timers: ibsmd::replication::ClusterConfig::timers_for_daemon(),
         peer_tls,
         peer_auth,
+        force_bootstrap: cli.force_bootstrap,
     };
     let r = ibsmd::replication::Replication::start(cfg).await?;
     tracing::info!(node_id, peers = cli.peers.len(), "replication started");

@@ -287,6 +287,8 @@ pub struct ClusterConfig {
     /// How members authenticate each other on the Raft service (cluster secret and/or
     /// member certificates); the daemon refuses to start with neither.
     pub peer_auth: ibsm_replica::PeerAuth,
+    /// Bootstrap even if the data dir was a member before (`--force-bootstrap`).
+    pub force_bootstrap: bool,
 }
 
 /// A fresh random cluster secret (32 hex digits from the OS's random source), for the
@@ -391,6 +393,9 @@ struct Shared {
     degraded: bool,
     /// What made it degraded.
     degraded_reason: String,
+    /// Set once the data dir was found deleted.
+    data_dir_lost: Option<String>,
+    data_dir_checked: Option<std::time::Instant>,
     deposed: bool,
     /// Our SM port GUID to register (`sm.<guid>.node`), until it committed.
     register: Option<u64>,
@@ -403,6 +408,7 @@ pub struct Replication {
     replica: Arc<Replica>,
     shared: Arc<Mutex<Shared>>,
     wake: Arc<Notify>,
+    data_dir: PathBuf,
     /// Where `ibsm_replication_degraded` is published (set by [`Replication::follow`]'s
     /// caller through [`Replication::set_metrics`]).
     metrics: Mutex<Option<Arc<crate::metrics::Metrics>>>,
@@ -478,6 +484,7 @@ impl Replication {
             timers: cfg.timers.clone(),
             peer_tls: cfg.peer_tls.clone(),
             peer_auth: cfg.peer_auth.clone(),
+            force_bootstrap: cfg.force_bootstrap,
         })
         .await?;
         if replica.bootstrapped() {
@@ -495,6 +502,7 @@ impl Replication {
             replica,
             shared,
             wake,
+            data_dir: cfg.data_dir.clone(),
             metrics: Mutex::new(None),
             writer: Mutex::new(Some(writer)),
             watcher: Mutex::new(None),
@@ -600,9 +608,12 @@ impl Replication {
             || (m.role == Role::Leader
                 && m.millis_since_quorum_ack
                     .is_some_and(|ms| u128::from(ms) > QUORUM_LOST.as_millis()));
-        let degraded = s.master_guid.is_some() && (s.degraded || no_leader);
+        let degraded =
+            s.data_dir_lost.is_some() || (s.master_guid.is_some() && (s.degraded || no_leader));
         let degraded_reason = if !degraded {
             String::new()
+        } else if let Some(why) = &s.data_dir_lost {
+            why.clone()
         } else if s.degraded {
             s.degraded_reason.clone()
         } else {
@@ -624,6 +635,32 @@ impl Replication {
     /// Raft metrics.
     pub fn metrics(&self) -> ReplicaMetrics {
         self.replica.metrics()
+    }
+
+    /// Notice a data dir that was deleted under a running replica (its store file is
+    /// gone): every later write would be lost at the next restart, so the instance says
+    /// so (degraded, with the reason) until it is restarted on a real dir.
+    fn check_data_dir(&self) {
+        let store = self.data_dir.join("replica.redb");
+        let mut s = lock(&self.shared);
+        if s.data_dir_lost.is_some() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if s.data_dir_checked
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            return;
+        }
+        s.data_dir_checked = Some(now);
+        if !store.exists() {
+            let why = format!(
+                "the replica's store {} is gone (data dir deleted?): restart ibsmd on its data dir",
+                store.display()
+            );
+            tracing::error!(store = %store.display(), "replication: {why}");
+            s.data_dir_lost = Some(why);
+        }
     }
 
     /// Publish the degraded state to `m` (`ibsm_replication_degraded`) while following.
@@ -659,6 +696,7 @@ impl Replication {
                 if lock(&me.shared).stop {
                     return;
                 }
+                me.check_data_dir();
                 let m = me.metrics.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 if let Some(m) = m {
                     m.set_degraded(me.status().degraded);

@@ -68,6 +68,7 @@ fn parse() -> Result<(ReplicaConfig, Mode), Box<dyn std::error::Error>> {
             timers: RaftTimers::default(),
             peer_tls: None,
             peer_auth: ibsm_replica::PeerAuth::default(),
+            force_bootstrap: false,
         },
         mode.ok_or_else(|| usage("a mode is required"))?,
     ))

@@ -60,6 +60,7 @@ pub async fn cluster(ids: &[u64], timers: RaftTimers) -> Vec<Node> {
             timers: timers.clone(),
             peer_tls: None,
             peer_auth: test_auth(),
+            force_bootstrap: false,
         })
         .await
         .expect("start replica");
@@ -85,6 +86,7 @@ pub async fn joiner(id: u64, timers: RaftTimers) -> Node {
         timers,
         peer_tls: None,
         peer_auth: test_auth(),
+        force_bootstrap: false,
     })
     .await
     .expect("start joiner");
