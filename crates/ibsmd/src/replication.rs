@@ -308,6 +308,8 @@ pub struct FabricRecord {
     pub topology: Option<TopologySummary>,
     /// Switch node GUID -> digest of the LFT it holds.
     pub lft_digests: BTreeMap<u64, LftDigest>,
+    /// The M_Key the sweep programmed (None: leave the replicated one alone).
+    pub m_key: Option<u64>,
 }
 
 /// What a new master takes over from its local replica.
@@ -323,6 +325,8 @@ pub struct Seed {
     pub topology: Option<TopologySummary>,
     /// Switch node GUID -> LFT digest.
     pub lft_digests: BTreeMap<u64, LftDigest>,
+    /// The M_Key the previous master programmed (0: none).
+    pub m_key: u64,
 }
 
 /// The replication part of `GetStatus`.
@@ -445,6 +449,9 @@ pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
                 digest: *d,
             });
         }
+    }
+    if let Some(k) = want.m_key.filter(|k| *k != have.m_key) {
+        ops.push(Op::SetMKey { m_key: k });
     }
     ops
 }
@@ -570,6 +577,7 @@ impl Replication {
             guid2lid_file: s.guid2lid_file(),
             topology: s.topology.clone(),
             lft_digests: s.lft_digests.clone(),
+            m_key: s.m_key,
         })
     }
 
@@ -963,6 +971,7 @@ pub fn prepare_take_over(
     now: Duration,
 ) -> BTreeMap<u64, LidRange> {
     let seed = r.seed();
+    seed_m_key(&seed, subnet);
     if !seed.guid2lid.is_empty() {
         if let Err(e) = subnet.import_guid2lid(&seed.guid2lid_file) {
             tracing::warn!(%e, "takeover preparation: replicated guid2lid refused");
@@ -977,8 +986,22 @@ pub fn replicated_guid2lid(r: &Replication) -> BTreeMap<u64, LidRange> {
     r.replica.with_state(|s| s.guid2lid.clone())
 }
 
+/// The replicated M_Key into the configurator: tried after the configured one, so
+/// ports the previous master protected can be reached and, if the operator
+/// configured a new key, rekeyed (the configured key wins; see deploy/README.md).
+fn seed_m_key(seed: &Seed, subnet: &mut SubnetManager) {
+    if seed.m_key != 0 && seed.m_key != subnet.m_key().key {
+        tracing::warn!(
+            epoch = seed.epoch,
+            "the fabric holds another M_Key than the configured one: reprogramming it with the configured key"
+        );
+    }
+    subnet.set_fabric_m_key(seed.m_key);
+}
+
 /// LIDs and inherited LFT digests from `seed` into the configurator.
 fn seed_subnet(seed: &Seed, subnet: &mut SubnetManager) {
+    seed_m_key(seed, subnet);
     if !seed.guid2lid.is_empty() {
         match subnet.import_guid2lid(&seed.guid2lid_file) {
             Ok(n) => tracing::info!(
@@ -1023,6 +1046,9 @@ pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
     let Some(res) = subnet.last_discovery() else {
         return rec;
     };
+    // Published after a heavy sweep, which wrote the configured key into every
+    // PortInfo it reached.
+    rec.m_key = Some(subnet.m_key().key);
     let t = &res.topology;
     let mut nodes = Vec::new();
     for (_, node) in t.iter() {
