@@ -477,6 +477,10 @@ struct Sweep {
     report: SweepReport,
     /// No port's LID was assigned or changed by this sweep's LID assignment.
     lids_stable: bool,
+    /// Program the M_Key fields of PortInfo: a key is configured, or one the
+    /// fabric held is to be removed. Otherwise they are written back as read (a
+    /// port's own lease period, say, is left alone).
+    manage_m_key: bool,
 }
 
 #[derive(Debug)]
@@ -1686,6 +1690,7 @@ impl SubnetManager {
             outstanding: 0,
             report,
             lids_stable,
+            manage_m_key: self.cfg.m_key.key != 0 || self.fabric_m_key != 0,
         })
     }
 

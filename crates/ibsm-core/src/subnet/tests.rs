@@ -1934,3 +1934,38 @@ fn m_key_protection_level_is_validated() {
     let err = SubnetManager::new(keyed_cfg(1, 4, 0)).unwrap_err();
     assert!(err.to_string().contains("m_key_protection_level"), "{err}");
 }
+
+#[test]
+fn without_a_key_the_m_key_fields_are_left_as_the_ports_hold_them() {
+    // ibsim, and real HCAs, report their own M_KeyLeasePeriod: an SM with no key
+    // must neither overwrite it nor take it for a difference to reprogram.
+    let mut lab = Lab::new(gen::fat_tree_2level(4).unwrap(), cfg());
+    let other = lab
+        .topo
+        .iter()
+        .find(|(i, n)| !n.is_switch() && *i != lab.local)
+        .map(|(i, _)| i)
+        .unwrap();
+    let pmap = paths(&lab.topo, lab.local, &HashSet::new());
+    let path = port_route(&lab.topo, &pmap, other, 1).unwrap();
+    let pi = lab
+        .get(&path, AttributeId::PORT_INFO, 0)
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    let preset = PortInfo {
+        m_key_lease_period: 4089,
+        port_state: PortState::NoChange,
+        port_physical_state: ibsm_mad::PhysPortState::NoChange,
+        ..pi
+    };
+    lab.set_keyed(&path, 0, &preset, 0).expect("fresh port");
+    lab.bring_up();
+    let after = lab
+        .get(&path, AttributeId::PORT_INFO, 0)
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    assert_eq!(after.m_key_lease_period, 4089);
+    assert_eq!(after.port_state, PortState::Active);
+}
