@@ -15,7 +15,7 @@
 //! 1. on mastership, claims a new epoch ([`Command::ClaimMastership`], local epoch + 1;
 //!    a `StaleEpoch` refusal only means the local copy lagged: it retries);
 //! 2. then writes what the master last [`published`](Replication::publish) (guid2lid,
-//!    topology summary, LFT digests) as the *difference* from the replicated state,
+//!    topology summary, LFT digests, the M_Key programmed) as the *difference* from the replicated state,
 //!    in one [`Command::Update`] carrying the epoch;
 //! 3. retries every [`RETRY`] while a write times out (no quorum): the master is then
 //!    **degraded**, keeps every assignment it makes in the pending record, and the
@@ -34,7 +34,10 @@
 //!
 //! guid2lid (fed to `LidManager::import_guid2lid`, so a port that lost its LID gets the
 //! replicated one back and no replicated LID is handed to another port), the last
-//! topology summary and the LFT digest of every switch.
+//! topology summary, the LFT digest of every switch, and the M_Key the fabric was
+//! programmed with (`SubnetManager::set_fabric_m_key`: tried after the configured key,
+//! so ports protected by the previous master are reachable and, when the configured
+//! key differs, reprogrammed with it; the configured key wins).
 //!
 //! # Partitions set through the API
 //!
