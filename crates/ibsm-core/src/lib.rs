@@ -9,7 +9,8 @@
 //!
 //! * [`transactions`]: the MAD agent. TIDs, a bounded window of SMPs in flight,
 //!   per-request timeout and retries, response matching, unsolicited requests
-//!   (another SM's SMInfo, traps) surfaced as events.
+//!   (another SM's SMInfo, traps) surfaced as events, and the M_Key on every SMP
+//!   (a retry tries the next candidate key: a failed M_Key check is a silent drop).
 //! * [`discovery`]: a directed-route breadth-first walk of the fabric that
 //!   produces an `ibsm_fabric::Topology` plus the DR path of every node. It
 //!   emits requests and consumes outcomes; the MAD agent sits between it and

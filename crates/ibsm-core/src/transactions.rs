@@ -22,6 +22,16 @@
 //!   earlier attempt then cannot be confused with the answer to the retry, and
 //!   it is counted as unmatched and dropped. The request keeps its window slot
 //!   across retries.
+//! * **M_Key.** With [`Transactions::set_m_keys`] every SMP leaves with an M_Key
+//!   the agent picks (IBA 14.2.4): the one learned for its directed route, else
+//!   the first candidate. A port whose M_Key check fails discards the SMP
+//!   silently, so a timeout may mean "wrong key": each retry moves to the next
+//!   candidate (the key being programmed first, then the one the fabric was
+//!   left with, e.g. by the previous master). A key is learned for a route when
+//!   a SubnSet sent with it succeeds, and from the M_Key field of a PortInfo
+//!   answer (the port's own key, readable at protection levels 0 and, with the
+//!   key, 1; after a SubnSet(PortInfo) the key just programmed). Without
+//!   candidates the submitter's M_Key is sent unchanged.
 //! * **Unsolicited requests.** Anything that is not a response (SubnGet/SubnSet
 //!   of SMInfo from another SM, Traps, ...) is surfaced as
 //!   [`Event::Unsolicited`] for the SM state machine to answer.
@@ -35,7 +45,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
-use ibsm_mad::{Smp, MAD_SIZE};
+use ibsm_mad::{AttributeId, Method, Smp, SmpRoute, MAD_SIZE};
 
 /// Tunables of a [`Transactions`] agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +140,27 @@ pub struct Transactions<T> {
     transmit: VecDeque<[u8; MAD_SIZE]>,
     events: VecDeque<Event<T>>,
     counters: Counters,
+    /// M_Key candidates, preferred first (empty: keep the submitter's M_Key).
+    m_keys: Vec<u64>,
+    /// The M_Key that works at a directed route's end (HopCount, InitialPath).
+    learned: HashMap<(u8, [u8; 64]), u64>,
+}
+
+/// Where a directed-route SMP goes, as a map key; None for LID-routed SMPs.
+fn route_key(smp: &Smp) -> Option<(u8, [u8; 64])> {
+    match &smp.route {
+        SmpRoute::Directed(dr) => {
+            let mut path = dr.initial_path;
+            let n = usize::from(dr.hop_cnt).min(63);
+            // Entries beyond the hop count are not part of the route.
+            if let Some(rest) = path.get_mut(n + 1..) {
+                rest.fill(0);
+            }
+            path[0] = 0;
+            Some((dr.hop_cnt, path))
+        }
+        SmpRoute::Lid => None,
+    }
 }
 
 impl<T> Transactions<T> {
@@ -145,6 +176,73 @@ impl<T> Transactions<T> {
             transmit: VecDeque::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
+            m_keys: Vec::new(),
+            learned: HashMap::new(),
+        }
+    }
+
+    /// The M_Keys to try, preferred first (see the module doc); duplicates, and
+    /// 0 after the first place (a port with M_Key 0 passes any key), are dropped.
+    /// An empty list, or just `[0]`, sends every SMP with the submitter's M_Key.
+    /// Learned keys are kept.
+    pub fn set_m_keys(&mut self, keys: &[u64]) {
+        self.m_keys.clear();
+        for (i, &k) in keys.iter().enumerate() {
+            if (i == 0 || k != 0) && !self.m_keys.contains(&k) {
+                self.m_keys.push(k);
+            }
+        }
+        if self.m_keys == [0] {
+            self.m_keys.clear();
+        }
+    }
+
+    /// The M_Key learned for the directed route of `smp`, if any.
+    pub fn learned_m_key(&self, smp: &Smp) -> Option<u64> {
+        route_key(smp).and_then(|k| self.learned.get(&k).copied())
+    }
+
+    /// The M_Key for a first attempt of `smp`.
+    fn pick_m_key(&self, smp: &Smp) -> Option<u64> {
+        let first = *self.m_keys.first()?;
+        Some(self.learned_m_key(smp).unwrap_or(first))
+    }
+
+    /// The M_Key for a retry after `current` went unanswered: the next candidate.
+    fn next_m_key(&self, current: u64) -> Option<u64> {
+        if self.m_keys.len() < 2 {
+            return None;
+        }
+        let next = match self.m_keys.iter().position(|&k| k == current) {
+            Some(i) => (i + 1) % self.m_keys.len(),
+            None => 0,
+        };
+        self.m_keys.get(next).copied()
+    }
+
+    /// Learn from the answer `resp` to `req` which M_Key works at its route's end.
+    fn learn_m_key(&mut self, req: &Smp, resp: &Smp) {
+        if self.m_keys.is_empty() || resp.status != 0 {
+            return;
+        }
+        let Some(key) = route_key(req) else {
+            return;
+        };
+        // PortInfo carries the port's M_Key at bytes 0..8 (0 when hidden or unset).
+        let pi_key = (resp.attr_id == AttributeId::PORT_INFO).then(|| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&resp.data[..8]);
+            u64::from_be_bytes(b)
+        });
+        let learned = match pi_key {
+            Some(k) if k != 0 => Some(k),
+            _ if req.method == Method::SET => Some(req.m_key),
+            _ => None,
+        };
+        if let Some(k) = learned {
+            if self.learned.insert(key, k) != Some(k) {
+                tracing::trace!(hops = key.0, "M_Key learned for a route");
+            }
         }
     }
 
@@ -182,6 +280,7 @@ impl<T> Transactions<T> {
                 // Only the low half is compared: see the module doc.
                 self.deadlines.remove(&(entry.deadline, key));
                 self.counters.responses += 1;
+                self.learn_m_key(&entry.smp, &smp);
                 self.events.push_back(Event::Response {
                     token: entry.token,
                     smp,
@@ -217,6 +316,9 @@ impl<T> Transactions<T> {
             }
             entry.retries_left -= 1;
             self.counters.retries += 1;
+            if let Some(k) = self.next_m_key(entry.smp.m_key) {
+                entry.smp.m_key = k;
+            }
             self.launch(now, entry);
         }
         self.fill_window(now);
@@ -263,9 +365,13 @@ impl<T> Transactions<T> {
 
     fn fill_window(&mut self, now: Duration) {
         while self.in_flight.len() < self.cfg.window {
-            let Some((smp, token)) = self.queued.pop_front() else {
+            let Some((mut smp, token)) = self.queued.pop_front() else {
                 break;
             };
+            // Picked when it leaves the queue: a key learned meanwhile applies.
+            if let Some(k) = self.pick_m_key(&smp) {
+                smp.m_key = k;
+            }
             let entry = InFlight {
                 token,
                 smp,
@@ -324,6 +430,89 @@ mod tests {
 
     fn get(hops: u8) -> Smp {
         Smp::get_dr(&vec![1; usize::from(hops)], AttributeId::NODE_INFO, 0, 0)
+    }
+
+    #[test]
+    fn m_key_retries_move_to_the_next_candidate_and_a_working_key_is_learned() {
+        const NEW: u64 = 0x11;
+        const OLD: u64 = 0x22;
+        let mut tx = Transactions::new(cfg(4, 3));
+        tx.set_m_keys(&[NEW, OLD, 0, NEW]);
+        let set = Smp::set_dr(&[1, 2], AttributeId::SWITCH_INFO, 0, 0, [0; 64]);
+        tx.submit(Duration::ZERO, set, 1u32);
+        let first = Smp::decode(&tx.poll_transmit().unwrap()).unwrap();
+        assert_eq!(first.m_key, NEW, "the configured key first");
+        // Unanswered (a port holding the old key drops it): the retry tries OLD.
+        tx.handle_timeout(10 * MS);
+        let retry = tx.poll_transmit().unwrap();
+        assert_eq!(Smp::decode(&retry).unwrap().m_key, OLD);
+        tx.handle_incoming(11 * MS, &answer(&retry));
+        assert!(matches!(
+            tx.poll_event(),
+            Some(Event::Response { token: 1, .. })
+        ));
+        // The route's key is known now: the next SMP there starts with it...
+        tx.submit(12 * MS, set, 2);
+        assert_eq!(
+            Smp::decode(&tx.poll_transmit().unwrap()).unwrap().m_key,
+            OLD
+        );
+        // ...while another route still starts with the configured key.
+        tx.submit(12 * MS, get(1), 3);
+        assert_eq!(
+            Smp::decode(&tx.poll_transmit().unwrap()).unwrap().m_key,
+            NEW
+        );
+    }
+
+    #[test]
+    fn port_info_answers_teach_the_key_they_carry() {
+        let mut tx = Transactions::new(cfg(4, 3));
+        tx.set_m_keys(&[0x11, 0x22]);
+        let pi = ibsm_mad::PortInfo {
+            m_key: 0x33,
+            ..Default::default()
+        };
+        let set = Smp::set_dr_attr(&[1], 1, 0, &pi);
+        tx.submit(Duration::ZERO, set, 1u32);
+        let sent = tx.poll_transmit().unwrap();
+        // The SMA answers with the PortInfo as it is now: M_Key 0x33 just programmed.
+        tx.handle_incoming(MS, &answer(&sent));
+        tx.submit(MS, get(1), 2);
+        assert_eq!(
+            Smp::decode(&tx.poll_transmit().unwrap()).unwrap().m_key,
+            0x33
+        );
+    }
+
+    #[test]
+    fn without_m_keys_the_submitters_key_is_sent() {
+        let mut tx = Transactions::new(cfg(4, 1));
+        tx.set_m_keys(&[0, 0]);
+        let mut smp = get(2);
+        smp.m_key = 0x44;
+        tx.submit(Duration::ZERO, smp, 1u32);
+        assert_eq!(
+            Smp::decode(&tx.poll_transmit().unwrap()).unwrap().m_key,
+            0x44
+        );
+        tx.handle_timeout(10 * MS);
+        assert_eq!(
+            Smp::decode(&tx.poll_transmit().unwrap()).unwrap().m_key,
+            0x44
+        );
+        // A zero key in any place but the first is no candidate: M_Key 0 ports pass any.
+        tx.set_m_keys(&[0x55, 0]);
+        tx.submit(10 * MS, get(3), 2);
+        assert_eq!(
+            Smp::decode(&tx.poll_transmit().unwrap()).unwrap().m_key,
+            0x55
+        );
+        tx.handle_timeout(30 * MS);
+        let retries: Vec<u64> = std::iter::from_fn(|| tx.poll_transmit())
+            .map(|m| Smp::decode(&m).unwrap().m_key)
+            .collect();
+        assert!(retries.iter().all(|&k| k == 0x55), "{retries:?}");
     }
 
     /// The response a fabric would send to `request`.

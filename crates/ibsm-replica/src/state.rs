@@ -118,6 +118,11 @@ pub struct FabricState {
     pub lft_digests: BTreeMap<u64, LftDigest>,
     /// Runtime configuration changed through the control API.
     pub config: BTreeMap<String, String>,
+    /// The M_Key the master programmed into the fabric (0: none), so a successor
+    /// can still reach ports protected with it ([`Op::SetMKey`]). Not exposed by
+    /// any API: it is the fabric's management secret.
+    #[serde(default)]
+    pub m_key: u64,
 }
 
 /// One change inside a master's [`Command::Update`].
@@ -149,6 +154,10 @@ pub enum Op {
         switch_guid: u64,
     },
     ReplaceLftDigests(BTreeMap<u64, LftDigest>),
+    /// The fabric's ports now hold this M_Key (after a sweep that programmed it).
+    SetMKey {
+        m_key: u64,
+    },
 }
 
 /// A change of runtime configuration from the control API (any instance may issue it;
@@ -337,6 +346,7 @@ impl FabricState {
                 self.lft_digests.remove(switch_guid);
             }
             Op::ReplaceLftDigests(map) => self.lft_digests = map.clone(),
+            Op::SetMKey { m_key } => self.m_key = *m_key,
         }
     }
 

@@ -131,6 +131,8 @@ pub struct SimStats {
     pub dropped_no_client: u64,
     /// Consumed without an answer (TrapRepress).
     pub consumed: u64,
+    /// Discarded by an SMA because the M_Key check failed (IBA 14.2.4).
+    pub dropped_m_key: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -700,12 +702,14 @@ impl Sim {
             return;
         }
         let amod = wire::rd32(m, wire::ATTR_MOD);
+        let m_key = wire::rd64(m, wire::M_KEY);
         let mut data = *wire::data(m);
         match self
             .fabric
-            .sma(&self.cfg, arr, method, attr, amod, &mut data)
+            .sma(&self.cfg, now, arr, method, m_key, attr, amod, &mut data)
         {
             SmaAction::Consume => self.stats.consumed += 1,
+            SmaAction::MKeyViolation => self.stats.dropped_m_key += 1,
             SmaAction::Respond(status) => {
                 self.stats.sma_responses += 1;
                 wire::set_data(m, &data);

@@ -13,6 +13,9 @@ use ibsm_mad::{
     SmpAttribute, SwitchInfo,
 };
 
+use std::time::Duration;
+
+use crate::mkey::MKeyCheck;
 use crate::state::{phys, pstate, Fabric, NONE};
 use crate::SimConfig;
 
@@ -26,6 +29,8 @@ pub(crate) enum SmaAction {
     Respond(u16),
     /// Nothing goes back (TrapRepress consumed).
     Consume,
+    /// Nothing goes back: the M_Key check failed (IBA 14.2.4).
+    MKeyViolation,
 }
 
 type AttrResult = Result<[u8; 64], u16>;
@@ -38,16 +43,29 @@ fn blocks(entries: u32, per_block: u32) -> u32 {
 impl Fabric {
     /// Runs the SMA of the node owning port `arr` (the port that received the SMP) on
     /// a request. `method`, `attr`, `amod` come from the header; `data` is the request
-    /// data field and receives the response data.
+    /// data field and receives the response data. `m_key` is the SMP's M_Key, checked
+    /// at `now` (see the `mkey` module) before anything else.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn sma(
         &mut self,
         cfg: &SimConfig,
+        now: Duration,
         arr: u32,
         method: Method,
+        m_key: u64,
         attr: AttributeId,
         amod: u32,
         data: &mut [u8; 64],
     ) -> SmaAction {
+        let known = matches!(method, Method::GET | Method::SET | Method::TRAP_REPRESS);
+        let hide_key = if known {
+            match self.check_m_key(now, arr, method, m_key) {
+                MKeyCheck::Pass { hide_key } => hide_key,
+                MKeyCheck::Fail => return SmaAction::MKeyViolation,
+            }
+        } else {
+            false
+        };
         let set = match method {
             Method::GET => false,
             Method::SET => true,
@@ -83,7 +101,11 @@ impl Fabric {
             _ => Err(STATUS_UNSUPPORTED_ATTR),
         };
         match result {
-            Ok(d) => {
+            Ok(mut d) => {
+                if hide_key && attr == AttributeId::PORT_INFO {
+                    // Level 1: the M_Key field of PortInfo reads 0 without the key.
+                    d[..8].fill(0);
+                }
                 *data = d;
                 SmaAction::Respond(0)
             }
@@ -286,6 +308,11 @@ impl Fabric {
             pi.lid = p0.lid;
             pi.lmc = 0;
             pi.master_sm_lid = pi0.master_sm_lid;
+            // One M_Key per switch (IBA 14.2.4): port 0's.
+            pi.m_key = pi0.m_key;
+            pi.m_key_protect_bits = pi0.m_key_protect_bits;
+            pi.m_key_lease_period = pi0.m_key_lease_period;
+            pi.m_key_violations = pi0.m_key_violations;
         } else {
             pi.lid = hot.lid;
             pi.lmc = hot.lmc;

@@ -16,7 +16,8 @@
 //!   table is never stored. Lookups never iterate the maps, so their hashing order
 //!   cannot leak into behaviour.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use ibsm_fabric::{NodeType, Topology};
 use ibsm_mad::{CapabilityMask, PhysPortState, PortInfo, PortState};
@@ -148,6 +149,9 @@ pub(crate) struct Fabric {
     pub port_info: Vec<PortInfo>,
     pub switches: Vec<SwitchRec>,
     pub tables: SparseTables,
+    /// Running M_Key lease timers: guarding port index -> when its protection lapses
+    /// (see the `mkey` module). Ordered, so nothing depends on hash order.
+    pub mkey_lease: BTreeMap<u32, Duration>,
 }
 
 /// Default CapabilityMask of a CA port (IsSM is added by an attached SM).
@@ -321,6 +325,7 @@ impl Fabric {
             port_info,
             switches,
             tables: SparseTables::default(),
+            mkey_lease: BTreeMap::new(),
         }
     }
 

@@ -17,6 +17,7 @@ pub(crate) const HOP_PTR: usize = 6;
 pub(crate) const HOP_CNT: usize = 7;
 pub(crate) const ATTR_ID: usize = 16;
 pub(crate) const ATTR_MOD: usize = 20;
+pub(crate) const M_KEY: usize = 24;
 pub(crate) const DR_SLID: usize = 32;
 pub(crate) const DR_DLID: usize = 34;
 pub(crate) const DATA: usize = 64;
@@ -46,6 +47,11 @@ pub(crate) fn rd32(m: &Mad, off: usize) -> u32 {
         m[(off + 2) & 0xFF],
         m[(off + 3) & 0xFF],
     ])
+}
+
+#[inline]
+pub(crate) fn rd64(m: &Mad, off: usize) -> u64 {
+    (u64::from(rd32(m, off)) << 32) | u64::from(rd32(m, off + 4))
 }
 
 #[inline]

@@ -118,6 +118,16 @@ pub struct FileConfig {
     /// `--smp-window`.
     #[serde(default)]
     pub smp_window: Option<u64>,
+    /// `--m-key`: M_Key programmed on every port and carried by every SMP (OpenSM's
+    /// `m_key`; decimal, or a `"0x..."` string for large keys).
+    #[serde(default, deserialize_with = "de_m_key")]
+    pub m_key: Option<u64>,
+    /// `--m-key-protection-level` (0..=3; OpenSM's `m_key_protection_level`).
+    #[serde(default, deserialize_with = "de_m_key_protection_level")]
+    pub m_key_protection_level: Option<u8>,
+    /// `--m-key-lease-period` in seconds (0..=65535, 0 = never; OpenSM's `m_key_lease_period`).
+    #[serde(default, deserialize_with = "de_m_key_lease_period")]
+    pub m_key_lease_period: Option<u16>,
     /// `ibsmd demo` options.
     #[serde(default)]
     pub demo: DemoFileConfig,
@@ -244,6 +254,42 @@ fn de_sm_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     }
 }
 
+/// Parse an M_Key: decimal or `0x` hex, 64 bits.
+pub fn parse_m_key(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("M_Key {s:?} is not a 64-bit number ({e})"))
+}
+
+fn de_m_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Key {
+        Int(i64),
+        Text(String),
+    }
+    match Key::deserialize(d)? {
+        Key::Int(i) => u64::try_from(i).map(Some).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "m_key {i} is negative; write large keys as a \"0x...\" string"
+            ))
+        }),
+        Key::Text(s) => parse_m_key(&s).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+fn de_m_key_protection_level<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    let v = de_range(d, "m_key_protection_level", 0, 3)?;
+    u8::try_from(v).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn de_m_key_lease_period<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+    let v = de_range(d, "m_key_lease_period", 0, u64::from(u16::MAX))?;
+    u16::try_from(v).map(Some).map_err(serde::de::Error::custom)
+}
+
 impl FileConfig {
     /// Parse TOML text (`path` is only for messages).
     pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
@@ -320,6 +366,10 @@ mod tests {
             ("peers = [\"1\"]\n", 1, "ID=HOST:PORT"),
             ("\nheavy_sweep_interval_s = 86401\n", 2, "out of range"),
             ("heavy_sweep_interval_s = -1\n", 1, "out of range"),
+            ("m_key = \"0xZZ\"\n", 1, "M_Key"),
+            ("\nm_key = -5\n", 2, "negative"),
+            ("m_key_protection_level = 4\n", 1, "out of range 0..=3"),
+            ("m_key_lease_period = 65536\n", 1, "out of range"),
         ] {
             match parse(text) {
                 Err(ConfigError::Parse {
@@ -334,6 +384,20 @@ mod tests {
                 other => panic!("{text:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn m_key_keys() {
+        let c = parse(
+            "m_key = \"0xFFFF000000000001\"\nm_key_protection_level = 2\nm_key_lease_period = 60\n",
+        )
+        .expect("valid");
+        assert_eq!(c.m_key, Some(0xFFFF_0000_0000_0001));
+        assert_eq!(c.m_key_protection_level, Some(2));
+        assert_eq!(c.m_key_lease_period, Some(60));
+        assert_eq!(parse("m_key = 17\n").expect("decimal").m_key, Some(17));
+        let none = parse("").expect("empty");
+        assert_eq!((none.m_key, none.m_key_protection_level), (None, None));
     }
 
     #[test]

@@ -690,8 +690,12 @@ impl Runtime {
     ) -> anyhow::Result<Runtime> {
         let epoch = Instant::now();
         let mut backlog = VecDeque::new();
-        let (port_guid, lid, local_port) = bootstrap(dev.as_mut(), &mut backlog)?;
+        // Every SMP we send carries the fabric's M_Key (IBA 14.2.4), our own port's
+        // start-up reads included: at protection level 2 they need it.
+        let m_key = cfg.subnet.m_key.key;
+        let (port_guid, lid, local_port) = bootstrap(dev.as_mut(), &mut backlog, m_key)?;
         let mut ecfg = ElectionConfig::new(port_guid);
+        ecfg.m_key = m_key;
         ecfg.priority = cfg.priority;
         ecfg.sm_key = cfg.sm_key;
         ecfg.poll_interval = cfg.poll_interval;
@@ -720,7 +724,11 @@ impl Runtime {
             status,
             events,
             election,
-            tx: Transactions::new(TransactionsConfig::default()),
+            tx: {
+                let mut tx = Transactions::new(TransactionsConfig::default());
+                tx.set_m_keys(&[m_key]);
+                tx
+            },
             port_guid,
             lid,
             sweep: None,
@@ -1749,7 +1757,8 @@ impl Runtime {
         w.next = now + PORT_WATCH_INTERVAL;
         w.seq = w.seq.wrapping_add(1);
         let tid = u64::from(PORT_WATCH_TID_LOW | u32::from(w.seq));
-        let smp = Smp::try_get_dr(&[], AttributeId::PORT_INFO, u32::from(w.port), tid)?;
+        let mut smp = Smp::try_get_dr(&[], AttributeId::PORT_INFO, u32::from(w.port), tid)?;
+        smp.m_key = self.subnet.m_key().key;
         self.dev.send(&smp.encode())?;
         Ok(())
     }
@@ -2058,8 +2067,9 @@ impl Runtime {
 fn bootstrap(
     dev: &mut dyn MadDevice,
     backlog: &mut VecDeque<ReceivedMad>,
+    m_key: u64,
 ) -> anyhow::Result<(u64, u16, u8)> {
-    let ni: NodeInfo = local_get(dev, AttributeId::NODE_INFO, 0, 1, backlog)?;
+    let ni: NodeInfo = local_get(dev, AttributeId::NODE_INFO, 0, 1, backlog, m_key)?;
     if ni.port_guid == 0 {
         anyhow::bail!("the local port reports PortGUID 0 in NodeInfo");
     }
@@ -2069,6 +2079,7 @@ fn bootstrap(
         u32::from(ni.local_port_num),
         2,
         backlog,
+        m_key,
     )?;
     Ok((ni.port_guid, pi.lid, ni.local_port_num))
 }
@@ -2082,9 +2093,11 @@ fn local_get<A: SmpAttribute>(
     attr_mod: u32,
     seq: u32,
     backlog: &mut VecDeque<ReceivedMad>,
+    m_key: u64,
 ) -> anyhow::Result<A> {
     let tid = u64::from(BOOT_TID_LOW + seq);
-    let req = Smp::try_get_dr(&[], attr, attr_mod, tid)?;
+    let mut req = Smp::try_get_dr(&[], attr, attr_mod, tid)?;
+    req.m_key = m_key;
     for _ in 0..10 {
         dev.send(&req.encode())?;
         let deadline = Instant::now() + Duration::from_millis(300);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use ibsm_transport::FabricSpec;
 use ibsmd::auth::{Security, SecurityOptions, Token};
-use ibsmd::config::{parse_sm_key, FileConfig};
+use ibsmd::config::{parse_m_key, parse_sm_key, FileConfig};
 use ibsmd::demo::{Demo, DemoOptions};
 use ibsmd::{Instance, InstanceConfig};
 
@@ -82,6 +82,15 @@ struct Cli {
     /// Master: LMC, 2^LMC LIDs per end port, 0..=7 [default: 0].
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
     lmc: Option<u8>,
+    /// Master: M_Key programmed on every port and carried on every SMP (decimal or 0x hex) [default: 0 = none].
+    #[arg(long, value_parser = parse_m_key)]
+    m_key: Option<u64>,
+    /// Master: M_KeyProtectBits 0..=3 (1 hides the key from Gets, 2 refuses Gets without it) [default: 0].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    m_key_protection_level: Option<u8>,
+    /// Master: M_KeyLeasePeriod in seconds, 0 = protection never lapses [default: 0].
+    #[arg(long, value_parser = clap::value_parser!(u16))]
+    m_key_lease_period: Option<u16>,
     /// Master: routing engine, minhop or updown [default: minhop].
     #[arg(long)]
     routing: Option<String>,
@@ -219,6 +228,9 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
             .smp_window
             .or(file.smp_window)
             .and_then(|w| usize::try_from(w).ok()),
+        m_key: cli.m_key.or(file.m_key),
+        m_key_protection_level: cli.m_key_protection_level.or(file.m_key_protection_level),
+        m_key_lease_period: cli.m_key_lease_period.or(file.m_key_lease_period),
     }
     .to_config()
     .map_err(|e| e.to_string())?;

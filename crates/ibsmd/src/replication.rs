@@ -15,7 +15,7 @@
 //! 1. on mastership, claims a new epoch ([`Command::ClaimMastership`], local epoch + 1;
 //!    a `StaleEpoch` refusal only means the local copy lagged: it retries);
 //! 2. then writes what the master last [`published`](Replication::publish) (guid2lid,
-//!    topology summary, LFT digests) as the *difference* from the replicated state,
+//!    topology summary, LFT digests, the M_Key programmed) as the *difference* from the replicated state,
 //!    in one [`Command::Update`] carrying the epoch;
 //! 3. retries every [`RETRY`] while a write times out (no quorum): the master is then
 //!    **degraded**, keeps every assignment it makes in the pending record, and the
@@ -34,7 +34,10 @@
 //!
 //! guid2lid (fed to `LidManager::import_guid2lid`, so a port that lost its LID gets the
 //! replicated one back and no replicated LID is handed to another port), the last
-//! topology summary and the LFT digest of every switch.
+//! topology summary, the LFT digest of every switch, and the M_Key the fabric was
+//! programmed with (`SubnetManager::set_fabric_m_key`: tried after the configured key,
+//! so ports protected by the previous master are reachable and, when the configured
+//! key differs, reprogrammed with it; the configured key wins).
 //!
 //! # Partitions set through the API
 //!
@@ -321,6 +324,8 @@ pub struct FabricRecord {
     pub topology: Option<TopologySummary>,
     /// Switch node GUID -> digest of the LFT it holds.
     pub lft_digests: BTreeMap<u64, LftDigest>,
+    /// The M_Key the sweep programmed (None: leave the replicated one alone).
+    pub m_key: Option<u64>,
 }
 
 /// What a new master takes over from its local replica.
@@ -336,6 +341,8 @@ pub struct Seed {
     pub topology: Option<TopologySummary>,
     /// Switch node GUID -> LFT digest.
     pub lft_digests: BTreeMap<u64, LftDigest>,
+    /// The M_Key the previous master programmed (0: none).
+    pub m_key: u64,
 }
 
 /// The replication part of `GetStatus`.
@@ -468,6 +475,9 @@ pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
             });
         }
     }
+    if let Some(k) = want.m_key.filter(|k| *k != have.m_key) {
+        ops.push(Op::SetMKey { m_key: k });
+    }
     ops
 }
 
@@ -594,6 +604,7 @@ impl Replication {
             guid2lid_file: s.guid2lid_file(),
             topology: s.topology.clone(),
             lft_digests: s.lft_digests.clone(),
+            m_key: s.m_key,
         })
     }
 
@@ -1014,6 +1025,7 @@ pub fn prepare_take_over(
     now: Duration,
 ) -> BTreeMap<u64, LidRange> {
     let seed = r.seed();
+    seed_m_key(&seed, subnet);
     if !seed.guid2lid.is_empty() {
         if let Err(e) = subnet.import_guid2lid(&seed.guid2lid_file) {
             tracing::warn!(%e, "takeover preparation: replicated guid2lid refused");
@@ -1028,8 +1040,22 @@ pub fn replicated_guid2lid(r: &Replication) -> BTreeMap<u64, LidRange> {
     r.replica.with_state(|s| s.guid2lid.clone())
 }
 
+/// The replicated M_Key into the configurator: tried after the configured one, so
+/// ports the previous master protected can be reached and, if the operator
+/// configured a new key, rekeyed (the configured key wins; see deploy/README.md).
+fn seed_m_key(seed: &Seed, subnet: &mut SubnetManager) {
+    if seed.m_key != 0 && seed.m_key != subnet.m_key().key {
+        tracing::warn!(
+            epoch = seed.epoch,
+            "the fabric holds another M_Key than the configured one: reprogramming it with the configured key"
+        );
+    }
+    subnet.set_fabric_m_key(seed.m_key);
+}
+
 /// LIDs and inherited LFT digests from `seed` into the configurator.
 fn seed_subnet(seed: &Seed, subnet: &mut SubnetManager) {
+    seed_m_key(seed, subnet);
     if !seed.guid2lid.is_empty() {
         match subnet.import_guid2lid(&seed.guid2lid_file) {
             Ok(n) => tracing::info!(
@@ -1074,6 +1100,9 @@ pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
     let Some(res) = subnet.last_discovery() else {
         return rec;
     };
+    // Published after a heavy sweep, which wrote the configured key into every
+    // PortInfo it reached.
+    rec.m_key = Some(subnet.m_key().key);
     let t = &res.topology;
     let mut nodes = Vec::new();
     for (_, node) in t.iter() {

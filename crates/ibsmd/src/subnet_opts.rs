@@ -1,6 +1,7 @@
 //! The MASTER's subnet options as they come from the command line or the config file:
 //! `--lmc`, `--routing`, `--root-guid`, `--sweep-interval-s`, `--partition`,
-//! `--smp-window`, turned into an [`ibsm_core::subnet::SubnetConfig`].
+//! `--smp-window`, `--m-key`, `--m-key-protection-level`, `--m-key-lease-period`,
+//! turned into an [`ibsm_core::subnet::SubnetConfig`].
 //!
 //! A partition is written `NAME=PKEY:MEMBER,MEMBER,...` where a member is
 //! `GUID[:full|limited]` (default full), e.g.
@@ -11,7 +12,9 @@
 
 use std::time::Duration;
 
-use ibsm_core::subnet::{Membership, Partition, PartitionMember, RoutingEngine, SubnetConfig};
+use ibsm_core::subnet::{
+    MKeyConfig, Membership, Partition, PartitionMember, RoutingEngine, SubnetConfig,
+};
 
 /// Why a subnet option was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,6 +36,9 @@ pub enum SubnetOptError {
     /// `--root-guid` given with min-hop routing.
     #[error("--root-guid only applies to --routing updown")]
     RootsWithoutUpDown,
+    /// A protection level or lease period without an M_Key: it would protect nothing.
+    #[error("{0} needs an M_Key (--m-key / m_key): a port with M_Key 0 is not protected")]
+    MKeyMissing(&'static str),
     /// The combination is refused by the configurator (LMC range, duplicate P_Keys...).
     #[error("subnet configuration: {0}")]
     Config(#[from] ibsm_core::subnet::ConfigError),
@@ -135,6 +141,12 @@ pub struct SubnetOptions {
     pub partitions: Vec<String>,
     /// `--smp-window` (SMPs in flight, default 64).
     pub smp_window: Option<usize>,
+    /// `--m-key` (default 0: no M_Key protection).
+    pub m_key: Option<u64>,
+    /// `--m-key-protection-level` (0..=3, default 0).
+    pub m_key_protection_level: Option<u8>,
+    /// `--m-key-lease-period` in seconds (default 0: protection never lapses).
+    pub m_key_lease_period: Option<u16>,
 }
 
 /// Default SMPs in flight: ibsim answers 105k MADs/s at 64 against 77k at 16.
@@ -170,6 +182,20 @@ impl SubnetOptions {
             .iter()
             .map(|p| parse_partition(p))
             .collect::<Result<_, _>>()?;
+        let key = self.m_key.unwrap_or(0);
+        if key == 0 {
+            if self.m_key_protection_level.is_some_and(|l| l != 0) {
+                return Err(SubnetOptError::MKeyMissing("--m-key-protection-level"));
+            }
+            if self.m_key_lease_period.is_some_and(|l| l != 0) {
+                return Err(SubnetOptError::MKeyMissing("--m-key-lease-period"));
+            }
+        }
+        cfg.m_key = MKeyConfig {
+            key,
+            protect_bits: self.m_key_protection_level.unwrap_or(0),
+            lease_period: self.m_key_lease_period.unwrap_or(0),
+        };
         cfg.validate()?;
         Ok(cfg)
     }
@@ -229,8 +255,19 @@ mod tests {
             sweep_interval_s: Some(3),
             partitions: vec!["a=1:5".into(), "b=2:5:limited".into()],
             smp_window: Some(32),
+            m_key: Some(0xABCD),
+            m_key_protection_level: Some(2),
+            m_key_lease_period: Some(60),
         };
         let c = o.to_config().expect("valid");
+        assert_eq!(
+            c.m_key,
+            MKeyConfig {
+                key: 0xABCD,
+                protect_bits: 2,
+                lease_period: 60
+            }
+        );
         assert_eq!(c.lmc, 2);
         assert_eq!(
             c.routing,
@@ -263,6 +300,32 @@ mod tests {
             ..SubnetOptions::default()
         };
         assert!(matches!(dup.to_config(), Err(SubnetOptError::Config(_))));
+        for (o, flag) in [
+            (
+                SubnetOptions {
+                    m_key_protection_level: Some(1),
+                    ..SubnetOptions::default()
+                },
+                "--m-key-protection-level",
+            ),
+            (
+                SubnetOptions {
+                    m_key: Some(0),
+                    m_key_lease_period: Some(5),
+                    ..SubnetOptions::default()
+                },
+                "--m-key-lease-period",
+            ),
+        ] {
+            let e = o.to_config().expect_err(flag).to_string();
+            assert!(e.contains(flag) && e.contains("needs an M_Key"), "{e}");
+        }
+        let level = SubnetOptions {
+            m_key: Some(1),
+            m_key_protection_level: Some(4),
+            ..SubnetOptions::default()
+        };
+        assert!(matches!(level.to_config(), Err(SubnetOptError::Config(_))));
         let sweep = SubnetOptions {
             sweep_interval_s: Some(0),
             ..SubnetOptions::default()

@@ -105,6 +105,37 @@ fn credentials_are_required_unless_insecure() {
 }
 
 #[test]
+fn m_key_options_are_validated() {
+    let base = [
+        "--fabric",
+        "gen:fat-tree:4",
+        "--priority",
+        "5",
+        "--insecure-plaintext",
+    ];
+    let with = |extra: &[&str]| {
+        let mut a: Vec<&str> = base.to_vec();
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+    let (code, err) = with(&["--m-key-protection-level", "4"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--m-key-protection-level"), "{err}");
+    let (code, err) = with(&["--m-key", "0xZZ"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("M_Key \"0xZZ\" is not a 64-bit number"),
+        "{err}"
+    );
+    let (code, err) = with(&["--m-key-protection-level", "2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("needs an M_Key"), "{err}");
+    let (code, err) = with(&["--m-key-lease-period", "70000", "--m-key", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--m-key-lease-period"), "{err}");
+}
+
+#[test]
 fn config_file_starts_the_daemon_and_the_command_line_wins() {
     let dir = tempfile::tempdir().expect("tempdir");
     let grpc = free_port();

@@ -674,7 +674,7 @@ impl Election {
         let tid = self.alloc_tid();
         let msg = SmInfoMsg::Get {
             tid,
-            m_key: 0,
+            m_key: self.cfg.m_key,
             info: self.request_payload(self.state),
         };
         self.transmits.push_back(Transmit {
@@ -706,7 +706,7 @@ impl Election {
         let tid = self.alloc_tid();
         let msg = SmInfoMsg::Set {
             tid,
-            m_key: 0,
+            m_key: self.cfg.m_key,
             attr_mod: packet.attr_mod(),
             info: self.request_payload(packet.required_sender_state()),
         };
@@ -1263,7 +1263,7 @@ impl Election {
         let tid = self.alloc_tid();
         let msg = SmInfoMsg::Get {
             tid,
-            m_key: 0,
+            m_key: self.cfg.m_key,
             info: self.request_payload(SmState::Standby),
         };
         if let Some(f) = self.following.as_mut() {
@@ -1504,7 +1504,7 @@ impl Election {
             dest,
             msg: SmInfoMsg::Set {
                 tid,
-                m_key: 0,
+                m_key: self.cfg.m_key,
                 attr_mod: ControlPacket::Acknowledge.attr_mod(),
                 info: self.request_payload(SmState::Standby),
             },

@@ -96,6 +96,10 @@
 //! SM_Key; else 0. OpenSM 3.3.23 answers the same way and ignores a peer whose answer
 //! carries an SM_Key other than its own, so with no M_Key (the default) OpenSM reads
 //! our key; answering it 0 would make OpenSM ignore us (no handover to us, dual masters).
+//! Our own SMInfo requests carry `ElectionConfig::m_key` as their M_Key, so a peer
+//! applying the same rule with the fabric's M_Key authenticates us. SMInfo itself is
+//! not guarded by an SMA's M_Key check (it is the SM's attribute, answered by the SM),
+//! so M_Key protection of the ports never stops polls or control packets.
 //!
 //! Sticky mode (`sticky_priority`, like OPA FM's elevated priority): on becoming MASTER
 //! our advertised priority rises to that value, so a returning SM with a higher configured

@@ -1914,3 +1914,38 @@ fn local_port_up_reports_change_nothing() {
     assert!(events(&mut e).is_empty());
     assert!(transmits(&mut e).is_empty());
 }
+
+#[test]
+fn our_sminfo_requests_carry_the_fabric_m_key() {
+    // A peer applying the M_Key rule with the fabric's key authenticates our polls;
+    // the standby keeps polling whatever the key (SMInfo is not guarded by the SMA).
+    let c = ElectionConfig {
+        m_key: 0x5EC0,
+        ..cfg(1)
+    };
+    let mut e = Election::new(c, ms(0)).expect("valid config");
+    e.handle_sweep(ms(0), &[peer_port()]);
+    let t = transmits(&mut e);
+    let first: Vec<u64> = t
+        .iter()
+        .filter_map(|t| match t.msg {
+            SmInfoMsg::Get { m_key, .. } => Some(m_key),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(first, vec![0x5EC0]);
+    let tid = gets_to(&t, &SmRoute::Lid(PEER_LID))[0];
+    answer(&mut e, ms(1), tid, peer_info(SmState::Master, 5, 1));
+    assert_eq!(e.state(), SmState::Standby);
+    transmits(&mut e);
+    let now = ms(1) + e.config().poll_interval;
+    e.handle_timeout(now);
+    let polls: Vec<u64> = transmits(&mut e)
+        .iter()
+        .filter_map(|t| match t.msg {
+            SmInfoMsg::Get { m_key, .. } => Some(m_key),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(polls, vec![0x5EC0], "standby polls carry the key");
+}

@@ -51,6 +51,21 @@ pub enum RoutingEngine {
     },
 }
 
+/// M_Key protection of the ports this SM configures (IBA 14.2.4; OpenSM's
+/// `m_key`, `m_key_protection_level`, `m_key_lease_period`). Key 0 (the default)
+/// protects nothing: any SMP passes the check of a port whose M_Key is 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MKeyConfig {
+    /// The M_Key programmed in every PortInfo and carried by every SMP.
+    pub key: u64,
+    /// PortInfo.M_KeyProtectBits, 0..=3: 0 Gets are open, Sets need the key;
+    /// 1 also hides the M_Key from Gets without it; 2 (and 3) Gets need the key too.
+    pub protect_bits: u8,
+    /// PortInfo.M_KeyLeasePeriod in seconds: how long protection survives once
+    /// SMPs with the key stop coming after a violation (0: forever).
+    pub lease_period: u16,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubnetConfig {
     /// The MAD agent: SMPs in flight (window), timeout, retries.
@@ -94,6 +109,8 @@ pub struct SubnetConfig {
     /// standbys' poll budget (3 x 100 ms), and a master silent that long is taken
     /// for dead. Off by default (simulations and tests compute inline).
     pub offload_routing: bool,
+    /// M_Key protection (none by default). See the module doc of `subnet`.
+    pub m_key: MKeyConfig,
 }
 
 impl Default for SubnetConfig {
@@ -113,6 +130,7 @@ impl Default for SubnetConfig {
             partition_enforcement: true,
             routing: RoutingEngine::MinHop,
             offload_routing: false,
+            m_key: MKeyConfig::default(),
         }
     }
 }
@@ -194,6 +212,13 @@ impl SubnetConfig {
                 field: "subnet_timeout/life_time_value",
                 value: self.subnet_timeout.max(self.life_time_value),
                 range: "0..=31",
+            });
+        }
+        if self.m_key.protect_bits > 3 {
+            return Err(ConfigError::Range {
+                field: "m_key_protection_level",
+                value: self.m_key.protect_bits,
+                range: "0..=3",
             });
         }
         if self.sweep_interval.is_zero() {

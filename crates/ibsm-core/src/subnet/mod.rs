@@ -104,6 +104,31 @@
 //! always shows as a difference). A set arriving while a sweep distributes waits
 //! for the next sweep's distribution, so the record never holds a table that was
 //! not the one sent.
+//!
+//! # M_Key
+//!
+//! [`SubnetConfig::m_key`] (OpenSM's `m_key`, `m_key_protection_level`,
+//! `m_key_lease_period`) is written into every PortInfo Set (configuration and
+//! activation alike), so every CA port and switch port 0 ends up holding it and a
+//! rogue SM or tool without it cannot reprogram them (IBA 14.2.4: a port's SMA
+//! discards a Set, and from level 2 a Get, that carries another key). The MAD
+//! agent puts a key on every SMP it sends, discovery included (see
+//! [`crate::transactions`]): how the first sweep works on each kind of fabric:
+//! * fresh (every M_Key 0): any key passes, the sweep programs ours;
+//! * already keyed with ours (a restart, a failover): our key passes;
+//! * keyed with another key the replicated state knows
+//!   ([`SubnetManager::set_fabric_m_key`], e.g. the operator changed the key, or a
+//!   previous master's): at levels 0/1 discovery reads anyway, the Set with our key
+//!   goes unanswered and its retry carries the old key, which rekeys the port;
+//!   the agent then learns the new key for that route. At level 2 the discovery
+//!   Gets take the same one extra timeout per node.
+//! * keyed with a key nobody gave us: at level 0 PortInfo shows it and the agent
+//!   uses it; otherwise those ports cannot be configured, by design (the lease
+//!   period, if the owner set one, eventually lifts the protection).
+//!
+//! SMInfo is not guarded by the SMA's M_Key check (it is the SM's own attribute;
+//! the election applies IBA's SM_Key disclosure rule itself), so standby polls
+//! and election traffic keep working whatever the key and level.
 
 mod config;
 mod inherit;
@@ -124,7 +149,7 @@ use crate::election::{DrRoute, SmPort, SmRoute};
 use crate::transactions::{Event, Transactions};
 
 pub use config::{
-    ConfigError, Membership, Partition, PartitionMember, RoutingEngine, SubnetConfig,
+    ConfigError, MKeyConfig, Membership, Partition, PartitionMember, RoutingEngine, SubnetConfig,
 };
 use ibsm_fabric::lid::{LidConfig, LidManager};
 pub use ibsm_fabric::routing::ForwardingTables;
@@ -452,6 +477,10 @@ struct Sweep {
     report: SweepReport,
     /// No port's LID was assigned or changed by this sweep's LID assignment.
     lids_stable: bool,
+    /// Program the M_Key fields of PortInfo: a key is configured, or one the
+    /// fabric held is to be removed. Otherwise they are written back as read (a
+    /// port's own lease period, say, is left alone).
+    manage_m_key: bool,
 }
 
 #[derive(Debug)]
@@ -527,13 +556,16 @@ pub struct SubnetManager {
     /// Routing computations for the driver (`offload_routing`), and the last id.
     routing_jobs: VecDeque<RoutingJob>,
     next_routing_job: u64,
+    /// The M_Key the fabric was left with by an earlier master (0: none known),
+    /// tried after the configured one (see the module doc, M_Key).
+    fabric_m_key: u64,
 }
 
 impl SubnetManager {
     /// A configurator that does nothing until [`SubnetManager::become_master`].
     pub fn new(cfg: SubnetConfig) -> Result<SubnetManager, ConfigError> {
         cfg.validate()?;
-        Ok(SubnetManager {
+        let mut sm = SubnetManager {
             tx: Transactions::new(cfg.transactions.clone()),
             generation: 0,
             lids: LidManager::new(LidConfig { lmc: cfg.lmc }),
@@ -562,7 +594,35 @@ impl SubnetManager {
             pending_partitions: None,
             routing_jobs: VecDeque::new(),
             next_routing_job: 0,
-        })
+            fabric_m_key: 0,
+        };
+        sm.apply_m_keys();
+        Ok(sm)
+    }
+
+    /// The configured M_Key protection (what every PortInfo Set programs).
+    pub fn m_key(&self) -> MKeyConfig {
+        self.cfg.m_key
+    }
+
+    /// The M_Key the fabric is believed to be programmed with, from the
+    /// replicated state of an earlier master. When it differs from the
+    /// configured key it is tried second on every SMP (a port still holding it
+    /// takes the SubnSet(PortInfo) that rekeys it); the configured key stays the
+    /// one programmed. 0: no earlier key.
+    pub fn set_fabric_m_key(&mut self, key: u64) {
+        if key != self.fabric_m_key {
+            tracing::info!(
+                differs = key != self.cfg.m_key.key,
+                "M_Key the fabric was left with taken over"
+            );
+        }
+        self.fabric_m_key = key;
+        self.apply_m_keys();
+    }
+
+    fn apply_m_keys(&mut self) {
+        self.tx.set_m_keys(&[self.cfg.m_key.key, self.fabric_m_key]);
     }
 
     /// The partitions this SM programs (besides the default one): the last ones
@@ -816,6 +876,7 @@ impl SubnetManager {
         self.next_light = None;
         self.wake_now = None;
         self.tx = Transactions::new(self.cfg.transactions.clone());
+        self.apply_m_keys();
         self.transmit.clear();
     }
 
@@ -1629,6 +1690,7 @@ impl SubnetManager {
             outstanding: 0,
             report,
             lids_stable,
+            manage_m_key: self.cfg.m_key.key != 0 || self.fabric_m_key != 0,
         })
     }
 

@@ -346,6 +346,13 @@ fn desired_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) ->
     pi.link_speed_ext_enabled = 0;
     pi.link_down_default_state = 0;
     pi.client_reregister = false;
+    // Every port gets the key (a switch keeps one, port 0's; its other ports take
+    // the same values so a read-modify-write never writes a stale key back).
+    if sw.manage_m_key {
+        pi.m_key = cfg.m_key.key;
+        pi.m_key_protect_bits = cfg.m_key.protect_bits;
+        pi.m_key_lease_period = cfg.m_key.lease_period;
+    }
     let has_lid = !is_switch || port == 0;
     if has_lid {
         let p = nd.port(port)?;
@@ -440,7 +447,15 @@ fn needs_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> b
     let Some(cur) = pi_of(&sw.res, node, port) else {
         return false;
     };
-    want.client_reregister
+    let is_switch = sw.res.topology.node(node).is_some_and(|n| n.is_switch());
+    // M_Key lives on CA ports and switch port 0 (a level-1 port read without the
+    // key shows M_Key 0, which differs from any key, so it is rewritten: harmless).
+    let m_key_differs = sw.manage_m_key
+        && (!is_switch || port == 0)
+        && (want.m_key, want.m_key_protect_bits, want.m_key_lease_period)
+            != (cur.m_key, cur.m_key_protect_bits, cur.m_key_lease_period);
+    m_key_differs
+        || want.client_reregister
         || (
             want.lid,
             want.lmc,

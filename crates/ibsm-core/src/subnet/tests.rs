@@ -1704,3 +1704,268 @@ fn offloaded_routing_waits_for_its_result_and_programs_the_same_tables() {
     }
     assert!(compared > 0, "no LFT entry compared");
 }
+
+// ----- M_Key ---------------------------------------------------------------------------
+//
+// The embedded fabric checks M_Keys as IBA 14.2.4 says (ibsim does not), so these
+// show the protection working: every port keyed, a rogue Set refused, a successor
+// master reaching the ports with the replicated key, and a key change.
+
+const M_KEY: u64 = 0x5EC0_0000_C0FF_EE01;
+
+fn keyed_cfg(key: u64, protect_bits: u8, lease_period: u16) -> SubnetConfig {
+    SubnetConfig {
+        m_key: MKeyConfig {
+            key,
+            protect_bits,
+            lease_period,
+        },
+        ..cfg()
+    }
+}
+
+impl Lab {
+    /// SubnGet by directed route through the reader client, carrying `m_key`.
+    fn get_keyed(&mut self, path: &[u8], attr: AttributeId, amod: u32, m_key: u64) -> Option<Smp> {
+        self.tid += 1;
+        let mut smp = Smp::get_dr(path, attr, amod, 0xEE00_0000_0000 | self.tid);
+        smp.m_key = m_key;
+        self.exchange(smp)
+    }
+
+    /// SubnSet by directed route through the reader client, carrying `m_key`.
+    fn set_keyed(&mut self, path: &[u8], amod: u32, pi: &PortInfo, m_key: u64) -> Option<Smp> {
+        self.tid += 1;
+        let mut smp = Smp::set_dr_attr(path, amod, 0xEE00_0000_0000 | self.tid, pi);
+        smp.m_key = m_key;
+        self.exchange(smp)
+    }
+
+    /// The management PortInfo (CA port 1, switch port 0) of every node, read from
+    /// the reader's port with `m_key`; panics on a node that does not answer.
+    fn management_port_infos(&mut self, m_key: u64) -> Vec<(NodeIdx, PortInfo)> {
+        let pmap = paths(&self.topo, self.local, &HashSet::new());
+        let nodes: Vec<(NodeIdx, bool)> =
+            self.topo.iter().map(|(i, n)| (i, n.is_switch())).collect();
+        let mut out = Vec::new();
+        for (idx, is_switch) in nodes {
+            let path = if idx == self.local {
+                Vec::new()
+            } else if is_switch {
+                pmap[&idx].clone()
+            } else {
+                port_route(&self.topo, &pmap, idx, 1).expect("CA is cabled")
+            };
+            let pi = self
+                .get_keyed(&path, AttributeId::PORT_INFO, 0, m_key)
+                .unwrap_or_else(|| panic!("node {idx:?} does not answer with the key"))
+                .attribute::<PortInfo>()
+                .unwrap();
+            out.push((idx, pi));
+        }
+        out
+    }
+
+    /// Moves the SM role to another CA, as after a failover: the old master stops,
+    /// a new `SubnetManager` with `cfg` (told the replicated `fabric_key`) takes over.
+    fn fail_over(&mut self, cfg: SubnetConfig, fabric_key: u64) {
+        self.sm.stop();
+        self.sim.set_is_sm(self.sm_client, false).unwrap();
+        let (idx, _, _) = other_ca(self);
+        self.sm_client = self.sim.attach(idx, 1).unwrap();
+        self.sim.set_is_sm(self.sm_client, true).unwrap();
+        self.sm = SubnetManager::new(cfg).expect("valid config");
+        self.sm.set_fabric_m_key(fabric_key);
+        self.bring_up();
+    }
+}
+
+fn assert_keyed(lab: &mut Lab, key: u64, level: u8, lease: u16) {
+    let pis = lab.management_port_infos(key);
+    assert_eq!(pis.len(), lab.topo.len());
+    for (idx, pi) in pis {
+        assert_eq!(
+            (pi.m_key, pi.m_key_protect_bits, pi.m_key_lease_period),
+            (key, level, lease),
+            "node {idx:?}"
+        );
+        if !lab.topo.node(idx).unwrap().is_switch() {
+            assert_eq!(pi.port_state, PortState::Active, "node {idx:?}");
+        }
+    }
+}
+
+#[test]
+fn m_key_is_programmed_on_every_port_and_a_set_needs_it() {
+    let mut lab = Lab::new(gen::fat_tree_2level(4).unwrap(), keyed_cfg(M_KEY, 1, 60));
+    lab.bring_up();
+    assert_keyed(&mut lab, M_KEY, 1, 60);
+
+    // Level 1: a Get without the key is answered but hides the key.
+    let (other, _, _) = other_ca(&lab);
+    let pmap = paths(&lab.topo, lab.local, &HashSet::new());
+    let path = port_route(&lab.topo, &pmap, other, 1).unwrap();
+    let anon = lab
+        .get_keyed(&path, AttributeId::PORT_INFO, 0, 0)
+        .expect("level 1 answers Gets")
+        .attribute::<PortInfo>()
+        .unwrap();
+    assert_eq!((anon.m_key, anon.m_key_protect_bits), (0, 1));
+
+    // A rogue SM (no key, or a wrong one) cannot repoint the port: no answer, no change.
+    let rogue = PortInfo {
+        master_sm_lid: 0x0BAD,
+        port_state: PortState::NoChange,
+        port_physical_state: ibsm_mad::PhysPortState::NoChange,
+        m_key: M_KEY,
+        ..anon
+    };
+    assert!(lab.set_keyed(&path, 0, &rogue, 0).is_none());
+    assert!(lab.set_keyed(&path, 0, &rogue, M_KEY ^ 1).is_none());
+    let keyed = lab
+        .get_keyed(&path, AttributeId::PORT_INFO, 0, M_KEY)
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    assert_ne!(keyed.master_sm_lid, 0x0BAD);
+    assert_eq!(keyed.m_key_violations, 2);
+    assert!(lab.sim.stats().dropped_m_key >= 2);
+
+    // With the key the same Set goes through.
+    let r = lab
+        .set_keyed(&path, 0, &rogue, M_KEY)
+        .expect("the key holder may set");
+    assert_eq!(r.attribute::<PortInfo>().unwrap().master_sm_lid, 0x0BAD);
+}
+
+#[test]
+fn every_smp_of_the_master_carries_the_key_so_level_2_fabrics_are_swept() {
+    let mut lab = Lab::new(gen::fat_tree_2level(4).unwrap(), keyed_cfg(M_KEY, 2, 0));
+    lab.bring_up();
+    assert_keyed(&mut lab, M_KEY, 2, 0);
+    // Level 2: Gets without the key go unanswered now...
+    let pmap = paths(&lab.topo, lab.local, &HashSet::new());
+    let (sw, _) = pmap
+        .iter()
+        .find(|(i, _)| lab.topo.node(**i).unwrap().is_switch())
+        .map(|(i, p)| (*i, p.clone()))
+        .unwrap();
+    let path = pmap[&sw].clone();
+    assert!(lab.get_keyed(&path, AttributeId::NODE_INFO, 0, 0).is_none());
+    let dropped = lab.sim.stats().dropped_m_key;
+    // ...yet the master's own sweeps (heavy: discovery included) see everything.
+    lab.sm.start_heavy_sweep(lab.now);
+    let (_, report) = lab.heavy();
+    assert_eq!(report.nodes, lab.topo.len(), "{report:?}");
+    assert_eq!(
+        lab.sim.stats().dropped_m_key,
+        dropped,
+        "no SMP of ours refused"
+    );
+    let evs = lab.run_until(is_light_done);
+    match evs.last() {
+        Some(SubnetEvent::SweepDone { report, .. }) => assert!(!report.changed, "{report:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn sminfo_reaches_the_sm_whatever_the_m_key() {
+    // SMInfo is the SM's, not the SMA's: M_Key protection of the port must not stop a
+    // standby's polls (the election applies its own M_Key rule to the SM_Key).
+    let mut lab = Lab::new(gen::fat_tree_2level(4).unwrap(), keyed_cfg(M_KEY, 2, 0));
+    lab.bring_up();
+    let (other, _, _) = other_ca(&lab);
+    let standby = lab.sim.attach(other, 1).unwrap();
+    let pmap = paths(&lab.topo, other, &HashSet::new());
+    let to_master = port_route(&lab.topo, &pmap, lab.local, 1).unwrap();
+    let poll = Smp::get_dr(&to_master, AttributeId::SM_INFO, 0, 0x77);
+    lab.sim.send(lab.now, standby, &poll.encode()).unwrap();
+    lab.now += Duration::from_millis(1);
+    let mut got = None;
+    while let Some((c, mad)) = lab.sim.poll_delivery(lab.now) {
+        if c == lab.sm_client {
+            got = Smp::decode(&mad).ok();
+        }
+    }
+    let got = got.expect("the SMInfo poll reached the master's SM client");
+    assert_eq!((got.attr_id, got.m_key), (AttributeId::SM_INFO, 0));
+}
+
+#[test]
+fn a_successor_master_keeps_the_key_and_reaches_the_ports() {
+    let mut lab = Lab::new(gen::fat_tree_2level(4).unwrap(), keyed_cfg(M_KEY, 2, 0));
+    lab.bring_up();
+    lab.fail_over(keyed_cfg(M_KEY, 2, 0), M_KEY);
+    assert_keyed(&mut lab, M_KEY, 2, 0);
+    assert_eq!(lab.sim.stats().dropped_m_key, 0, "no SMP without the key");
+    // A port changed behind its back is put right by the successor: it can Set.
+    let evs = lab.run_until(is_light_done);
+    assert!(matches!(
+        evs.last(),
+        Some(SubnetEvent::SweepDone { report, .. }) if !report.changed
+    ));
+}
+
+#[test]
+fn a_successor_with_a_new_key_rekeys_the_fabric_with_the_replicated_old_one() {
+    const NEW_KEY: u64 = 0x0000_0000_0000_BEEF;
+    let mut lab = Lab::new(gen::fat_tree_2level(4).unwrap(), keyed_cfg(M_KEY, 1, 0));
+    lab.bring_up();
+    // The operator configured a new key; the replica says the fabric holds the old.
+    lab.fail_over(keyed_cfg(NEW_KEY, 2, 30), M_KEY);
+    assert_keyed(&mut lab, NEW_KEY, 2, 30);
+    // The old key opens nothing any more.
+    let (other, _, _) = other_ca(&lab);
+    let pmap = paths(&lab.topo, lab.local, &HashSet::new());
+    let path = port_route(&lab.topo, &pmap, other, 1).unwrap();
+    assert!(lab
+        .get_keyed(&path, AttributeId::PORT_INFO, 0, M_KEY)
+        .is_none());
+    // And the next sweeps run on the new key alone (nothing refused any more).
+    let dropped = lab.sim.stats().dropped_m_key;
+    lab.sm.start_heavy_sweep(lab.now);
+    lab.heavy();
+    assert_eq!(lab.sim.stats().dropped_m_key, dropped);
+}
+
+#[test]
+fn m_key_protection_level_is_validated() {
+    let err = SubnetManager::new(keyed_cfg(1, 4, 0)).unwrap_err();
+    assert!(err.to_string().contains("m_key_protection_level"), "{err}");
+}
+
+#[test]
+fn without_a_key_the_m_key_fields_are_left_as_the_ports_hold_them() {
+    // ibsim, and real HCAs, report their own M_KeyLeasePeriod: an SM with no key
+    // must neither overwrite it nor take it for a difference to reprogram.
+    let mut lab = Lab::new(gen::fat_tree_2level(4).unwrap(), cfg());
+    let other = lab
+        .topo
+        .iter()
+        .find(|(i, n)| !n.is_switch() && *i != lab.local)
+        .map(|(i, _)| i)
+        .unwrap();
+    let pmap = paths(&lab.topo, lab.local, &HashSet::new());
+    let path = port_route(&lab.topo, &pmap, other, 1).unwrap();
+    let pi = lab
+        .get(&path, AttributeId::PORT_INFO, 0)
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    let preset = PortInfo {
+        m_key_lease_period: 4089,
+        port_state: PortState::NoChange,
+        port_physical_state: ibsm_mad::PhysPortState::NoChange,
+        ..pi
+    };
+    lab.set_keyed(&path, 0, &preset, 0).expect("fresh port");
+    lab.bring_up();
+    let after = lab
+        .get(&path, AttributeId::PORT_INFO, 0)
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    assert_eq!(after.m_key_lease_period, 4089);
+    assert_eq!(after.port_state, PortState::Active);
+}
