@@ -153,8 +153,9 @@ async fn a_successor_with_a_new_key_rekeys_the_fabric_with_the_replicated_one() 
         initial_members: BTreeMap::from([(1, "127.0.0.1:1".to_string())]),
         data_dir: dir.path().join("replica"),
         timers: ClusterConfig::timers_for_daemon(),
-        token: None,
         peer_tls: None,
+        peer_auth: ibsm_replica::PeerAuth::default(),
+        force_bootstrap: false,
     })
     .await
     .expect("replica starts");
