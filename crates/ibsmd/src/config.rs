@@ -106,6 +106,12 @@ pub struct FileConfig {
     /// `--smp-window`.
     #[serde(default)]
     pub smp_window: Option<u64>,
+    /// `--trap-sweep-hold-down-ms` (0..=600000).
+    #[serde(default, deserialize_with = "de_hold_down")]
+    pub trap_sweep_hold_down_ms: Option<u64>,
+    /// `--max-nodes` (1..=1048576).
+    #[serde(default, deserialize_with = "de_max_nodes")]
+    pub max_nodes: Option<u64>,
     /// `ibsmd demo` options.
     #[serde(default)]
     pub demo: DemoFileConfig,
@@ -184,6 +190,14 @@ fn de_partitions<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>,
 fn de_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
     let v = de_range(d, "priority", 0, 15)?;
     u8::try_from(v).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn de_hold_down<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "trap_sweep_hold_down_ms", 0, 600_000).map(Some)
+}
+
+fn de_max_nodes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "max_nodes", 1, 1_048_576).map(Some)
 }
 
 fn de_heavy_sweep_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -308,6 +322,8 @@ mod tests {
             ("peers = [\"1\"]\n", 1, "ID=HOST:PORT"),
             ("\nheavy_sweep_interval_s = 86401\n", 2, "out of range"),
             ("heavy_sweep_interval_s = -1\n", 1, "out of range"),
+            ("trap_sweep_hold_down_ms = 600001\n", 1, "out of range"),
+            ("\nmax_nodes = 0\n", 2, "out of range"),
         ] {
             match parse(text) {
                 Err(ConfigError::Parse {
@@ -322,6 +338,15 @@ mod tests {
                 other => panic!("{text:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn trap_hold_down_and_topology_cap_are_read() {
+        let c = parse("trap_sweep_hold_down_ms = 0\nmax_nodes = 100000\n").expect("valid");
+        assert_eq!(c.trap_sweep_hold_down_ms, Some(0));
+        assert_eq!(c.max_nodes, Some(100_000));
+        let c = parse("").expect("empty");
+        assert_eq!((c.trap_sweep_hold_down_ms, c.max_nodes), (None, None));
     }
 
     #[test]

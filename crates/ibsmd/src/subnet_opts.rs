@@ -1,6 +1,7 @@
 //! The MASTER's subnet options as they come from the command line or the config file:
 //! `--lmc`, `--routing`, `--root-guid`, `--sweep-interval-s`, `--partition`,
-//! `--smp-window`, turned into an [`ibsm_core::subnet::SubnetConfig`].
+//! `--smp-window`, `--trap-sweep-hold-down-ms`, `--max-nodes`, turned into an
+//! [`ibsm_core::subnet::SubnetConfig`].
 //!
 //! A partition is written `NAME=PKEY:MEMBER,MEMBER,...` where a member is
 //! `GUID[:full|limited]` (default full), e.g.
@@ -135,6 +136,11 @@ pub struct SubnetOptions {
     pub partitions: Vec<String>,
     /// `--smp-window` (SMPs in flight, default 64).
     pub smp_window: Option<usize>,
+    /// `--trap-sweep-hold-down-ms`: a trap-triggered heavy sweep waits this long after
+    /// the last heavy sweep ended (default 1000; 0 = none).
+    pub trap_sweep_hold_down_ms: Option<u64>,
+    /// `--max-nodes`: the topology cap, nodes one discovery records (default 65536).
+    pub max_nodes: Option<usize>,
 }
 
 /// Default SMPs in flight: ibsim answers 105k MADs/s at 64 against 77k at 16.
@@ -165,6 +171,12 @@ impl SubnetOptions {
         }
         cfg.sweep_interval = Duration::from_secs(self.sweep_interval_s.unwrap_or(2));
         cfg.transactions.window = self.smp_window.unwrap_or(DEFAULT_SMP_WINDOW).max(1);
+        if let Some(ms) = self.trap_sweep_hold_down_ms {
+            cfg.trap_sweep_hold_down = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.max_nodes {
+            cfg.discovery.max_nodes = n.max(1);
+        }
         cfg.partitions = self
             .partitions
             .iter()
@@ -229,6 +241,7 @@ mod tests {
             sweep_interval_s: Some(3),
             partitions: vec!["a=1:5".into(), "b=2:5:limited".into()],
             smp_window: Some(32),
+            ..SubnetOptions::default()
         };
         let c = o.to_config().expect("valid");
         assert_eq!(c.lmc, 2);
@@ -279,5 +292,24 @@ mod tests {
         fn partition_parser_never_panics(text in "\\PC{0,80}") {
             let _ = parse_partition(&text);
         }
+    }
+
+    #[test]
+    fn trap_hold_down_and_topology_cap_reach_the_configurator() {
+        let d = SubnetOptions::default().to_config().expect("defaults");
+        assert_eq!(d.trap_sweep_hold_down, Duration::from_secs(1));
+        assert_eq!(
+            d.discovery.max_nodes,
+            ibsm_core::discovery::DEFAULT_MAX_NODES
+        );
+        let c = SubnetOptions {
+            trap_sweep_hold_down_ms: Some(250),
+            max_nodes: Some(5000),
+            ..SubnetOptions::default()
+        }
+        .to_config()
+        .expect("valid");
+        assert_eq!(c.trap_sweep_hold_down, Duration::from_millis(250));
+        assert_eq!(c.discovery.max_nodes, 5000);
     }
 }
