@@ -43,8 +43,24 @@
 //! local PortInfo.MasterSMLID and sends a LID-routed SubnGet(SMInfo) there) and a
 //! LID-routed trap's TrapRepress find their way back; a umad port cannot route a
 //! LID-routed MAD any other way.
-//! Other traps go to the subnet manager while MASTER (it represses them and sweeps),
-//! else they are repressed here and schedule a heavy discovery.
+//! Other traps go to the subnet manager while MASTER, with their SLID (it represses
+//! them to that source, rate-limits them per source and sweeps, held down; trap 144,
+//! decoded for the election, asks for the same held-down sweep), else they are
+//! repressed here and schedule a heavy discovery. `trap` records on `Watch` are
+//! sampled (a few per 10 s, then one with the count held back), so a storm does not
+//! flood the subscribers.
+//!
+//! # Send errors and alarms
+//!
+//! Every MAD goes out through `device_send`: a device that refuses one (a full send
+//! queue, a port going down under umad) costs that MAD only. It is counted
+//! ([`Snapshot::send_errors`], `ibsm_mad_send_errors_total`), logged sampled, and its
+//! sender's own timeout and retry take over; the thread never ends on it, because a
+//! master that stops answering SMInfo is taken for dead by its standbys. What the
+//! master's heavy sweep finds that an operator must resolve (duplicate GUIDs, the
+//! topology cap) becomes [`Snapshot::alarms`] (GetStatus `alarms`), `alarm` records
+//! on `Watch` and the `ibsm_duplicate_guids`/`ibsm_topology_capped` gauges; the list
+//! is replaced by every heavy sweep, so it clears once the cause is gone.
 //!
 //! # Sweeps
 //!
