@@ -26,12 +26,47 @@
 //! goes on without it, so one dead node never stalls a sweep. Other failed or
 //! rejected requests are recorded as [`DiscoveryIssue`]s.
 //!
+//! # Duplicate GUIDs
+//!
+//! The walk identifies nodes by NodeGUID, so a second device answering with a
+//! GUID already seen (a cloned or misprogrammed adapter, a net file giving two
+//! nodes one GUID) would otherwise be folded into the first. A NodeInfo whose
+//! NodeGUID is known is the *same* node only if it is consistent with one of
+//! the nodes recorded under that GUID (the first, or copies placed earlier):
+//! same NodeType and NumPorts, the same PortGUID (a switch's port 0; a CA's
+//! port if it is known), and an entry port (LocalPortNum) that is either not
+//! cabled yet or cabled to exactly the port the request left through (the
+//! same cable seen from the other side). One physical port has one cable, so
+//! an entry port already cabled elsewhere can only be another device. Such a
+//! NodeInfo is a *duplicate NodeGUID*; a NodeInfo with a new NodeGUID whose
+//! PortGUID another node already has is a *duplicate PortGUID*. Either way the
+//! newcomer is placed in the topology as a node of its own
+//! ([`Topology::add_duplicate_node`]) and walked like any other (what is behind
+//! it is real), and the pair is reported in [`DiscoveryResult::duplicates`];
+//! the LID manager then decides which of them keeps the LID
+//! ([`ibsm_fabric::lid`]). A copy is only created when no recorded node
+//! matches, so the walk stays bounded. What this cannot see: a duplicate that
+//! looks exactly like a not-yet-cabled port of the first (same type, ports
+//! and GUIDs, entering on a port of the first that has no cable yet) is
+//! indistinguishable by NodeInfo and is taken for that port; a cable moved
+//! during the sweep can look like a duplicate for one sweep.
+//!
+//! # Topology cap
+//!
+//! [`DiscoveryConfig::max_nodes`] and [`DiscoveryConfig::max_ports`] bound
+//! what one walk records, so a fabric far larger than planned (or a walk
+//! confused by duplicates) cannot exhaust the SM's memory: past the cap new
+//! nodes are refused, the walk goes on only among known nodes, and
+//! [`DiscoveryResult::cap`] says which limit stopped it and how many nodes were
+//! refused.
+//!
 //! Every node keeps the directed route it was first reached on (replaced by a
 //! shorter one if one shows up), which later programming of the node uses.
 //! Requests are produced lazily (a token carries a path, not an encoded SMP),
 //! so the backlog of a 50k-node fabric stays small.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
 use std::time::Duration;
 
 use ibsm_fabric::{LinkSpeed, LinkWidth, Node, NodeIdx, NodeType, Topology};
@@ -50,11 +85,104 @@ const PORT_PHYS_LINK_UP: u8 = 5;
 pub struct DiscoveryConfig {
     /// Longest directed route to follow (IBA allows 63 hops).
     pub max_hops: usize,
+    /// Most nodes one walk records (see "Topology cap" in the module doc).
+    pub max_nodes: usize,
+    /// Most physical ports (sum of NumPorts) one walk records.
+    pub max_ports: usize,
 }
+
+/// Default [`DiscoveryConfig::max_nodes`]: well above the largest fabrics
+/// built (a 3-level k=58 fat tree has ~50k nodes) and the 48k unicast LIDs.
+pub const DEFAULT_MAX_NODES: usize = 65_536;
+/// Default [`DiscoveryConfig::max_ports`]: 64k nodes of 40 ports on average.
+pub const DEFAULT_MAX_PORTS: usize = 65_536 * 40;
 
 impl Default for DiscoveryConfig {
     fn default() -> Self {
-        DiscoveryConfig { max_hops: MAX_HOPS }
+        DiscoveryConfig {
+            max_hops: MAX_HOPS,
+            max_nodes: DEFAULT_MAX_NODES,
+            max_ports: DEFAULT_MAX_PORTS,
+        }
+    }
+}
+
+/// Which GUID two devices share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DuplicateKind {
+    /// NodeInfo.NodeGUID.
+    NodeGuid,
+    /// NodeInfo.PortGUID (a CA port, or a switch's port 0).
+    PortGuid,
+}
+
+impl fmt::Display for DuplicateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DuplicateKind::NodeGuid => "node GUID",
+            DuplicateKind::PortGuid => "port GUID",
+        })
+    }
+}
+
+/// Two devices answering with the same GUID (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateGuid {
+    /// Which GUID.
+    pub kind: DuplicateKind,
+    /// The GUID both answer with.
+    pub guid: u64,
+    /// The node found first with it.
+    pub first: NodeIdx,
+    /// The node found later, placed as a node of its own.
+    pub newcomer: NodeIdx,
+    /// The directed route to the newcomer.
+    pub path: Vec<u8>,
+    /// The newcomer's port the route enters (NodeInfo.LocalPortNum).
+    pub port: u8,
+}
+
+impl fmt::Display for DuplicateGuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "duplicate {} {:#018x}: node {} and node {} (port {} at directed route {:?})",
+            self.kind, self.guid, self.first, self.newcomer, self.port, self.path
+        )
+    }
+}
+
+/// Which limit of [`DiscoveryConfig`] stopped the topology from growing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapLimit {
+    /// [`DiscoveryConfig::max_nodes`].
+    Nodes,
+    /// [`DiscoveryConfig::max_ports`].
+    Ports,
+}
+
+/// The walk reached its topology cap (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopologyCap {
+    /// The limit reached first.
+    pub limit: CapLimit,
+    /// Its value.
+    pub max: usize,
+    /// New nodes refused after it was reached (NodeInfo answers not recorded).
+    pub refused: usize,
+}
+
+impl fmt::Display for TopologyCap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.limit {
+            CapLimit::Nodes => "nodes",
+            CapLimit::Ports => "ports",
+        };
+        write!(
+            f,
+            "topology cap of {} {what} reached: {} more node(s) not recorded; raise the cap if the fabric is really this large",
+            self.max, self.refused
+        )
     }
 }
 
@@ -147,6 +275,10 @@ pub struct DiscoveryResult {
     pub unreachable: Vec<Unreachable>,
     /// Other failed or rejected requests.
     pub issues: Vec<DiscoveryIssue>,
+    /// Devices answering with a GUID another one has.
+    pub duplicates: Vec<DuplicateGuid>,
+    /// Set when the topology cap stopped the walk from growing.
+    pub cap: Option<TopologyCap>,
 }
 
 impl DiscoveryResult {
@@ -167,6 +299,12 @@ pub struct Discovery {
     local: Option<(NodeIdx, u8)>,
     unreachable: Vec<Unreachable>,
     issues: Vec<DiscoveryIssue>,
+    duplicates: Vec<DuplicateGuid>,
+    /// Copies placed for a NodeGUID beyond the first node (duplicates).
+    copies: HashMap<u64, Vec<NodeIdx>>,
+    /// Physical ports recorded (for [`DiscoveryConfig::max_ports`]).
+    ports: usize,
+    cap: Option<TopologyCap>,
     pending: VecDeque<DiscoveryToken>,
     /// Requests handed out and not yet answered or failed.
     outstanding: usize,
@@ -184,6 +322,10 @@ impl Discovery {
             local: None,
             unreachable: Vec::new(),
             issues: Vec::new(),
+            duplicates: Vec::new(),
+            copies: HashMap::new(),
+            ports: 0,
+            cap: None,
             pending: VecDeque::new(),
             outstanding: 0,
         };
@@ -223,6 +365,8 @@ impl Discovery {
             local: self.local,
             unreachable: self.unreachable,
             issues: self.issues,
+            duplicates: self.duplicates,
+            cap: self.cap,
         }
     }
 
@@ -309,19 +453,76 @@ impl Discovery {
         };
         let port = ni.local_port_num;
         let idx = match self.topology.find_by_guid(ni.node_guid) {
-            Some(idx) => {
-                self.on_known_node(idx, path, node_type, port, ni.port_guid);
-                idx
-            }
-            None => match self.add_node(path, node_type, ni) {
-                Some(idx) => idx,
-                None => return,
+            Some(first) => match self.match_known(first, via, node_type, ni) {
+                Some(idx) => {
+                    self.on_known_node(idx, path, node_type, port, ni.port_guid);
+                    idx
+                }
+                None => {
+                    let dup = (DuplicateKind::NodeGuid, ni.node_guid, first);
+                    match self.add_node(path, node_type, ni, Some(dup)) {
+                        Some(idx) => idx,
+                        None => return,
+                    }
+                }
             },
+            None => {
+                let dup = self
+                    .topology
+                    .find_by_port_guid(ni.port_guid)
+                    .filter(|_| ni.port_guid != 0)
+                    .map(|(n, _)| (DuplicateKind::PortGuid, ni.port_guid, n));
+                match self.add_node(path, node_type, ni, dup) {
+                    Some(idx) => idx,
+                    None => return,
+                }
+            }
         };
         match via {
             None => self.local = Some((idx, port)),
             Some((from, from_port)) => self.record_link(from, from_port, idx, port),
         }
+    }
+
+    /// The recorded node with this NodeGUID that a NodeInfo answer arriving
+    /// through `via` is consistent with (module doc, "Duplicate GUIDs"); `None`:
+    /// another device answers with the GUID. A node whose entry port already has
+    /// exactly this cable wins over one whose entry port is still free.
+    fn match_known(
+        &self,
+        first: NodeIdx,
+        via: Option<(NodeIdx, u8)>,
+        node_type: NodeType,
+        ni: &NodeInfo,
+    ) -> Option<NodeIdx> {
+        let port = ni.local_port_num;
+        let copies = self.copies.get(&ni.node_guid).map(Vec::as_slice);
+        let candidates = std::iter::once(first).chain(copies.unwrap_or(&[]).iter().copied());
+        let mut free = None;
+        for c in candidates {
+            let Some(n) = self.topology.node(c) else {
+                continue;
+            };
+            if n.node_type != node_type || n.num_ports() != ni.num_ports {
+                continue;
+            }
+            let Some(p) = n.port(port) else { continue };
+            let guid_ok = if node_type == NodeType::Switch {
+                n.port(0).map(|p0| p0.port_guid) == Some(ni.port_guid)
+            } else {
+                p.port_guid == 0 || p.port_guid == ni.port_guid
+            };
+            if !guid_ok {
+                continue;
+            }
+            match (p.remote, via) {
+                (_, None) => return Some(c),
+                (Some(r), Some(v)) if r == v => return Some(c),
+                (None, Some(_)) if free.is_none() => free = Some(c),
+                _ => {}
+            }
+        }
+        free
     }
 
     /// A node reached again, over another cable or (for a CA) another port.
@@ -355,7 +556,19 @@ impl Discovery {
         }
     }
 
-    fn add_node(&mut self, path: &[u8], node_type: NodeType, ni: &NodeInfo) -> Option<NodeIdx> {
+    /// Record a new node; `dup` names the GUID it shares with an existing node
+    /// (kind, GUID, first node), if any. `None` when refused (cap, bad node).
+    fn add_node(
+        &mut self,
+        path: &[u8],
+        node_type: NodeType,
+        ni: &NodeInfo,
+        dup: Option<(DuplicateKind, u64, NodeIdx)>,
+    ) -> Option<NodeIdx> {
+        if let Some(limit) = self.cap_reached(ni.num_ports) {
+            self.refuse(path, limit);
+            return None;
+        }
         let mut node = Node::new(node_type, ni.node_guid, ni.num_ports, "");
         node.system_image_guid = ni.system_image_guid;
         node.vendor_id = ni.vendor_id;
@@ -368,7 +581,11 @@ impl Discovery {
                 0
             };
         }
-        let idx = match self.topology.add_node(node) {
+        let added = match dup {
+            Some(_) => self.topology.add_duplicate_node(node),
+            None => self.topology.add_node(node),
+        };
+        let idx = match added {
             Ok(idx) => idx,
             Err(err) => {
                 let reason = format!("cannot add node {:#018x}: {err}", ni.node_guid);
@@ -382,6 +599,26 @@ impl Discovery {
                 return None;
             }
         };
+        self.ports += usize::from(ni.num_ports);
+        if let Some((kind, guid, first)) = dup {
+            if kind == DuplicateKind::NodeGuid {
+                self.copies.entry(guid).or_default().push(idx);
+            }
+            let d = DuplicateGuid {
+                kind,
+                guid,
+                first,
+                newcomer: idx,
+                path: path.to_vec(),
+                port: ni.local_port_num,
+            };
+            tracing::error!(
+                kind = %kind, guid = format_args!("{guid:#018x}"), first = %first,
+                newcomer = %idx, path = ?path, port = ni.local_port_num,
+                "duplicate GUID: two devices answer with the same GUID"
+            );
+            self.duplicates.push(d);
+        }
         self.paths.push(path.to_vec());
         self.switch_info.push(None);
         self.port_info
@@ -398,6 +635,31 @@ impl Discovery {
             self.request(path.to_vec(), RequestKind::PortInfo { node: idx, port });
         }
         Some(idx)
+    }
+
+    /// The limit a node with `num_ports` ports would exceed, if any.
+    fn cap_reached(&self, num_ports: u8) -> Option<(CapLimit, usize)> {
+        if self.topology.len() >= self.cfg.max_nodes {
+            return Some((CapLimit::Nodes, self.cfg.max_nodes));
+        }
+        if self.ports.saturating_add(usize::from(num_ports)) > self.cfg.max_ports {
+            return Some((CapLimit::Ports, self.cfg.max_ports));
+        }
+        None
+    }
+
+    /// A new node refused at the cap: said once at error, then counted.
+    fn refuse(&mut self, path: &[u8], (limit, max): (CapLimit, usize)) {
+        let cap = self.cap.get_or_insert(TopologyCap {
+            limit,
+            max,
+            refused: 0,
+        });
+        cap.refused += 1;
+        if cap.refused == 1 {
+            let cap = *cap;
+            tracing::error!(path = ?path, "discovery stops growing: {cap}");
+        }
     }
 
     fn record_link(&mut self, a: NodeIdx, pa: u8, b: NodeIdx, pb: u8) {
@@ -693,6 +955,15 @@ mod tests {
     /// Run a discovery in virtual time. `answer_order` permutes each batch of
     /// transmitted MADs so responses arrive out of order.
     fn discover(fabric: &Fabric, window: usize, shuffle: u64) -> (DiscoveryResult, Counters) {
+        discover_with(fabric, window, shuffle, DiscoveryConfig::default())
+    }
+
+    fn discover_with(
+        fabric: &Fabric,
+        window: usize,
+        shuffle: u64,
+        cfg: DiscoveryConfig,
+    ) -> (DiscoveryResult, Counters) {
         let tx = TransactionsConfig {
             window,
             timeout: Duration::from_millis(10),
@@ -700,7 +971,7 @@ mod tests {
             tid_high: 1,
         };
         let mut now = Duration::ZERO;
-        let mut agent = DiscoveryAgent::new(now, tx, DiscoveryConfig::default());
+        let mut agent = DiscoveryAgent::new(now, tx, cfg);
         let mut rng = shuffle | 1;
         for _ in 0..1_000_000 {
             let mut batch = Vec::new();
@@ -788,11 +1059,13 @@ mod tests {
         let (res, counters) = discover(&fabric, 16, 7);
         assert_eq!(res.topology.counts(), fabric.topo.counts());
         assert!(
-            res.unreachable.is_empty() && res.issues.is_empty(),
-            "{:?} {:?}",
+            res.unreachable.is_empty() && res.issues.is_empty() && res.duplicates.is_empty(),
+            "{:?} {:?} {:?}",
             res.unreachable,
-            res.issues
+            res.issues,
+            res.duplicates
         );
+        assert_eq!(res.cap, None);
         assert_eq!(counters.failures, 0);
         // Same nodes, same cables (compared by GUID and port).
         let cables = |t: &Topology| {
@@ -850,6 +1123,116 @@ mod tests {
         assert_eq!(res.topology.len(), fabric.topo.len() - 3);
     }
 
+    /// `ring(3, 2)` plus a CA `twin` cabled to a free port of switch 2. With
+    /// `same_node`, the twin copies hca0-0's NodeGUID and port GUIDs; without, it
+    /// has a NodeGUID of its own and copies only hca0-0's port GUID.
+    fn ring_with_twin(same_node: bool) -> (Topology, u64) {
+        let mut t = ring(3, 2);
+        let orig = t.node(t.find_by_guid(0x10_0000).unwrap()).unwrap().clone();
+        let port_guid = orig.ports[1].port_guid;
+        let mut twin = Node::new(NodeType::Ca, 0x77_0000, 2, "twin");
+        if same_node {
+            twin = orig.clone();
+            twin.description = "twin".into();
+        }
+        twin.ports[1].port_guid = port_guid;
+        let d = t.add_duplicate_node(twin).unwrap();
+        let sw2 = t.find_by_guid(0x1002).unwrap();
+        t.connect(sw2, 3, d, 1).unwrap();
+        (t, if same_node { orig.node_guid } else { port_guid })
+    }
+
+    #[test]
+    fn a_duplicate_node_guid_is_placed_apart_and_reported() {
+        let (topo, guid) = ring_with_twin(true);
+        let fabric = Fabric {
+            start: first_ca(&topo),
+            topo,
+            dead: HashSet::new(),
+        };
+        for (window, seed) in [(1, 1), (4, 2), (16, 3)] {
+            let (res, _) = discover(&fabric, window, seed);
+            assert_eq!(
+                res.topology.counts(),
+                fabric.topo.counts(),
+                "window {window}"
+            );
+            assert_eq!(res.duplicates.len(), 1, "{:?}", res.duplicates);
+            let d = &res.duplicates[0];
+            assert_eq!((d.kind, d.guid), (DuplicateKind::NodeGuid, guid));
+            assert_ne!(d.first, d.newcomer);
+            // Both are in the graph, each on its own cable; the route given for
+            // the newcomer leads to a device with that GUID that is not the first.
+            let (reached, port) = fabric.walk(&d.path).unwrap();
+            assert_eq!(fabric.topo.node(reached).unwrap().node_guid, guid);
+            assert_eq!(port, d.port);
+            let far = |n: NodeIdx| {
+                let (sw, sp) = res.topology.neighbor(n, 1).unwrap();
+                (res.topology.node(sw).unwrap().node_guid, sp)
+            };
+            assert_ne!(far(d.first), far(d.newcomer));
+            assert!(res.issues.is_empty(), "{:?}", res.issues);
+        }
+    }
+
+    #[test]
+    fn a_duplicate_port_guid_is_reported() {
+        let (topo, guid) = ring_with_twin(false);
+        let fabric = Fabric {
+            start: first_ca(&topo),
+            topo,
+            dead: HashSet::new(),
+        };
+        let (res, _) = discover(&fabric, 8, 5);
+        assert_eq!(res.topology.counts(), fabric.topo.counts());
+        assert_eq!(res.duplicates.len(), 1, "{:?}", res.duplicates);
+        let d = &res.duplicates[0];
+        assert_eq!((d.kind, d.guid), (DuplicateKind::PortGuid, guid));
+        assert_eq!(res.topology.node(d.newcomer).unwrap().node_guid, 0x77_0000);
+        // The port GUID index keeps naming the first holder.
+        assert_eq!(
+            res.topology.find_by_port_guid(guid).map(|(n, _)| n),
+            Some(d.first)
+        );
+    }
+
+    #[test]
+    fn the_topology_cap_stops_growth_and_says_why() {
+        let topo = ring(5, 3);
+        let fabric = Fabric {
+            start: first_ca(&topo),
+            topo,
+            dead: HashSet::new(),
+        };
+        let cfg = DiscoveryConfig {
+            max_nodes: 6,
+            ..DiscoveryConfig::default()
+        };
+        let (res, _) = discover_with(&fabric, 4, 9, cfg);
+        assert_eq!(res.topology.len(), 6);
+        let cap = res.cap.expect("cap reached");
+        assert_eq!((cap.limit, cap.max), (CapLimit::Nodes, 6));
+        assert!(cap.refused >= 1, "{cap:?}");
+        assert!(cap.to_string().contains("cap of 6 nodes"), "{cap}");
+
+        // Ports: the SM's CA (2 ports) and its switch (6) fit in 8, nothing more.
+        let cfg = DiscoveryConfig {
+            max_ports: 8,
+            ..DiscoveryConfig::default()
+        };
+        let (res, _) = discover_with(&fabric, 4, 9, cfg);
+        assert_eq!(res.topology.len(), 2);
+        assert_eq!(res.cap.map(|c| c.limit), Some(CapLimit::Ports));
+        // Under the cap, nothing is said.
+        let cfg = DiscoveryConfig {
+            max_nodes: fabric.topo.len(),
+            ..DiscoveryConfig::default()
+        };
+        let (res, _) = discover_with(&fabric, 4, 9, cfg);
+        assert_eq!(res.cap, None);
+        assert_eq!(res.topology.len(), fabric.topo.len());
+    }
+
     proptest! {
         /// Any ring size, window and response order: the discovered topology
         /// has the same shape as the real one.
@@ -860,6 +1243,7 @@ mod tests {
             let (res, _) = discover(&fabric, window, seed);
             prop_assert_eq!(res.topology.counts(), fabric.topo.counts());
             prop_assert!(res.unreachable.is_empty());
+            prop_assert!(res.duplicates.is_empty());
         }
     }
 }

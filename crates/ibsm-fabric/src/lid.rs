@@ -18,6 +18,16 @@
 //!    without one cannot talk at all. Ports left without a LID are counted in
 //!    [`LidReport::unassigned`] and get LID 0.
 //!
+//! Two ports with the same port GUID (a duplicate GUID, see
+//! `ibsm_core::discovery`) cannot both be remembered under it, and handing
+//! the remembered range to the wrong one would move a working port's LID to
+//! a newcomer. So before the claims, each group of ports sharing a GUID keeps
+//! at most one *holder*: the port carrying the remembered base LID, or, when
+//! nothing is remembered for the GUID, the first port carrying a valid LID.
+//! The others get no LID (LID 0, counted in [`LidReport::withheld_duplicates`]);
+//! when no port of the group holds one, none gets one and a remembered range
+//! stays reserved for the GUID until an operator resolves the duplicate.
+//!
 //! Within a step ports are taken in `NodeIdx` order, so when two ports carry
 //! the same LID the one with the lower index keeps it and the other is
 //! moved (counted in [`LidReport::duplicates_repaired`]). Remembered ranges
@@ -60,6 +70,10 @@ pub struct LidReport {
     pub duplicates_repaired: usize,
     /// Ports left without a LID because the unicast space is exhausted.
     pub unassigned: usize,
+    /// Ports left without a LID because another port with the same port GUID
+    /// holds it, or because none of the ports sharing a GUID held one (see the
+    /// module doc).
+    pub withheld_duplicates: usize,
 }
 
 /// Why an assignment was refused.
@@ -166,6 +180,8 @@ struct Want {
     lmc: u8,
     carried: u16,
     result: u16,
+    /// Shares its GUID with a port that holds the LID (or none holds one).
+    withheld: bool,
 }
 
 const FREE: u8 = 0;
@@ -249,6 +265,7 @@ impl LidManager {
                             lmc: 0,
                             carried: p0.lid,
                             result: 0,
+                            withheld: false,
                         });
                     }
                 }
@@ -262,6 +279,7 @@ impl LidManager {
                                 lmc,
                                 carried: p.lid,
                                 result: 0,
+                                withheld: false,
                             });
                         }
                     }
@@ -269,10 +287,11 @@ impl LidManager {
             }
         }
 
+        let withheld = self.withhold_duplicates(&mut wants);
         let mut space = Space::new();
         let present: std::collections::HashSet<u64> = wants
             .iter()
-            .filter(|w| w.guid != 0)
+            .filter(|w| w.guid != 0 && !w.withheld)
             .map(|w| w.guid)
             .collect();
         for (guid, b) in &self.remembered {
@@ -283,7 +302,7 @@ impl LidManager {
 
         // 1. Remembered ranges of present ports.
         for w in &mut wants {
-            if w.guid == 0 {
+            if w.guid == 0 || w.withheld {
                 continue;
             }
             if let Some(b) = self.remembered.get(&w.guid) {
@@ -296,7 +315,7 @@ impl LidManager {
         // 2. Carried LIDs.
         let mut duplicates = 0usize;
         for w in &mut wants {
-            if w.result != 0 || !is_valid_block(w.carried, w.lmc) {
+            if w.withheld || w.result != 0 || !is_valid_block(w.carried, w.lmc) {
                 continue;
             }
             if space.fits(w.carried, w.lmc, RESERVED) {
@@ -317,7 +336,7 @@ impl LidManager {
         let mut cursors = [[0u32; (MAX_LMC + 1) as usize]; 2];
         for i in order {
             let Some(w) = wants.get_mut(i) else { continue };
-            if w.result != 0 {
+            if w.withheld || w.result != 0 {
                 continue;
             }
             let mut got = None;
@@ -352,6 +371,7 @@ impl LidManager {
         let mut report = LidReport {
             duplicates_repaired: duplicates,
             unassigned,
+            withheld_duplicates: withheld,
             ..LidReport::default()
         };
         let mut memory: HashMap<u64, Block> = HashMap::with_capacity(wants.len());
@@ -388,6 +408,46 @@ impl LidManager {
             "LIDs assigned"
         );
         Ok(report)
+    }
+
+    /// Mark every port that shares its GUID with another and is not the
+    /// group's holder (module doc); returns how many were marked.
+    fn withhold_duplicates(&self, wants: &mut [Want]) -> usize {
+        let mut groups: HashMap<u64, Vec<usize>> = HashMap::new();
+        for (i, w) in wants.iter().enumerate() {
+            if w.guid != 0 {
+                groups.entry(w.guid).or_default().push(i);
+            }
+        }
+        let mut marked = 0;
+        for (guid, members) in groups {
+            if members.len() < 2 {
+                continue;
+            }
+            let remembered = self.remembered.get(&guid).copied();
+            let holder = members.iter().copied().find(|&i| {
+                wants.get(i).is_some_and(|w| match remembered {
+                    Some(b) => w.carried == b.base && w.carried != 0,
+                    None => is_valid_block(w.carried, w.lmc),
+                })
+            });
+            for &i in &members {
+                if Some(i) == holder {
+                    continue;
+                }
+                if let Some(w) = wants.get_mut(i) {
+                    w.withheld = true;
+                    marked += 1;
+                    tracing::warn!(
+                        node = %w.node, port = w.port, guid = format_args!("{guid:#018x}"),
+                        carried = w.carried,
+                        holder = holder.is_some(),
+                        "duplicate port GUID: this port gets no LID"
+                    );
+                }
+            }
+        }
+        marked
     }
 
     /// Replace the memory with an OpenSM `guid2lid` file: one

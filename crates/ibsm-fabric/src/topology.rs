@@ -549,6 +549,38 @@ impl Topology {
         Ok(idx)
     }
 
+    /// Add a node whose NodeGUID or PortGUIDs may already be used by another
+    /// node: a second device answering with the same GUID, which discovery
+    /// must still place in the graph so that routing and the LID manager see
+    /// both ends (see `ibsm_core::discovery`). GUIDs already taken stay
+    /// indexed to the node that holds them ([`Topology::find_by_guid`] keeps
+    /// naming the first); free ones are indexed to this node. Names must still
+    /// be unique; its ports must not be cabled yet.
+    pub fn add_duplicate_node(&mut self, mut node: Node) -> Result<NodeIdx, TopologyError> {
+        let idx = NodeIdx(u32::try_from(self.nodes.len()).map_err(|_| TopologyError::Full)?);
+        if node.ports.len() < 2 {
+            return Err(TopologyError::NoPorts(node.net_name()));
+        }
+        if !node.name.is_empty() {
+            if let Some(&existing) = self.by_name.get(&node.name) {
+                return Err(TopologyError::DuplicateName {
+                    name: node.name.clone(),
+                    existing,
+                });
+            }
+            self.by_name.insert(node.name.clone(), idx);
+        }
+        for p in &mut node.ports {
+            p.remote = None;
+        }
+        self.by_node_guid.entry(node.node_guid).or_insert(idx);
+        for (guid, port) in self.node_port_guids(&node) {
+            self.by_port_guid.entry(guid).or_insert((idx, port));
+        }
+        self.nodes.push(node);
+        Ok(idx)
+    }
+
     /// The (guid, port) pairs a node contributes to the port-GUID index.
     fn node_port_guids(&self, node: &Node) -> Vec<(u64, u8)> {
         if node.is_switch() {

@@ -285,3 +285,108 @@ proptest! {
         prop_assert_eq!(rd.changed, expected);
     }
 }
+
+/// A fat tree whose `hca-0` has a twin: a second CA with the same NodeGUID
+/// and port GUIDs, cabled to a free switch port. Returns (original, twin).
+fn with_twin(t: &mut Topology) -> (NodeIdx, NodeIdx) {
+    let h = t.find_by_name("hca-0").unwrap();
+    let orig = t.node(h).unwrap().clone();
+    let sw = t.neighbor(h, 1).unwrap().0;
+    let free = t
+        .node(sw)
+        .unwrap()
+        .physical_ports()
+        .find(|(_, p)| p.remote.is_none())
+        .map(|(n, _)| n);
+    let (sw2, free) = match free {
+        Some(p) => (sw, p),
+        None => {
+            // No free port: take the cable of another CA.
+            let other = t.find_by_name("hca-1").unwrap();
+            let (s, p) = t.disconnect(other, 1).unwrap().unwrap();
+            (s, p)
+        }
+    };
+    let mut twin = orig.clone();
+    twin.name = "twin".into();
+    for p in &mut twin.ports {
+        p.lid = 0;
+    }
+    let d = t.add_duplicate_node(twin).unwrap();
+    t.connect(d, 1, sw2, free).unwrap();
+    // The GUID indexes keep naming the original.
+    assert_eq!(t.find_by_guid(orig.node_guid), Some(h));
+    assert_eq!(t.find_by_port_guid(orig.ports[1].port_guid), Some((h, 1)));
+    (h, d)
+}
+
+#[test]
+fn a_duplicate_port_guid_leaves_the_lid_with_its_holder() {
+    let mut t = gen::fat_tree_2level(4).unwrap();
+    let mut lm = LidManager::new(LidConfig { lmc: 0 });
+    lm.assign(&mut t).unwrap();
+    let (h, d) = with_twin(&mut t);
+    let held = t.node(h).unwrap().ports[1].lid;
+    assert_ne!(held, 0);
+    let r = lm.assign(&mut t).unwrap();
+    assert_eq!(r.withheld_duplicates, 1);
+    assert_eq!(t.node(h).unwrap().ports[1].lid, held, "the holder keeps it");
+    assert_eq!(t.node(d).unwrap().ports[1].lid, 0, "the newcomer gets none");
+
+    // Same when the newcomer comes first in index order: the holder is the
+    // port that carries the remembered LID, not the first one found.
+    let mut t2 = Topology::new();
+    let twin = t.node(d).unwrap().clone();
+    let d2 = t2.add_node(twin).unwrap();
+    let mut orig = t.node(h).unwrap().clone();
+    orig.name = "orig".into();
+    let h2 = t2.add_duplicate_node(orig).unwrap();
+    let sw = t2
+        .add_node(ibsm_fabric::Node::new(
+            ibsm_fabric::NodeType::Switch,
+            0x7777_0000,
+            4,
+            "sw",
+        ))
+        .unwrap();
+    t2.connect(d2, 1, sw, 1).unwrap();
+    t2.connect(h2, 1, sw, 2).unwrap();
+    t2.set_port_lid(h2, 1, held, 0).unwrap();
+    let r = lm.assign(&mut t2).unwrap();
+    assert_eq!(r.withheld_duplicates, 1);
+    assert_eq!(t2.node(h2).unwrap().ports[1].lid, held);
+    assert_eq!(t2.node(d2).unwrap().ports[1].lid, 0);
+    assert_eq!(
+        lm.lid_range(t2.node(h2).unwrap().ports[1].port_guid),
+        Some((held, held))
+    );
+}
+
+#[test]
+fn a_duplicate_port_guid_that_nobody_holds_gets_no_lid_and_stays_reserved() {
+    let mut t = gen::fat_tree_2level(4).unwrap();
+    let mut lm = LidManager::new(LidConfig { lmc: 0 });
+    lm.assign(&mut t).unwrap();
+    let (h, d) = with_twin(&mut t);
+    let guid = t.node(h).unwrap().ports[1].port_guid;
+    let remembered = t.node(h).unwrap().ports[1].lid;
+    t.set_port_lid(h, 1, 0, 0).unwrap();
+    let r = lm.assign(&mut t).unwrap();
+    assert_eq!(r.withheld_duplicates, 2);
+    assert_eq!(t.node(h).unwrap().ports[1].lid, 0);
+    assert_eq!(t.node(d).unwrap().ports[1].lid, 0);
+    // The GUID's range is kept for when the operator resolves it, and
+    // nobody else got it.
+    assert_eq!(lm.lid_range(guid), Some((remembered, remembered)));
+    assert!(lid_ports(&t)
+        .iter()
+        .all(|&(_, _, lid, _)| lid != remembered));
+
+    // Nothing remembered and neither carries a LID: neither gets one.
+    let mut fresh = LidManager::new(LidConfig { lmc: 0 });
+    let r = fresh.assign(&mut t).unwrap();
+    assert_eq!(r.withheld_duplicates, 2);
+    assert_eq!(t.node(h).unwrap().ports[1].lid, 0);
+    assert_eq!(t.node(d).unwrap().ports[1].lid, 0);
+    assert_eq!(fresh.lid_range(guid), None);
+}

@@ -40,6 +40,7 @@ pub fn status_json(s: &Status) -> Value {
         "last_sweep": s.last_sweep,
         "node_name": s.node_name,
         "sm_key_rejections": s.sm_key_rejections,
+        "alarms": s.alarms,
     })
 }
 
@@ -92,6 +93,14 @@ pub fn status_text(s: &Status) -> String {
             },
         ),
         ("sm_key_rejections", s.sm_key_rejections.to_string()),
+        (
+            "alarms",
+            if s.alarms.is_empty() {
+                "none".into()
+            } else {
+                s.alarms.join("; ")
+            },
+        ),
     ];
     let mut out = String::new();
     for (k, v) in rows {

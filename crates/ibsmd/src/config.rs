@@ -128,6 +128,12 @@ pub struct FileConfig {
     /// `--m-key-lease-period` in seconds (0..=65535, 0 = never; OpenSM's `m_key_lease_period`).
     #[serde(default, deserialize_with = "de_m_key_lease_period")]
     pub m_key_lease_period: Option<u16>,
+    /// `--trap-sweep-hold-down-ms` (0..=600000).
+    #[serde(default, deserialize_with = "de_hold_down")]
+    pub trap_sweep_hold_down_ms: Option<u64>,
+    /// `--max-nodes` (1..=1048576).
+    #[serde(default, deserialize_with = "de_max_nodes")]
+    pub max_nodes: Option<u64>,
     /// `ibsmd demo` options.
     #[serde(default)]
     pub demo: DemoFileConfig,
@@ -206,6 +212,14 @@ fn de_partitions<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>,
 fn de_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
     let v = de_range(d, "priority", 0, 15)?;
     u8::try_from(v).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn de_hold_down<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "trap_sweep_hold_down_ms", 0, 600_000).map(Some)
+}
+
+fn de_max_nodes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "max_nodes", 1, 1_048_576).map(Some)
 }
 
 fn de_heavy_sweep_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -370,6 +384,8 @@ mod tests {
             ("\nm_key = -5\n", 2, "negative"),
             ("m_key_protection_level = 4\n", 1, "out of range 0..=3"),
             ("m_key_lease_period = 65536\n", 1, "out of range"),
+            ("trap_sweep_hold_down_ms = 600001\n", 1, "out of range"),
+            ("\nmax_nodes = 0\n", 2, "out of range"),
         ] {
             match parse(text) {
                 Err(ConfigError::Parse {
@@ -398,6 +414,15 @@ mod tests {
         assert_eq!(parse("m_key = 17\n").expect("decimal").m_key, Some(17));
         let none = parse("").expect("empty");
         assert_eq!((none.m_key, none.m_key_protection_level), (None, None));
+    }
+
+    #[test]
+    fn trap_hold_down_and_topology_cap_are_read() {
+        let c = parse("trap_sweep_hold_down_ms = 0\nmax_nodes = 100000\n").expect("valid");
+        assert_eq!(c.trap_sweep_hold_down_ms, Some(0));
+        assert_eq!(c.max_nodes, Some(100_000));
+        let c = parse("").expect("empty");
+        assert_eq!((c.trap_sweep_hold_down_ms, c.max_nodes), (None, None));
     }
 
     #[test]

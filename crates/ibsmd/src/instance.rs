@@ -43,8 +43,24 @@
 //! local PortInfo.MasterSMLID and sends a LID-routed SubnGet(SMInfo) there) and a
 //! LID-routed trap's TrapRepress find their way back; a umad port cannot route a
 //! LID-routed MAD any other way.
-//! Other traps go to the subnet manager while MASTER (it represses them and sweeps),
-//! else they are repressed here and schedule a heavy discovery.
+//! Other traps go to the subnet manager while MASTER, with their SLID (it represses
+//! them to that source, rate-limits them per source and sweeps, held down; trap 144,
+//! decoded for the election, asks for the same held-down sweep), else they are
+//! repressed here and schedule a heavy discovery. `trap` records on `Watch` are
+//! sampled (a few per 10 s, then one with the count held back), so a storm does not
+//! flood the subscribers.
+//!
+//! # Send errors and alarms
+//!
+//! Every MAD goes out through `device_send`: a device that refuses one (a full send
+//! queue, a port going down under umad) costs that MAD only. It is counted
+//! ([`Snapshot::send_errors`], `ibsm_mad_send_errors_total`), logged sampled, and its
+//! sender's own timeout and retry take over; the thread never ends on it, because a
+//! master that stops answering SMInfo is taken for dead by its standbys. What the
+//! master's heavy sweep finds that an operator must resolve (duplicate GUIDs, the
+//! topology cap) becomes [`Snapshot::alarms`] (GetStatus `alarms`), `alarm` records
+//! on `Watch` and the `ibsm_duplicate_guids`/`ibsm_topology_capped` gauges; the list
+//! is replaced by every heavy sweep, so it clears once the cause is gone.
 //!
 //! # Sweeps
 //!
@@ -102,6 +118,7 @@ use ibsm_transport::{MadDevice, ReceivedMad};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::metrics::{Metrics, SweepKind};
+use ibsm_core::subnet::storm::LogSampler;
 
 /// High 32 bits of the election's TIDs (restored on responses, see the module doc).
 const ELECTION_TID_HIGH: u64 = 0x5300_0000;
@@ -180,6 +197,12 @@ const MAX_WAIT: Duration = Duration::from_millis(20);
 const ROUTING_RESULT_POLL: Duration = Duration::from_millis(2);
 /// Requests kept for building responses; older ones are dropped.
 const MAX_REMEMBERED_REQUESTS: usize = 1024;
+
+/// Send-error and trap-event lines: at most [`STORM_LOG_LINES`] per window, then
+/// one line with the count held back.
+const STORM_LOG_WINDOW: Duration = Duration::from_secs(10);
+/// See [`STORM_LOG_WINDOW`].
+const STORM_LOG_LINES: u32 = 20;
 
 /// Default interval of the MASTER's periodic heavy sweep (`--heavy-sweep-interval-s`).
 ///
@@ -364,6 +387,12 @@ pub struct Snapshot {
     /// The partitions of this SM's start-up configuration (`--partition`, config
     /// file); the MASTER programs them plus the replicated ones.
     pub startup_partitions: Vec<ibsm_core::subnet::Partition>,
+    /// Conditions an operator must resolve, from this SM's last heavy sweep as
+    /// MASTER (duplicate GUIDs, the topology cap); empty when all is well.
+    pub alarms: Vec<String>,
+    /// MADs the device refused to send (each a failed MAD, never the end of the
+    /// instance thread).
+    pub send_errors: u64,
 }
 
 impl Snapshot {
@@ -383,6 +412,8 @@ impl Snapshot {
             sm_key_rejections: 0,
             running: true,
             fabric: None,
+            alarms: Vec::new(),
+            send_errors: 0,
         }
     }
 }
@@ -647,6 +678,13 @@ struct Runtime {
     prepared_sm_ports: Option<Vec<SmPort>>,
     /// Where the configurator's routing computations run.
     routing: RoutingWorker,
+    /// See [`Snapshot::alarms`].
+    alarms: Vec<String>,
+    /// See [`Snapshot::send_errors`].
+    send_errors: u64,
+    /// Log lines for send errors and per-trap events, sampled under a storm.
+    send_error_log: LogSampler,
+    trap_event_log: LogSampler,
 }
 
 /// A thread that runs the configurator's [`RoutingJob`]s, so the instance thread
@@ -755,6 +793,10 @@ impl Runtime {
             backlog,
             prepared_sm_ports: None,
             routing,
+            alarms: Vec::new(),
+            send_errors: 0,
+            send_error_log: LogSampler::new(STORM_LOG_WINDOW, STORM_LOG_LINES),
+            trap_event_log: LogSampler::new(STORM_LOG_WINDOW, STORM_LOG_LINES),
             port_watch: PortWatch {
                 port: local_port,
                 next: Duration::ZERO,
@@ -1052,32 +1094,27 @@ impl Runtime {
                 if matches!(msg, ibsm_core::election::SmInfoMsg::Trap144 { .. }) {
                     self.fabric_changes += 1;
                     if self.subnet.is_active() {
-                        // A port's capabilities changed (an SM appeared...): re-read them.
-                        self.subnet.start_heavy_sweep(now);
+                        // A port's capabilities changed (an SM appeared...): re-read
+                        // them, held down like every trap-triggered sweep.
+                        self.subnet.request_trap_sweep(now, 144);
                     }
-                    let _ = self.events.send(record(
-                        "trap",
-                        format!("trap 144 from LID {hint}"),
-                        None,
-                        None,
-                    ));
+                    self.trap_event(now, format!("trap 144 from LID {hint}"));
                 }
                 self.remember_request(smp, hint);
                 let from = crate::wire::arrival_route(&smp, hint);
                 self.election.handle_message(now, from, msg);
             }
             None if smp.method == Method::TRAP && self.subnet.is_active() => {
-                // The configurator represses it and sweeps (trap 128: a link changed).
-                let _ = self.events.send(record(
-                    "trap",
+                // The configurator represses it (to the SLID it came from), rate-limits
+                // it per source and sweeps, held down (trap 128: a link changed).
+                self.trap_event(
+                    now,
                     format!(
-                        "trap received (attribute {:?}): handled by the master",
+                        "trap received (attribute {:?}) from LID {slid}: handled by the master",
                         smp.attr_id
                     ),
-                    None,
-                    None,
-                ));
-                self.subnet.handle_incoming(now, mad);
+                );
+                self.subnet.handle_incoming_from(now, mad, slid);
             }
             None if smp.method == Method::TRAP => {
                 // Another trap (link state change...): acknowledge it and re-discover.
@@ -1086,13 +1123,13 @@ impl Runtime {
                     ..smp.response()
                 };
                 let _ = self.send_smp(&repress, Some(reply_lid));
-                tracing::info!(attr = ?smp.attr_id, "trap received: heavy sweep scheduled");
-                let _ = self.events.send(record(
-                    "trap",
-                    "trap received: heavy sweep scheduled".into(),
-                    None,
-                    None,
-                ));
+                self.trap_event(
+                    now,
+                    format!(
+                        "trap received (attribute {:?}): heavy sweep scheduled",
+                        smp.attr_id
+                    ),
+                );
                 self.heavy_wanted = true;
                 self.fabric_changes += 1;
             }
@@ -1101,6 +1138,23 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+
+    /// A `trap` record for `Watch`, sampled: a storm of traps must not flood the
+    /// subscribers; the count held back goes out as one record.
+    fn trap_event(&mut self, now: Duration, text: String) {
+        if let Some(n) = self.trap_event_log.take_suppressed(now) {
+            let _ = self.events.send(record(
+                "trap",
+                format!("{n} more trap(s) not reported (trap storm)"),
+                None,
+                None,
+            ));
+        }
+        if self.trap_event_log.allow(now) {
+            tracing::info!("{text}");
+            let _ = self.events.send(record("trap", text, None, None));
+        }
     }
 
     fn remember_request(&mut self, smp: Smp, hint: u16) {
@@ -1146,11 +1200,37 @@ impl Runtime {
 
     fn send_smp(&mut self, smp: &Smp, dlid: Option<u16>) -> anyhow::Result<()> {
         let bytes = smp.encode();
-        match dlid {
-            Some(l) if l != 0 => self.dev.send_lid(l, &bytes)?,
-            _ => self.dev.send(&bytes)?,
-        }
+        self.device_send(dlid, &bytes);
         Ok(())
+    }
+
+    /// Put one MAD on the device (LID-routed to `dlid` when given and not 0). A send
+    /// error is one failed MAD: counted, logged (sampled under a storm), and left to
+    /// the sender's own timeout and retry; it never ends the instance thread, which
+    /// must keep answering SMInfo. Returns whether the device took it.
+    fn device_send(&mut self, dlid: Option<u16>, mad: &[u8; MAD_SIZE]) -> bool {
+        let r = match dlid {
+            Some(l) if l != 0 => self.dev.send_lid(l, mad),
+            _ => self.dev.send(mad),
+        };
+        let Err(err) = r else { return true };
+        self.send_errors = self.send_errors.saturating_add(1);
+        self.cfg.metrics.mad_send_error();
+        let now = self.now();
+        if let Some(n) = self.send_error_log.take_suppressed(now) {
+            tracing::warn!(suppressed = n, "{n} more MAD send error(s) not logged");
+        }
+        if self.send_error_log.allow(now) {
+            tracing::warn!(
+                %err,
+                dlid = dlid.unwrap_or(0),
+                class = mad[1],
+                method = mad[3],
+                total = self.send_errors,
+                "MAD send failed: counted as a failed MAD"
+            );
+        }
+        false
     }
 
     /// Move everything along until nothing changes: transactions events into the sweep,
@@ -1168,7 +1248,7 @@ impl Runtime {
                 progressed = true;
                 let low = RUNTIME_TID.fold(wire_tid_low(&mad));
                 set_wire_tid_low(&mut mad, low);
-                self.dev.send(&mad)?;
+                self.device_send(None, &mad);
                 self.election.handle_smps_sent(1);
             }
             while let Some(out) = self.subnet.poll_transmit() {
@@ -1179,10 +1259,7 @@ impl Runtime {
                     let low = SUBNET_TID.fold(wire_tid_low(&mad));
                     set_wire_tid_low(&mut mad, low);
                 }
-                match out.dlid {
-                    Some(l) if l != 0 => self.dev.send_lid(l, &mad)?,
-                    _ => self.dev.send(&mad)?,
-                }
+                self.device_send(out.dlid, &mad);
             }
             let n = self.subnet.take_smps_sent();
             if n > 0 {
@@ -1653,6 +1730,11 @@ impl Runtime {
                 }
                 self.nodes = report.nodes;
                 self.unreachable = report.unreachable;
+                self.alarms = report.duplicates.iter().map(|d| d.to_string()).collect();
+                self.alarms.extend(report.cap.map(|c| c.to_string()));
+                self.cfg
+                    .metrics
+                    .set_alarms(report.duplicates.len() as u64, report.cap.is_some());
                 if let Some(r) = &self.cfg.replication {
                     r.publish(crate::replication::record_of(&self.subnet));
                 }
@@ -1731,6 +1813,12 @@ impl Runtime {
                     None,
                 ));
             }
+            SubnetEvent::DuplicateGuid(d) => {
+                let _ = self.events.send(record("alarm", d.to_string(), None, None));
+            }
+            SubnetEvent::TopologyCapped(c) => {
+                let _ = self.events.send(record("alarm", c.to_string(), None, None));
+            }
             SubnetEvent::Notice(n) => {
                 tracing::debug!(trap = n.trap_number(), "notice for the SA (no SA yet)");
             }
@@ -1759,7 +1847,7 @@ impl Runtime {
         let tid = u64::from(PORT_WATCH_TID_LOW | u32::from(w.seq));
         let mut smp = Smp::try_get_dr(&[], AttributeId::PORT_INFO, u32::from(w.port), tid)?;
         smp.m_key = self.subnet.m_key().key;
-        self.dev.send(&smp.encode())?;
+        self.device_send(None, &smp.encode());
         Ok(())
     }
 
@@ -2042,12 +2130,16 @@ impl Runtime {
             s.last_sweep.clone_from(&self.last_sweep);
             s.sm_key_rejections = self.election.sm_key_violations();
             s.running = true;
+            s.alarms.clone_from(&self.alarms);
+            s.send_errors = self.send_errors;
         }
         let m = &self.cfg.metrics;
         m.set_up(true);
         m.set_state(state);
         m.set_act_count(self.election.act_count());
         m.set_sm_key_rejections(self.election.sm_key_violations());
+        let sm = self.subnet.metrics();
+        m.set_trap_totals(sm.traps, sm.traps_rate_limited, sm.trap_sweeps_deferred);
         let c = self.tx.counters();
         m.set_mad_totals(
             c.sent

@@ -109,6 +109,12 @@ struct Cli {
     /// Master: SMPs kept in flight, 1..=1024 [default: 64].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     smp_window: Option<u64>,
+    /// Master: a trap-triggered heavy sweep waits this long after the last one ended, 0 = no hold-down [default: 1000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    trap_sweep_hold_down_ms: Option<u64>,
+    /// Master: topology cap, nodes one discovery records before it stops growing [default: 65536].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    max_nodes: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -231,6 +237,11 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
         m_key: cli.m_key.or(file.m_key),
         m_key_protection_level: cli.m_key_protection_level.or(file.m_key_protection_level),
         m_key_lease_period: cli.m_key_lease_period.or(file.m_key_lease_period),
+        trap_sweep_hold_down_ms: cli.trap_sweep_hold_down_ms.or(file.trap_sweep_hold_down_ms),
+        max_nodes: cli
+            .max_nodes
+            .or(file.max_nodes)
+            .and_then(|n| usize::try_from(n).ok()),
     }
     .to_config()
     .map_err(|e| e.to_string())?;

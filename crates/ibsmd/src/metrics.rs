@@ -50,6 +50,12 @@ pub struct Metrics {
     mads_retries: AtomicU64,
     sm_key_rejections: AtomicU64,
     degraded: AtomicU64,
+    mad_send_errors: AtomicU64,
+    traps: AtomicU64,
+    traps_rate_limited: AtomicU64,
+    trap_sweeps_deferred: AtomicU64,
+    duplicate_guids: AtomicU64,
+    topology_capped: AtomicU64,
     up: AtomicU64,
     phases: Mutex<BTreeMap<String, f64>>,
 }
@@ -109,6 +115,29 @@ impl Metrics {
     /// Requests refused because their SM_Key was wrong (running total).
     pub fn set_sm_key_rejections(&self, n: u64) {
         self.sm_key_rejections.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// One MAD the device refused to send.
+    pub fn mad_send_error(&self) {
+        self.mad_send_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The configurator's trap totals (running, monotonic within an instance).
+    pub fn set_trap_totals(&self, traps: u64, rate_limited: u64, sweeps_deferred: u64) {
+        self.traps.fetch_max(traps, Ordering::Relaxed);
+        self.traps_rate_limited
+            .fetch_max(rate_limited, Ordering::Relaxed);
+        self.trap_sweeps_deferred
+            .fetch_max(sweeps_deferred, Ordering::Relaxed);
+    }
+
+    /// Alarms of the last heavy sweep as MASTER: duplicate GUIDs found, and
+    /// whether discovery hit the topology cap.
+    pub fn set_alarms(&self, duplicate_guids: u64, capped: bool) {
+        self.duplicate_guids
+            .store(duplicate_guids, Ordering::Relaxed);
+        self.topology_capped
+            .store(u64::from(capped), Ordering::Relaxed);
     }
 
     /// Hook for sweep phases: how long `phase` (e.g. `discover`, `lid`, `lft`) took in
@@ -202,6 +231,36 @@ const FAMILIES: &[Family] = &[
         name: "ibsm_replication_degraded",
         kind: "gauge",
         help: "1 while this MASTER's replication is degraded (no quorum, or a claim or write refused: see GetStatus degraded_reason), else 0.",
+    },
+    Family {
+        name: "ibsm_mad_send_errors_total",
+        kind: "counter",
+        help: "MADs the device refused to send (each a failed MAD; the SM carries on).",
+    },
+    Family {
+        name: "ibsm_traps_total",
+        kind: "counter",
+        help: "Traps the MASTER's configurator received.",
+    },
+    Family {
+        name: "ibsm_traps_rate_limited_total",
+        kind: "counter",
+        help: "Traps over their source LID's rate limit (repressed, not acted on).",
+    },
+    Family {
+        name: "ibsm_trap_sweeps_deferred_total",
+        kind: "counter",
+        help: "Trap-triggered heavy sweeps deferred by the hold-down.",
+    },
+    Family {
+        name: "ibsm_duplicate_guids",
+        kind: "gauge",
+        help: "Duplicate node/port GUIDs found by the last heavy sweep as MASTER (an alarm).",
+    },
+    Family {
+        name: "ibsm_topology_capped",
+        kind: "gauge",
+        help: "1 when the last heavy sweep's discovery stopped at the topology cap (an alarm).",
     },
 ];
 
@@ -301,6 +360,22 @@ pub fn render(instances: &[(String, Arc<Metrics>)]) -> String {
                         "ibsm_replication_degraded{{sm=\"{sm}\"}} {}",
                         load(&m.degraded)
                     );
+                }
+                name @ ("ibsm_mad_send_errors_total"
+                | "ibsm_traps_total"
+                | "ibsm_traps_rate_limited_total"
+                | "ibsm_trap_sweeps_deferred_total"
+                | "ibsm_duplicate_guids"
+                | "ibsm_topology_capped") => {
+                    let v = match name {
+                        "ibsm_mad_send_errors_total" => &m.mad_send_errors,
+                        "ibsm_traps_total" => &m.traps,
+                        "ibsm_traps_rate_limited_total" => &m.traps_rate_limited,
+                        "ibsm_trap_sweeps_deferred_total" => &m.trap_sweeps_deferred,
+                        "ibsm_duplicate_guids" => &m.duplicate_guids,
+                        _ => &m.topology_capped,
+                    };
+                    let _ = writeln!(out, "{name}{{sm=\"{sm}\"}} {}", load(v));
                 }
                 _ => {}
             }

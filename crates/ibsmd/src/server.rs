@@ -201,6 +201,7 @@ fn status_of(s: &Snapshot, repl: Option<&Replication>) -> pb::Status {
         last_sweep: s.last_sweep.clone(),
         node_name: s.name.clone(),
         sm_key_rejections: u32::try_from(s.sm_key_rejections).unwrap_or(u32::MAX),
+        alarms: s.alarms.clone(),
     }
 }
 

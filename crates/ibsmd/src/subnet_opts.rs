@@ -1,7 +1,8 @@
 //! The MASTER's subnet options as they come from the command line or the config file:
 //! `--lmc`, `--routing`, `--root-guid`, `--sweep-interval-s`, `--partition`,
 //! `--smp-window`, `--m-key`, `--m-key-protection-level`, `--m-key-lease-period`,
-//! turned into an [`ibsm_core::subnet::SubnetConfig`].
+//! `--trap-sweep-hold-down-ms`, `--max-nodes`, turned into an
+//! [`ibsm_core::subnet::SubnetConfig`].
 //!
 //! A partition is written `NAME=PKEY:MEMBER,MEMBER,...` where a member is
 //! `GUID[:full|limited]` (default full), e.g.
@@ -147,6 +148,11 @@ pub struct SubnetOptions {
     pub m_key_protection_level: Option<u8>,
     /// `--m-key-lease-period` in seconds (default 0: protection never lapses).
     pub m_key_lease_period: Option<u16>,
+    /// `--trap-sweep-hold-down-ms`: a trap-triggered heavy sweep waits this long after
+    /// the last heavy sweep ended (default 1000; 0 = none).
+    pub trap_sweep_hold_down_ms: Option<u64>,
+    /// `--max-nodes`: the topology cap, nodes one discovery records (default 65536).
+    pub max_nodes: Option<usize>,
 }
 
 /// Default SMPs in flight: ibsim answers 105k MADs/s at 64 against 77k at 16.
@@ -177,6 +183,12 @@ impl SubnetOptions {
         }
         cfg.sweep_interval = Duration::from_secs(self.sweep_interval_s.unwrap_or(2));
         cfg.transactions.window = self.smp_window.unwrap_or(DEFAULT_SMP_WINDOW).max(1);
+        if let Some(ms) = self.trap_sweep_hold_down_ms {
+            cfg.trap_sweep_hold_down = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.max_nodes {
+            cfg.discovery.max_nodes = n.max(1);
+        }
         cfg.partitions = self
             .partitions
             .iter()
@@ -258,6 +270,7 @@ mod tests {
             m_key: Some(0xABCD),
             m_key_protection_level: Some(2),
             m_key_lease_period: Some(60),
+            ..SubnetOptions::default()
         };
         let c = o.to_config().expect("valid");
         assert_eq!(
@@ -342,5 +355,24 @@ mod tests {
         fn partition_parser_never_panics(text in "\\PC{0,80}") {
             let _ = parse_partition(&text);
         }
+    }
+
+    #[test]
+    fn trap_hold_down_and_topology_cap_reach_the_configurator() {
+        let d = SubnetOptions::default().to_config().expect("defaults");
+        assert_eq!(d.trap_sweep_hold_down, Duration::from_secs(1));
+        assert_eq!(
+            d.discovery.max_nodes,
+            ibsm_core::discovery::DEFAULT_MAX_NODES
+        );
+        let c = SubnetOptions {
+            trap_sweep_hold_down_ms: Some(250),
+            max_nodes: Some(5000),
+            ..SubnetOptions::default()
+        }
+        .to_config()
+        .expect("valid");
+        assert_eq!(c.trap_sweep_hold_down, Duration::from_millis(250));
+        assert_eq!(c.discovery.max_nodes, 5000);
     }
 }

@@ -111,6 +111,15 @@ pub struct SubnetConfig {
     pub offload_routing: bool,
     /// M_Key protection (none by default). See the module doc of `subnet`.
     pub m_key: MKeyConfig,
+    /// Traps acted on per second from one source LID (token bucket; the rest are
+    /// still repressed but only counted, see the module doc's "Traps").
+    pub trap_rate: u32,
+    /// Traps one source LID may send in a burst before `trap_rate` applies.
+    pub trap_burst: u32,
+    /// A trap-triggered heavy sweep starts no sooner than this after the last
+    /// heavy sweep ended (it is deferred, not dropped), so a flapping port
+    /// cannot keep the master in back-to-back sweeps. Zero: no hold-down.
+    pub trap_sweep_hold_down: Duration,
 }
 
 impl Default for SubnetConfig {
@@ -131,6 +140,9 @@ impl Default for SubnetConfig {
             routing: RoutingEngine::MinHop,
             offload_routing: false,
             m_key: MKeyConfig::default(),
+            trap_rate: 20,
+            trap_burst: 40,
+            trap_sweep_hold_down: Duration::from_secs(1),
         }
     }
 }
@@ -178,6 +190,14 @@ pub enum ConfigError {
     /// A sweep interval of zero.
     #[error("sweep_interval must be > 0")]
     SweepInterval,
+    /// A trap rate or burst of zero would ignore every trap.
+    #[error("trap_rate and trap_burst must be > 0 (got {rate}/s, burst {burst})")]
+    TrapRate {
+        /// trap_rate
+        rate: u32,
+        /// trap_burst
+        burst: u32,
+    },
 }
 
 impl SubnetConfig {
@@ -223,6 +243,12 @@ impl SubnetConfig {
         }
         if self.sweep_interval.is_zero() {
             return Err(ConfigError::SweepInterval);
+        }
+        if self.trap_rate == 0 || self.trap_burst == 0 {
+            return Err(ConfigError::TrapRate {
+                rate: self.trap_rate,
+                burst: self.trap_burst,
+            });
         }
         let mut names = HashSet::new();
         let mut keys = HashSet::new();

@@ -72,9 +72,29 @@
 //!
 //! # Traps
 //!
-//! Every SubnTrap(Notice) is answered with SubnTrapRepress (LID-routed to the
-//! IssuerLID), whatever it says, so the sender stops repeating it. Then, as
-//! OpenSM's trap receiver does:
+//! Every SubnTrap(Notice) is answered with SubnTrapRepress, whatever it says, so
+//! the sender stops repeating it: a directed-route trap along its return path, a
+//! LID-routed one to the LRH SLID it arrived from (the trap's real source, given
+//! with [`SubnetManager::handle_incoming_from`]), not to the notice's IssuerLID,
+//! which the sender fills in and may get wrong (a port that lost its LID, a
+//! forged notice: a repress sent there reaches an innocent port, or nobody, and
+//! the real source keeps repeating). Without a known SLID the IssuerLID is used.
+//!
+//! Storms ([`storm`]): traps are rate-limited per source LID (token bucket,
+//! [`SubnetConfig::trap_rate`] / [`SubnetConfig::trap_burst`]). A trap over the
+//! rate is still repressed (an unrepressed trap is repeated by its sender, which
+//! only feeds the storm) and counted ([`SubnetMetrics::traps_rate_limited`]); it is
+//! not logged and raises no event, but a sweep-worthy one still requests the
+//! (coalesced, held-down) heavy sweep, so no change is lost. Per-trap log lines
+//! are sampled: a few per [`TRAP_LOG_WINDOW`], then one line with the count held
+//! back. A trap-triggered heavy sweep starts no sooner than
+//! [`SubnetConfig::trap_sweep_hold_down`] after the previous heavy sweep ended:
+//! the request is kept and the sweep deferred ([`SubnetMetrics::trap_sweeps_deferred`]),
+//! so a port flapping every few milliseconds costs one sweep per hold-down, not
+//! back-to-back sweeps; an operator's, a partition change's or a light sweep's
+//! request is not held down (it replaces a held trap request).
+//!
+//! Then, as OpenSM's trap receiver does:
 //! * 128 (link state change), 145 (SystemImageGUID changed): a heavy sweep.
 //! * 144 (capability mask / local changes): reported ([`SubnetEvent::Trap144`])
 //!   for the election, and a heavy sweep, whose [`SweepReport::sm_ports`] is the
@@ -133,6 +153,7 @@
 mod config;
 mod inherit;
 mod program;
+pub mod storm;
 #[cfg(test)]
 mod tests;
 
@@ -144,7 +165,7 @@ use ibsm_fabric::NodeIdx;
 use ibsm_mad::attr::{CapabilityMask, Notice, NoticeType, PortState, ProducerType, TrapDetails};
 use ibsm_mad::{AttributeId, Method, PortInfo, Smp, SmpRoute, SwitchInfo, MAD_SIZE};
 
-use crate::discovery::{Discovery, DiscoveryResult, DiscoveryToken};
+use crate::discovery::{Discovery, DiscoveryResult, DiscoveryToken, DuplicateGuid, TopologyCap};
 use crate::election::{DrRoute, SmPort, SmRoute};
 use crate::transactions::{Event, Transactions};
 
@@ -234,6 +255,12 @@ pub struct SweepReport {
     pub unreachable: usize,
     /// Other SM ports (PortInfo.CapabilityMask.IsSM), for `Election::handle_sweep`.
     pub sm_ports: Vec<SmPort>,
+    /// Devices answering with a GUID another one has (discovery's duplicates).
+    pub duplicates: Vec<DuplicateGuid>,
+    /// Ports left without a LID because of a duplicate port GUID.
+    pub lids_withheld: usize,
+    /// Set when discovery hit its topology cap.
+    pub cap: Option<TopologyCap>,
 }
 
 /// Which sweep.
@@ -291,6 +318,11 @@ pub enum SubnetEvent {
     },
     /// A notice for the SA to forward to subscribers (traps 64/65, GID in/out of service).
     Notice(Notice),
+    /// A heavy sweep's discovery found two devices answering with one GUID (an
+    /// alarm: reported every sweep while it lasts).
+    DuplicateGuid(DuplicateGuid),
+    /// A heavy sweep's discovery stopped growing at its topology cap.
+    TopologyCapped(TopologyCap),
     /// Trap 144 (local changes, e.g. SM priority) arrived and was repressed.
     Trap144 {
         /// IssuerLID.
@@ -334,6 +366,16 @@ pub struct SubnetMetrics {
     pub lids: u64,
     /// Traps 129/130/131 (port error thresholds) received.
     pub port_error_traps: u64,
+    /// Traps over their source's rate: repressed and counted, not acted on.
+    pub traps_rate_limited: u64,
+    /// Trap log lines held back by sampling.
+    pub trap_logs_suppressed: u64,
+    /// Trap-triggered heavy sweeps deferred by the hold-down.
+    pub trap_sweeps_deferred: u64,
+    /// Duplicate GUIDs found by the last heavy sweep.
+    pub duplicate_guids: u64,
+    /// 1 when the last heavy sweep's discovery hit the topology cap.
+    pub topology_capped: u64,
 }
 
 impl SubnetMetrics {
@@ -400,6 +442,36 @@ impl SubnetMetrics {
             "counter",
             self.port_error_traps.to_string(),
         );
+        line(
+            "traps_rate_limited_total",
+            "Traps over their source's rate limit (repressed, not acted on).",
+            "counter",
+            self.traps_rate_limited.to_string(),
+        );
+        line(
+            "trap_logs_suppressed_total",
+            "Trap log lines held back by sampling.",
+            "counter",
+            self.trap_logs_suppressed.to_string(),
+        );
+        line(
+            "trap_sweeps_deferred_total",
+            "Trap-triggered heavy sweeps deferred by the hold-down.",
+            "counter",
+            self.trap_sweeps_deferred.to_string(),
+        );
+        line(
+            "duplicate_guids",
+            "Duplicate GUIDs found by the last heavy sweep.",
+            "gauge",
+            self.duplicate_guids.to_string(),
+        );
+        line(
+            "topology_capped",
+            "1 when the last heavy sweep's discovery hit the topology cap.",
+            "gauge",
+            self.topology_capped.to_string(),
+        );
         for (phase, d) in [
             ("discovery", p.discovery),
             ("lids", p.lids),
@@ -460,6 +532,11 @@ pub const PORT_ERROR_WINDOW: Duration = Duration::from_secs(60);
 
 /// At most this many (LID, port, trap) counts are kept; older ones go first.
 const PORT_ERROR_KEYS: usize = 4096;
+
+/// Per-trap log lines: at most [`TRAP_LOG_LINES`] per window, then a count.
+pub const TRAP_LOG_WINDOW: Duration = Duration::from_secs(10);
+/// See [`TRAP_LOG_WINDOW`].
+pub const TRAP_LOG_LINES: u32 = 20;
 
 /// State of the current heavy sweep after discovery.
 #[derive(Debug)]
@@ -559,6 +636,12 @@ pub struct SubnetManager {
     /// The M_Key the fabric was left with by an earlier master (0: none known),
     /// tried after the configured one (see the module doc, M_Key).
     fabric_m_key: u64,
+    /// Per source LID trap rate limit.
+    trap_limiter: storm::TrapLimiter,
+    /// Per-trap log lines.
+    trap_log: storm::LogSampler,
+    /// When the last heavy sweep ended (the trap hold-down counts from it).
+    last_heavy_end: Option<Duration>,
 }
 
 impl SubnetManager {
@@ -566,6 +649,9 @@ impl SubnetManager {
     pub fn new(cfg: SubnetConfig) -> Result<SubnetManager, ConfigError> {
         cfg.validate()?;
         let mut sm = SubnetManager {
+            trap_limiter: storm::TrapLimiter::new(cfg.trap_rate, cfg.trap_burst),
+            trap_log: storm::LogSampler::new(TRAP_LOG_WINDOW, TRAP_LOG_LINES),
+            last_heavy_end: None,
             tx: Transactions::new(cfg.transactions.clone()),
             generation: 0,
             lids: LidManager::new(LidConfig { lmc: cfg.lmc }),
@@ -942,8 +1028,17 @@ impl SubnetManager {
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
-    /// Feed a MAD received from the device.
+    /// Feed a MAD received from the device (its source LID unknown: a LID-routed
+    /// trap's repress then goes to the notice's IssuerLID). Prefer
+    /// [`SubnetManager::handle_incoming_from`].
     pub fn handle_incoming(&mut self, now: Duration, bytes: &[u8]) {
+        self.handle_incoming_from(now, bytes, 0);
+    }
+
+    /// Feed a MAD received from the device with the LRH SLID it came from
+    /// (`ReceivedMad::slid`; 0 or 0xFFFF when not known): a LID-routed trap is
+    /// repressed there, and rate-limited per that source.
+    pub fn handle_incoming_from(&mut self, now: Duration, bytes: &[u8], slid: u16) {
         if !self.running() {
             return;
         }
@@ -955,7 +1050,7 @@ impl SubnetManager {
             }
         };
         if smp.method == Method::TRAP && smp.attr_id == AttributeId::NOTICE {
-            self.handle_trap(now, &smp);
+            self.handle_trap_from(now, &smp, slid);
         } else if smp.method.0 & 0x80 != 0 {
             self.tx.handle_incoming(now, bytes);
         } else {
@@ -964,87 +1059,183 @@ impl SubnetManager {
         self.pump(now);
     }
 
-    /// A SubnTrap(Notice): repress it, and act on 128/144.
+    /// A SubnTrap(Notice) whose source LID is not known: see
+    /// [`SubnetManager::handle_trap_from`].
     pub fn handle_trap(&mut self, now: Duration, smp: &Smp) {
+        self.handle_trap_from(now, smp, 0);
+    }
+
+    /// A SubnTrap(Notice) that arrived from LRH SLID `slid` (0/0xFFFF: unknown):
+    /// repress it to its real source, rate-limit it per source, and act on it
+    /// (module doc, "Traps").
+    pub fn handle_trap_from(&mut self, now: Duration, smp: &Smp, slid: u16) {
         self.metrics.traps += 1;
         let notice = match smp.attribute::<Notice>() {
             Ok(n) => n,
             Err(err) => {
-                tracing::debug!(%err, "undecodable trap");
+                if self.trap_log.allow(now) {
+                    tracing::debug!(%err, slid, "undecodable trap");
+                } else {
+                    self.metrics.trap_logs_suppressed += 1;
+                }
                 return;
             }
         };
-        // Repress: same TID, attribute and modifier, back to the issuer.
-        let mut repress = *smp;
-        repress.method = Method::TRAP_REPRESS;
-        repress.status = 0;
-        let dlid = match smp.route {
-            SmpRoute::Lid => Some(notice.issuer_lid),
-            SmpRoute::Directed(_) => None,
+        let issuer_lid = notice.issuer_lid;
+        let source = match slid {
+            0 | 0xFFFF => issuer_lid,
+            l => l,
         };
-        if let SmpRoute::Directed(_) = smp.route {
-            let mut r = smp.response();
-            r.method = Method::TRAP_REPRESS;
-            repress = r;
-        }
-        if dlid != Some(0) {
+        // Repress: same TID, attribute and modifier, back to the real source.
+        let repress = match smp.route {
+            SmpRoute::Lid => {
+                let mut r = *smp;
+                r.method = Method::TRAP_REPRESS;
+                r.status = 0;
+                (source != 0).then_some((Some(source), r))
+            }
+            SmpRoute::Directed(_) => {
+                let mut r = smp.response();
+                r.method = Method::TRAP_REPRESS;
+                Some((None, r))
+            }
+        };
+        if let Some((dlid, r)) = repress {
             self.transmit.push_back(Outgoing {
                 dlid,
-                mad: repress.encode(),
+                mad: r.encode(),
             });
             self.metrics.trap_represses += 1;
         }
         let trap = notice.trap_number();
-        let issuer_lid = notice.issuer_lid;
+        let admitted = self.trap_limiter.admit(now, source);
+        if !admitted {
+            self.metrics.traps_rate_limited += 1;
+        }
+        // Log lines: sampled across all traps; a rate-limited trap logs nothing.
+        let log = admitted && {
+            let ok = self.trap_log.allow(now);
+            if !ok {
+                self.metrics.trap_logs_suppressed += 1;
+            }
+            ok
+        };
+        if log && source != issuer_lid && smp.route == SmpRoute::Lid {
+            tracing::warn!(
+                slid = source,
+                issuer_lid,
+                ?trap,
+                "trap's IssuerLID differs from the LID it came from: repressed to the source"
+            );
+        }
         match notice.details() {
             Some(TrapDetails::LinkStateChange { lid }) => {
-                tracing::info!(issuer_lid, lid, "trap 128 (link state change): heavy sweep");
-                self.request_heavy(SweepReason::Trap(128));
+                if log {
+                    tracing::info!(issuer_lid, lid, "trap 128 (link state change): heavy sweep");
+                }
+                self.request_trap_sweep(now, 128);
             }
             Some(TrapDetails::CapabilityMaskChanged(t)) => {
-                tracing::info!(
-                    issuer_lid,
-                    lid = t.lid,
-                    capability_mask = format_args!("{:#010x}", t.capability_mask.0),
-                    change_flags = format_args!("{:#06x}", t.change_flags),
-                    "trap 144 (capability mask / local changes): heavy sweep"
-                );
-                self.events.push_back(SubnetEvent::Trap144 {
-                    issuer_lid,
-                    trap: t,
-                });
-                self.request_heavy(SweepReason::Trap(144));
+                if log {
+                    tracing::info!(
+                        issuer_lid,
+                        lid = t.lid,
+                        capability_mask = format_args!("{:#010x}", t.capability_mask.0),
+                        change_flags = format_args!("{:#06x}", t.change_flags),
+                        "trap 144 (capability mask / local changes): heavy sweep"
+                    );
+                }
+                if admitted {
+                    self.events.push_back(SubnetEvent::Trap144 {
+                        issuer_lid,
+                        trap: t,
+                    });
+                }
+                self.request_trap_sweep(now, 144);
             }
             Some(TrapDetails::SystemImageGuidChanged { lid, .. }) => {
-                tracing::info!(
-                    issuer_lid,
-                    lid,
-                    "trap 145 (SystemImageGUID changed): heavy sweep"
-                );
-                self.request_heavy(SweepReason::Trap(145));
+                if log {
+                    tracing::info!(
+                        issuer_lid,
+                        lid,
+                        "trap 145 (SystemImageGUID changed): heavy sweep"
+                    );
+                }
+                self.request_trap_sweep(now, 145);
             }
             Some(
                 TrapDetails::LinkIntegrityThreshold { lid, port_num }
                 | TrapDetails::ExcessiveBufferOverrun { lid, port_num }
                 | TrapDetails::FlowControlUpdateWatchdog { lid, port_num },
-            ) => self.port_error_trap(now, trap.unwrap_or(0), lid, port_num),
+            ) => {
+                if admitted {
+                    self.port_error_trap(now, trap.unwrap_or(0), lid, port_num);
+                }
+            }
             Some(
                 TrapDetails::GidInService { .. }
                 | TrapDetails::GidOutOfService { .. }
                 | TrapDetails::McGroupCreated { .. }
                 | TrapDetails::McGroupDeleted { .. },
-            ) => tracing::warn!(
-                trap,
-                issuer_lid,
-                "an SA notice (64-67) arrived as a trap; only the SM produces these: ignored"
-            ),
-            None => tracing::info!(
-                trap,
-                issuer_lid,
-                "trap without an action here (vendor or unknown): repressed"
-            ),
+            ) => {
+                if log {
+                    tracing::warn!(
+                        trap,
+                        issuer_lid,
+                        "an SA notice (64-67) arrived as a trap; only the SM produces these: ignored"
+                    );
+                }
+            }
+            None => {
+                if log {
+                    tracing::info!(
+                        trap,
+                        issuer_lid,
+                        "trap without an action here (vendor or unknown): repressed"
+                    );
+                }
+            }
         }
         self.pump(now);
+    }
+
+    /// A trap asks for a heavy sweep (`trap` is its number, for the logs): it
+    /// coalesces with a requested one and is held down after the last heavy sweep
+    /// (module doc, "Traps"). For traps another module decoded (trap 144 the
+    /// daemon hands the election) as well as this module's own.
+    pub fn request_trap_sweep(&mut self, now: Duration, trap: u16) {
+        if self.held_down(now, SweepReason::Trap(trap)) && self.heavy_requested.is_none() {
+            self.metrics.trap_sweeps_deferred += 1;
+            tracing::debug!(trap, "trap-triggered heavy sweep deferred by the hold-down");
+        }
+        self.request_heavy(SweepReason::Trap(trap));
+        self.pump(now);
+    }
+
+    /// A heavy sweep for `reason` must wait: a trap's, within the hold-down
+    /// after the last heavy sweep ended.
+    fn held_down(&self, now: Duration, reason: SweepReason) -> bool {
+        matches!(reason, SweepReason::Trap(_)) && self.hold_down_until().is_some_and(|t| now < t)
+    }
+
+    fn hold_down_until(&self) -> Option<Duration> {
+        let hold = self.cfg.trap_sweep_hold_down;
+        (!hold.is_zero())
+            .then_some(self.last_heavy_end)
+            .flatten()
+            .map(|end| end + hold)
+    }
+
+    /// Log how many trap lines sampling held back, once their window is over.
+    fn flush_trap_log(&mut self, now: Duration) {
+        if let Some(n) = self.trap_log.take_suppressed(now) {
+            tracing::warn!(
+                suppressed = n,
+                window_secs = TRAP_LOG_WINDOW.as_secs(),
+                rate_limited_total = self.metrics.traps_rate_limited,
+                "trap storm: {n} trap log line(s) held back"
+            );
+        }
     }
 
     /// Trap 129/130/131: count it per (LID, port, trap) and log the 1st, 10th, 100th...
@@ -1096,7 +1287,12 @@ impl SubnetManager {
         }
         self.wake_now = None;
         self.tx.handle_timeout(now);
-        if matches!(self.stage, Stage::Idle) && self.next_light.is_some_and(|t| t <= now) {
+        self.flush_trap_log(now);
+        // A requested heavy sweep (held down, or about to start) stands for a light one.
+        if matches!(self.stage, Stage::Idle)
+            && self.heavy_requested.is_none()
+            && self.next_light.is_some_and(|t| t <= now)
+        {
             self.start_light(now);
         }
         self.pump(now);
@@ -1108,10 +1304,18 @@ impl SubnetManager {
             return None;
         }
         let idle = matches!(self.stage, Stage::Idle);
+        let held = match self.heavy_requested {
+            Some(r @ SweepReason::Trap(_)) if idle => {
+                self.hold_down_until().filter(|_| self.held_down_at_all(r))
+            }
+            _ => None,
+        };
         [
             self.tx.poll_timeout(),
             self.wake_now,
             if idle { self.next_light } else { None },
+            held,
+            self.trap_log.next_report(),
         ]
         .into_iter()
         .flatten()
@@ -1165,9 +1369,19 @@ impl SubnetManager {
     }
 
     fn request_heavy(&mut self, reason: SweepReason) {
-        if self.heavy_requested.is_none() {
-            self.heavy_requested = Some(reason);
+        match self.heavy_requested {
+            None => self.heavy_requested = Some(reason),
+            // A held-down trap request gives way to one that is not held down.
+            Some(SweepReason::Trap(_)) if !matches!(reason, SweepReason::Trap(_)) => {
+                self.heavy_requested = Some(reason);
+            }
+            Some(_) => {}
         }
+    }
+
+    /// Whether `reason` is subject to the hold-down at all.
+    fn held_down_at_all(&self, reason: SweepReason) -> bool {
+        matches!(reason, SweepReason::Trap(_)) && !self.cfg.trap_sweep_hold_down.is_zero()
     }
 
     fn start_heavy(&mut self, now: Duration, reason: SweepReason) {
@@ -1502,8 +1716,10 @@ impl SubnetManager {
     fn advance(&mut self, now: Duration) -> bool {
         let stage = std::mem::replace(&mut self.stage, Stage::Idle);
         let (next, progressed) = match stage {
-            Stage::Idle => match self.heavy_requested.take() {
+            Stage::Idle => match self.heavy_requested {
+                Some(reason) if self.held_down(now, reason) => (Stage::Idle, false),
                 Some(reason) => {
+                    self.heavy_requested = None;
                     self.start_heavy(now, reason);
                     return true;
                 }
@@ -1647,9 +1863,26 @@ impl SubnetManager {
                 }
             }
         }
+        for d in &res.duplicates {
+            tracing::error!(
+                kind = %d.kind,
+                guid = format_args!("{:#018x}", d.guid),
+                "ALARM {d}: the port that held the LID keeps it, the other gets none until an operator resolves it"
+            );
+            self.events.push_back(SubnetEvent::DuplicateGuid(d.clone()));
+        }
+        if let Some(cap) = res.cap {
+            tracing::error!(nodes = n, "ALARM {cap}");
+            self.events.push_back(SubnetEvent::TopologyCapped(cap));
+        }
+        report.duplicates = res.duplicates.clone();
+        report.cap = res.cap;
+        self.metrics.duplicate_guids = res.duplicates.len() as u64;
+        self.metrics.topology_capped = u64::from(res.cap.is_some());
         let mut lids_stable = false;
         match self.lids.assign(&mut res.topology) {
             Ok(lr) => {
+                report.lids_withheld = lr.withheld_duplicates;
                 lids_stable = lr.assigned == 0 && lr.changed == 0 && lr.duplicates_repaired == 0;
                 report.lids = lr.assigned + lr.kept + lr.changed;
                 report.lids_unassigned = lr.unassigned;
@@ -1889,6 +2122,7 @@ impl SubnetManager {
         self.new_master = false;
         self.last = Some(res);
         self.next_light = Some(now + self.cfg.sweep_interval);
+        self.last_heavy_end = Some(now);
     }
 
     /// TopologyChanged and the GID in/out of service notices.

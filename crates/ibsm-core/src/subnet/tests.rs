@@ -188,6 +188,62 @@ impl Lab {
         panic!("no matching event; saw {seen:?}");
     }
 
+    /// Run everything due up to virtual time `until` (then stop there), returning
+    /// the events with the time they came out. For storms: the test injects
+    /// traps between calls.
+    fn run_to(&mut self, until: Duration) -> Vec<(Duration, SubnetEvent)> {
+        let mut seen = Vec::new();
+        loop {
+            let mut busy = false;
+            while let Some(o) = self.sm.poll_transmit() {
+                busy = true;
+                if let Ok(smp) = Smp::decode(&o.mad) {
+                    if smp.method == Method::TRAP_REPRESS {
+                        self.wire.represses.push((o.dlid, smp));
+                    }
+                }
+                let r = match o.dlid {
+                    None => self.sim.send(self.now, self.sm_client, &o.mad),
+                    Some(l) => self.sim.send_to(self.now, self.sm_client, l, &o.mad),
+                };
+                r.expect("well-formed MAD");
+            }
+            while let Some(d) = self.sim.poll_delivery_from(self.now) {
+                busy = true;
+                if d.client == self.sm_client {
+                    self.sm.handle_incoming_from(self.now, &d.mad, d.slid);
+                }
+            }
+            while let Some(ev) = self.sm.poll_event() {
+                seen.push((self.now, ev));
+            }
+            while let Some(job) = self.sm.poll_routing_job() {
+                busy = true;
+                let done = job.run();
+                self.sm.handle_routing_done(self.now, done);
+            }
+            if busy {
+                continue;
+            }
+            let next = [self.sm.poll_timeout(), self.sim.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            match next {
+                Some(t) if t <= until => {
+                    self.now = self.now.max(t);
+                    if self.sm.poll_timeout().is_some_and(|t| t <= self.now) {
+                        self.sm.handle_timeout(self.now);
+                    }
+                }
+                _ => {
+                    self.now = self.now.max(until);
+                    return seen;
+                }
+            }
+        }
+    }
+
     fn bring_up(&mut self) -> (PhaseTimes, SweepReport) {
         self.sm.become_master(self.now);
         // SubnetUp is followed by the sweep's SweepDone: consume both.
@@ -1968,4 +2024,224 @@ fn without_a_key_the_m_key_fields_are_left_as_the_ports_hold_them() {
         .unwrap();
     assert_eq!(after.m_key_lease_period, 4089);
     assert_eq!(after.port_state, PortState::Active);
+}
+
+#[test]
+fn a_lid_routed_trap_is_repressed_to_the_lid_it_came_from() {
+    let mut lab = settled(gen::fat_tree_2level(4).unwrap());
+    let (_, lid, _) = other_ca(&lab);
+    // The notice claims another issuer (a port that lost its LID, a forgery).
+    let t = trap(
+        0x0BAD,
+        ProducerType::CA,
+        &TrapDetails::LinkStateChange { lid: 0x0BAD },
+        0x77,
+    );
+    lab.sm.handle_incoming_from(lab.now, &t, lid);
+    // Without the SLID (0 or the permissive LID) the IssuerLID is all there is.
+    lab.sm.handle_incoming_from(lab.now, &t, 0xFFFF);
+    lab.sm.handle_incoming(lab.now, &t);
+    let _ = lab.heavy();
+    let dlids: Vec<Option<u16>> = lab.wire.represses.iter().map(|(d, _)| *d).collect();
+    assert_eq!(dlids, vec![Some(lid), Some(0x0BAD), Some(0x0BAD)]);
+    assert!(lab.wire.represses.iter().all(|(_, s)| s.tid == 0x77));
+}
+
+#[test]
+fn a_trap_storm_is_rate_limited_and_its_sweeps_held_down() {
+    let hold = Duration::from_millis(300);
+    let mut lab = Lab::new(
+        gen::fat_tree_2level(4).unwrap(),
+        SubnetConfig {
+            trap_rate: 10,
+            trap_burst: 5,
+            trap_sweep_hold_down: hold,
+            ..cfg()
+        },
+    );
+    lab.bring_up();
+    let heavy_before = lab.sm.metrics().heavy_sweeps;
+    let (_, lid_a, _) = other_ca(&lab);
+    let lid_b = 1; // a switch LID: another issuer
+    let start = lab.now;
+    let mut sent = 0u64;
+    let mut events = Vec::new();
+    let storm = Duration::from_secs(3);
+    let mut last_trap = start;
+    // Two issuers, a trap 128 each every 2 ms for 3 s (a flapping link).
+    let mut t = start;
+    while t < start + storm {
+        for (i, slid) in [lid_a, lid_b].into_iter().enumerate() {
+            let m = trap(
+                slid,
+                ProducerType::SWITCH,
+                &TrapDetails::LinkStateChange { lid: slid },
+                0x1000 + sent + i as u64,
+            );
+            lab.sm.handle_incoming_from(lab.now, &m, slid);
+            sent += 1;
+        }
+        last_trap = lab.now;
+        t += 2 * MS;
+        events.extend(lab.run_to(t));
+    }
+    // The storm is over: the deferred sweep still runs.
+    events.extend(lab.run_to(lab.now + Duration::from_secs(2)));
+    let heavies: Vec<(Duration, Duration)> = events
+        .iter()
+        .filter_map(|(at, e)| match e {
+            SubnetEvent::SweepDone {
+                kind: SweepKind::Heavy,
+                phases,
+                ..
+            } => Some((at.saturating_sub(phases.total()), *at)),
+            _ => None,
+        })
+        .collect();
+    let m = lab.sm.metrics();
+    assert_eq!(m.traps, sent, "every trap counted");
+    assert_eq!(
+        lab.wire.represses.len() as u64,
+        sent,
+        "every trap repressed"
+    );
+    // Per issuer at most burst + rate x time acted on.
+    let admitted = sent - m.traps_rate_limited;
+    assert!(admitted <= 2 * (5 + 10 * 3 + 1), "{admitted} admitted");
+    assert!(admitted >= 2 * 5, "{admitted} admitted");
+    assert!(m.trap_logs_suppressed > 0);
+    assert!(m.trap_sweeps_deferred > 0);
+    // Sweeps: never back to back, at most one per (hold-down + sweep).
+    assert!(heavies.len() >= 2, "{heavies:?}");
+    for w in heavies.windows(2) {
+        let (_, end) = w[0];
+        let (next_start, _) = w[1];
+        assert!(
+            next_start >= end + hold,
+            "heavy sweep started {:?} after the previous one ended",
+            next_start.saturating_sub(end)
+        );
+    }
+    assert!(heavies.len() as u128 <= storm.as_millis() / hold.as_millis() + 2);
+    assert_eq!(m.heavy_sweeps - heavy_before, heavies.len() as u64);
+    // The last trap was not lost: a sweep started after it.
+    assert!(
+        heavies.iter().any(|(s, _)| *s >= last_trap),
+        "no sweep after the last trap at {last_trap:?}: {heavies:?}"
+    );
+}
+
+#[test]
+fn an_operator_sweep_is_not_held_down() {
+    let hold = Duration::from_secs(5);
+    let mut lab = Lab::new(
+        gen::fat_tree_2level(4).unwrap(),
+        SubnetConfig {
+            trap_sweep_hold_down: hold,
+            ..cfg()
+        },
+    );
+    lab.bring_up();
+    let t = trap(
+        1,
+        ProducerType::SWITCH,
+        &TrapDetails::LinkStateChange { lid: 1 },
+        9,
+    );
+    lab.sm.handle_incoming_from(lab.now, &t, 1);
+    let evs = lab.run_to(lab.now + Duration::from_millis(100));
+    assert!(
+        !evs.iter().any(|(_, e)| is_heavy_done(e)),
+        "trap sweep not held"
+    );
+    assert!(!lab.sm.is_sweeping());
+    lab.sm.start_heavy_sweep(lab.now);
+    assert!(
+        lab.sm.is_sweeping(),
+        "the operator's sweep waits for nothing"
+    );
+    let _ = lab.heavy();
+}
+
+/// `fat_tree_2level(4)` plus a twin of its second CA (same NodeGUID and port
+/// GUIDs) on the port of the third CA, whose cable it takes. Returns the
+/// topology, the original and the twin.
+fn fabric_with_twin() -> (Topology, NodeIdx, NodeIdx) {
+    let mut t = gen::fat_tree_2level(4).unwrap();
+    let cas: Vec<NodeIdx> = t
+        .iter()
+        .filter(|(_, n)| !n.is_switch())
+        .map(|(i, _)| i)
+        .collect();
+    let (orig, displaced) = (cas[1], cas[2]);
+    let (sw, sp) = t.disconnect(displaced, 1).unwrap().unwrap();
+    let mut twin = t.node(orig).unwrap().clone();
+    twin.name = "twin".into();
+    twin.description = "twin".into();
+    let d = t.add_duplicate_node(twin).unwrap();
+    t.connect(d, 1, sw, sp).unwrap();
+    (t, orig, d)
+}
+
+#[test]
+fn a_duplicate_guid_newcomer_gets_no_lid_and_the_holder_keeps_its_own() {
+    let (topo, orig, twin) = fabric_with_twin();
+    let mut lab = Lab::new(topo, cfg());
+    // The twin is plugged in only after the subnet is up.
+    lab.sim.link_down(twin, 1).unwrap();
+    let (_, report) = lab.bring_up();
+    assert!(report.duplicates.is_empty(), "{:?}", report.duplicates);
+    let held = lab.sim.port_lid(orig, 1).unwrap();
+    assert_ne!(held, 0);
+    lab.sim.link_up(twin, 1).unwrap();
+    lab.sm.start_heavy_sweep(lab.now);
+    let (evs, report) = lab.heavy();
+    let guid = lab.topo.node(orig).unwrap().node_guid;
+    let alarm = evs.iter().find_map(|e| match e {
+        SubnetEvent::DuplicateGuid(d) => Some(d.clone()),
+        _ => None,
+    });
+    let alarm = alarm.expect("duplicate reported");
+    assert_eq!(alarm.guid, guid);
+    assert_eq!(report.duplicates.len(), 1);
+    assert_eq!(report.lids_withheld, 1);
+    assert_eq!(lab.sm.metrics().duplicate_guids, 1);
+    // Read back from the simulated SMAs: the holder kept its LID, the twin has none.
+    assert_eq!(lab.sim.port_lid(orig, 1).unwrap(), held);
+    assert_eq!(lab.sim.port_lid(twin, 1).unwrap(), 0);
+    // The twin unplugged again: the alarm clears with the next sweep.
+    lab.sim.link_down(twin, 1).unwrap();
+    lab.sm.start_heavy_sweep(lab.now);
+    let (_, report) = lab.heavy();
+    assert!(report.duplicates.is_empty());
+    assert_eq!(lab.sm.metrics().duplicate_guids, 0);
+    assert_eq!(lab.sim.port_lid(orig, 1).unwrap(), held);
+}
+
+#[test]
+fn duplicates_that_never_held_a_lid_get_none() {
+    let (topo, orig, twin) = fabric_with_twin();
+    let mut lab = Lab::new(topo, cfg());
+    let (_, report) = lab.bring_up();
+    assert_eq!(report.duplicates.len(), 1, "{:?}", report.duplicates);
+    assert_eq!(report.lids_withheld, 2);
+    assert_eq!(lab.sim.port_lid(orig, 1).unwrap(), 0);
+    assert_eq!(lab.sim.port_lid(twin, 1).unwrap(), 0);
+}
+
+#[test]
+fn the_topology_cap_is_reported() {
+    let mut c = cfg();
+    c.discovery.max_nodes = 3;
+    let mut lab = Lab::new(gen::fat_tree_2level(4).unwrap(), c);
+    lab.sm.become_master(lab.now);
+    let evs = lab.run_until(is_heavy_done);
+    let cap = evs.iter().find_map(|e| match e {
+        SubnetEvent::TopologyCapped(c) => Some(*c),
+        _ => None,
+    });
+    let cap = cap.expect("cap reported");
+    assert_eq!(cap.max, 3);
+    assert_eq!(lab.sm.last_discovery().unwrap().topology.len(), 3);
+    assert_eq!(lab.sm.metrics().topology_capped, 1);
 }
