@@ -209,11 +209,7 @@ impl Election {
     /// own port and the GUIDs listed.
     pub fn is_trusted(&self, guid: u64) -> bool {
         guid == self.cfg.port_guid
-            || self
-                .cfg
-                .trusted_sm_guids
-                .as_ref()
-                .map_or(true, |set| set.contains(&guid))
+            || !matches!(&self.cfg.trusted_sm_guids, Some(set) if !set.contains(&guid))
     }
 
     /// The known SM ports outside `trusted_sm_guids` that answered our SMInfo queries,
