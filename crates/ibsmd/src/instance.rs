@@ -236,6 +236,10 @@ pub struct InstanceConfig {
     /// inherits the LFTs from it, and publishes what it programs after each heavy
     /// sweep. See [`crate::replication`].
     pub replication: Option<Arc<crate::replication::Replication>>,
+    /// `--trusted-sm-guid` / `trusted_sm_guids`: `None` trusts every SM (IBA, OpenSM);
+    /// otherwise only these port GUIDs and our own (see
+    /// `ibsm_core::election::ElectionConfig::trusted_sm_guids`).
+    pub trusted_sm_guids: Option<BTreeSet<u64>>,
 }
 
 impl InstanceConfig {
@@ -259,6 +263,7 @@ impl InstanceConfig {
                 ..SubnetConfig::default()
             },
             replication: None,
+            trusted_sm_guids: None,
         }
     }
 }
@@ -329,6 +334,8 @@ pub struct PeerView {
     pub act_count: u32,
     /// This instance.
     pub is_self: bool,
+    /// Trusted by this instance (always, without `trusted_sm_guids`).
+    pub trusted: bool,
 }
 
 /// What `GetStatus` and `ListSms` report; refreshed by the instance thread.
@@ -696,6 +703,7 @@ impl Runtime {
         ecfg.sm_key = cfg.sm_key;
         ecfg.poll_interval = cfg.poll_interval;
         ecfg.poll_retries = cfg.poll_retries;
+        ecfg.trusted_sm_guids.clone_from(&cfg.trusted_sm_guids);
         ecfg.tid_base = (ELECTION_TID_HIGH << 32) | u64::from(ELECTION_TID_LOW);
         let mut election = Election::new(ecfg, Duration::ZERO)
             .map_err(|e| anyhow::anyhow!("SM {}: {e}", cfg.name))?;
@@ -1130,6 +1138,7 @@ impl Runtime {
             state: None,
             act_count: 0,
             is_self: false,
+            trusted: true,
         });
         entry.priority = info.priority;
         entry.state = Some(info.state);
@@ -1338,6 +1347,11 @@ impl Runtime {
             ElectionEvent::RemoteSmKeyMismatch { .. } => {
                 tracing::warn!("{text}");
                 record("control", text, None, None)
+            }
+            ElectionEvent::UntrustedSmSeen { .. } | ElectionEvent::RogueMaster { .. } => {
+                // Logged with structured fields by the election; this is the event feed.
+                self.cfg.metrics.count_untrusted_seen();
+                record("trust", text, None, None)
             }
         };
         let _ = self.events.send(rec);
@@ -1595,6 +1609,7 @@ impl Runtime {
                 state: None,
                 act_count: 0,
                 is_self: false,
+                trusted: true,
             });
             entry.lid = p.lid.unwrap_or(0);
             if let SmRoute::Directed(dr) = &p.route {
@@ -2017,8 +2032,16 @@ impl Runtime {
             state: Some(state),
             act_count: self.election.act_count(),
             is_self: true,
+            trusted: true,
         };
-        let mut sms: Vec<PeerView> = self.peers.values().cloned().collect();
+        let mut sms: Vec<PeerView> = self
+            .peers
+            .values()
+            .map(|p| PeerView {
+                trusted: self.election.is_trusted(p.guid),
+                ..p.clone()
+            })
+            .collect();
         sms.push(me);
         sms.sort_by_key(|p| p.guid);
         if let Ok(mut s) = self.status.write() {
@@ -2039,6 +2062,13 @@ impl Runtime {
         m.set_state(state);
         m.set_act_count(self.election.act_count());
         m.set_sm_key_rejections(self.election.sm_key_violations());
+        let (untrusted, rogues) = self
+            .election
+            .untrusted_sms()
+            .fold((0u64, 0u64), |(u, r), (_, _, st)| {
+                (u + 1, r + u64::from(st == SmState::Master))
+            });
+        m.set_untrusted_sms(untrusted, rogues);
         let c = self.tx.counters();
         m.set_mad_totals(
             c.sent

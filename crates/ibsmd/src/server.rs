@@ -217,6 +217,7 @@ impl Control for ControlService {
                 state: p.state.map_or(pb::SmState::Notactive, pb_state) as i32,
                 act_count: p.act_count,
                 is_self: p.is_self,
+                trusted: p.trusted,
             })
             .collect();
         Ok(Response::new(pb::ListSmsResponse { sms }))
