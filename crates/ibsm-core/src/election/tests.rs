@@ -2292,3 +2292,40 @@ fn sm_key_is_answered_only_to_requesters_known_to_be_trusted() {
     assert_eq!(e.requester_port(&dr(vec![0, 3, 1])), Some(PEER));
     assert_eq!(e.requester_port(&SmRoute::Lid(ROGUE_LID)), Some(ROGUE));
 }
+
+#[test]
+fn an_answer_after_a_trap_from_an_unknown_port_never_leads_to_handover_when_trusting() {
+    // A trap 144 from a LID no swept SM port has: we read that port's SMInfo, but its
+    // answer names itself, so with trusted_sm_guids a trusted GUID there proves nothing.
+    let run = |c: ElectionConfig| {
+        let mut e = master(c);
+        e.handle_message(
+            ms(20),
+            SmRoute::Lid(50),
+            SmInfoMsg::Trap144 {
+                tid: 0x98,
+                issuer_lid: 50,
+                issuer_guid: 0,
+            },
+        );
+        let t = transmits(&mut e);
+        let tids = gets_to(&t, &SmRoute::Lid(50));
+        assert_eq!(tids.len(), 1, "{t:?}");
+        answer_from(
+            &mut e,
+            ms(21),
+            50,
+            tids[0],
+            peer_info(SmState::Standby, 15, 1),
+        );
+        transmits(&mut e).iter().any(is_handover)
+    };
+    assert!(
+        run(cfg(5)),
+        "control: trusting everyone, the higher SM gets HANDOVER"
+    );
+    assert!(
+        !run(trusting(5, &[PEER])),
+        "a self-named trusted GUID is not enough"
+    );
+}
