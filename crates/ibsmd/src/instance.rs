@@ -927,16 +927,23 @@ impl Runtime {
         // Rank every SM that could take over (STANDBY, or still DISCOVERING right after
         // it started), so "the best standby" never silently picks a lower one just
         // because the best one has not settled yet: that one is refused as not ready.
+        // An SM outside trusted_sm_guids is never a candidate.
+        if to != 0 && !self.election.is_trusted(to) {
+            return Err(CommandError::FailedPrecondition(format!(
+                "SM {to:#018x} is not a trusted SM (not in trusted_sm_guids): no HANDOVER to it"
+            )));
+        }
         let candidates: Vec<PeerView> = self
             .peers
             .values()
             .filter(|p| !p.is_self && handover_candidate(p.state))
+            .filter(|p| self.election.is_trusted(p.guid))
             .cloned()
             .collect();
         let rank = |p: &PeerView| (p.priority, std::cmp::Reverse(p.guid));
         let Some(best) = candidates.iter().max_by_key(|p| rank(p)).cloned() else {
             return Err(CommandError::FailedPrecondition(format!(
-                "no SM in STANDBY to hand over to (known SMs: {})",
+                "no trusted SM in STANDBY to hand over to (known SMs: {})",
                 self.peers.len().saturating_sub(1)
             )));
         };
