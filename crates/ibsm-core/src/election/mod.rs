@@ -145,7 +145,13 @@
 //! sweep found (several equal paths in a fat tree) is therefore not recognised: it
 //! reads SM_Key 0 and its control packets are refused, the safe way round; an ibsm
 //! peer accepts SM_Key 0 answers, OpenSM ignores them. Control packets must also name,
-//! in the payload, the port they came from.
+//! in the payload, the port they came from. The same holds for a trusted SM whose port
+//! set IsSM after our last sweep: until a sweep reports its port it is not told (its
+//! query is one of the unknown requesters that trigger a heavy sweep at once). A
+//! trusted OpenSM started beside us may so read SM_Key 0 once, ignore us and claim
+//! MASTER; we then hand over to it as to any higher trusted master (seen on ibsim).
+//! Telling requesters by every end port of the topology, not only the SM ports, would
+//! close that window; not done yet.
 //!
 //! # Polling defaults and the trade-off
 //!
