@@ -4,6 +4,10 @@
 //! route, so it needs no LID routing, which ibsmd does not program yet), and by
 //! OpenSM's and ibsmd's own logs.
 //!
+//! (g)-(i) are `trusted_sm_guids`: a priority-15 OpenSM gets mastership from a
+//! priority-5 ibsmd that trusts everyone (g) or lists it (i), never from one that
+//! does not list it (h).
+//!
 //! Fabric: ibsim's `net.2sw2path4hca`. ibsmd runs on Hca1, OpenSM on Hca2, the judge
 //! on Hca3 and the raw-SMP client of the SM_Key test on Hca4.
 //!
@@ -173,6 +177,24 @@ impl Lab {
     }
 
     fn ibsmd(&self, priority: u8) -> Result<Ibsmd> {
+        self.ibsmd_with(priority, &[])
+    }
+
+    /// The port GUID of `host`'s HCA, from a 0-hop `smpquery -D nodeinfo 0` there.
+    fn port_guid_of(&self, host: &str) -> Result<u64> {
+        let mut cmd = self.sim.command_on(host, "smpquery");
+        cmd.args(["-D", "nodeinfo", "0"]);
+        let out = ibsm_labkit::run_ok(&mut cmd, Duration::from_secs(10))?;
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("PortGuid:"))
+            .with_context(|| format!("no PortGuid in smpquery nodeinfo on {host}:\n{out}"))?;
+        let hexpart = line.trim_start_matches("PortGuid:").trim_start_matches('.');
+        u64::from_str_radix(hexpart.trim().trim_start_matches("0x"), 16)
+            .with_context(|| format!("PortGuid line {line:?}"))
+    }
+
+    fn ibsmd_with(&self, priority: u8, extra: &[&str]) -> Result<Ibsmd> {
         // ibsmd serves its control API only with credentials: a bearer token file.
         let token_file = self.sim.dir().join("ibsmd.token");
         std::fs::write(
@@ -193,6 +215,7 @@ impl Lab {
             .args(["--grpc", "127.0.0.1:0"])
             .arg("--auth-token-file")
             .arg(&token_file)
+            .args(extra)
             .env("NO_COLOR", "1")
             .env(
                 "RUST_LOG",
@@ -617,4 +640,173 @@ fn raw_sminfo_set_helper() -> Result<()> {
         }
     }
     bail!("no response to SubnSet(SMInfo)")
+}
+
+/// (g) Control for (h): ibsmd (5) is master, OpenSM (15) joins. OpenSM, a newcomer of
+/// higher priority, goes STANDBY and sends trap 144; ibsmd hands over (HANDOVER) and
+/// OpenSM becomes master. This is what `trusted_sm_guids` prevents in (h).
+#[test]
+fn g_opensm_of_priority_15_joins_and_gets_mastership() -> Result<()> {
+    let lab = Lab::new()?;
+    let d = lab.ibsmd(5)?;
+    opensm_15_gets_mastership_from(&lab, d)
+}
+
+/// (i) Like (g), with OpenSM's port listed in `--trusted-sm-guid` (and ibsmd's own):
+/// a listed OpenSM gets mastership as usual (HANDOVER). Not asserted: whether OpenSM
+/// read our SM_Key on its very first query. ibsmd tells a requester by the SM ports its
+/// last sweep found, and OpenSM's first DR query can arrive before a sweep has seen its
+/// port's IsSM: it then reads SM_Key 0, ignores ibsmd and claims MASTER by itself, and
+/// ibsmd, seeing a trusted higher MASTER, hands over (seen once on ibsim; other runs
+/// show OpenSM reading the key, i.e. told by its DR return path).
+#[test]
+fn i_a_trusted_opensm_of_priority_15_gets_mastership() -> Result<()> {
+    let lab = Lab::new()?;
+    let own = lab.port_guid_of(IBSMD_HOST)?;
+    let theirs = lab.port_guid_of(OPENSM_HOST)?;
+    let d = lab.ibsmd_with(
+        5,
+        &[
+            "--trusted-sm-guid",
+            &hex(own),
+            "--trusted-sm-guid",
+            &hex(theirs),
+        ],
+    )?;
+    opensm_15_gets_mastership_from(&lab, d)
+}
+
+fn opensm_15_gets_mastership_from(lab: &Lab, mut d: Ibsmd) -> Result<()> {
+    let ours = lab.wait_state(DR_IBSMD, MASTER, 5)?;
+    let mut osm = lab.opensm(15)?;
+    if let Err(e) = osm.wait_log("Entering MASTER state", STEP) {
+        bail!(
+            "OpenSM (15) must get mastership from ibsmd (5): {e}\n{}",
+            story(&d, &osm)
+        );
+    }
+    d.wait_log("handover to ", STEP)?;
+    let theirs = lab.wait_state(DR_OPENSM, MASTER, 15)?;
+    lab.wait_state(DR_IBSMD, STANDBY, 5)?;
+    let st = lab.status(&d)?;
+    assert_eq!(st["state"], "STANDBY", "{st}");
+    assert_eq!(st["master_guid"], hex(theirs.guid), "{st}");
+    let sms = lab.ctl_json(&d, &["sms", "--json"])?;
+    assert!(
+        sms.as_array()
+            .is_some_and(|a| a.len() == 2 && a.iter().all(|e| e["trusted"] == true)),
+        "both SMs are trusted: {sms}"
+    );
+    assert_ne!(ours.guid, theirs.guid);
+    Ok(())
+}
+
+/// (h) ibsmd (5) is master with `--trusted-sm-guid` its own port; a rogue OpenSM of
+/// priority 15 joins. ibsmd neither hands over nor steps down: sampled over several of
+/// OpenSM's polling rounds, the judge keeps reading ibsmd MASTER, ibsmd's log shows no
+/// HANDOVER sent and no state change, OpenSM's log never shows it receiving mastership
+/// by HANDOVER, and `ibsmctl sms` lists OpenSM's port as untrusted.
+#[test]
+fn h_trusted_sm_guids_keep_a_rogue_opensm_of_priority_15_from_mastership() -> Result<()> {
+    let lab = Lab::new()?;
+    let own = lab.port_guid_of(IBSMD_HOST)?;
+    let rogue = lab.port_guid_of(OPENSM_HOST)?;
+    let d = lab.ibsmd_with(5, &["--trusted-sm-guid", &hex(own)])?;
+    let ours = lab.wait_state(DR_IBSMD, MASTER, 5)?;
+    assert_eq!(ours.guid, own);
+    let from = d.log().len();
+    let osm = lab.opensm(15)?;
+    // ibsmd reads OpenSM's SMInfo (sweep, trap 144, master polls) and reports it.
+    let reported = |log: &str| {
+        log.lines()
+            .any(|l| l.contains("untrusted SM") && l.contains(&hex(rogue)))
+    };
+    wait_for(STEP, "ibsmd to report OpenSM as an untrusted SM", || {
+        Ok(reported(&d.log()).then_some(()))
+    })
+    .with_context(|| story(&d, &osm))?;
+    // Sample for ~20 s: OpenSM polls every second with 2 retries.
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut samples = 0;
+    while Instant::now() < until {
+        let s = lab.judge(DR_IBSMD)?;
+        assert_eq!(
+            s.as_ref().map(|s| (s.state, s.guid)),
+            Some((MASTER, own)),
+            "ibsmd must stay MASTER beside the rogue: {s:?}\n{}",
+            story(&d, &osm)
+        );
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(samples >= 5, "only {samples} judge samples");
+    let log = d.log();
+    let since = log.get(from..).unwrap_or_default();
+    assert!(
+        !since.contains("handover to "),
+        "ibsmd started a handover:\n{}",
+        story(&d, &osm)
+    );
+    assert!(
+        !since.contains("sm state: MASTER ->"),
+        "ibsmd left MASTER:\n{}",
+        story(&d, &osm)
+    );
+    assert!(
+        !osm.log().contains("Handing over mastership") && !osm.log().contains("HANDOVER"),
+        "OpenSM got a HANDOVER:\n{}",
+        osm.log()
+    );
+    // OpenSM was told SM_Key 0 (it is not trusted), so it ignores ibsmd and makes
+    // itself master of the fabric it sees: a rogue master, which ibsmd reports and does
+    // not yield to. (Withholding the key cannot stop a rogue from claiming MASTER on its
+    // own; it stops ibsmd from giving mastership away.)
+    if sm_key() != 0 {
+        assert!(
+            osm.log().contains("with sm_key 0x0000000000000000"),
+            "OpenSM must have read SM_Key 0 from ibsmd:\n{}",
+            osm.log()
+        );
+    } else {
+        // With SM_Key 0 on both sides OpenSM checks no key: it sees ibsmd MASTER, goes
+        // STANDBY, traps 144, and waits for a HANDOVER that never comes.
+        assert!(
+            !osm.log().contains("Entering MASTER state"),
+            "{}",
+            story(&d, &osm)
+        );
+    }
+    if osm.log().contains("Entering MASTER state") {
+        wait_for(STEP, "ibsmd to report OpenSM as a rogue master", || {
+            Ok(d.log()
+                .lines()
+                .any(|l| l.contains("rogue master") && l.contains(&hex(rogue)))
+                .then_some(()))
+        })
+        .with_context(|| story(&d, &osm))?;
+    }
+    let st = lab.status(&d)?;
+    assert_eq!(st["state"], "MASTER", "{st}");
+    let sms = lab.ctl_json(&d, &["sms", "--json"])?;
+    let entries = sms.as_array().context("sms --json is an array")?;
+    let peer = entries
+        .iter()
+        .find(|e| e["guid"] == hex(rogue))
+        .with_context(|| format!("OpenSM {rogue:#x} missing from ibsmctl sms: {sms}"))?;
+    assert_eq!(peer["trusted"], false, "{sms}");
+    let me = entries
+        .iter()
+        .find(|e| e["is_self"] == true)
+        .with_context(|| format!("no self entry: {sms}"))?;
+    assert_eq!(me["trusted"], true, "{sms}");
+    // The text table says so too.
+    let out = lab.ctl(&d, &["sms"])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.contains(&hex(rogue)))
+        .with_context(|| format!("no row for OpenSM in:\n{text}"))?;
+    assert!(row.contains("NO"), "{text}");
+    eprintln!("OpenSM log (rogue):\n{}", story(&d, &osm));
+    Ok(())
 }

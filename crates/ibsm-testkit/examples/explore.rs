@@ -36,6 +36,7 @@ fn main() {
         require_best: true,
         max_states: 2_000_000,
         warmup: None,
+        rogues: Vec::new(),
     };
     let t = Instant::now();
     let r = check(&cfg);

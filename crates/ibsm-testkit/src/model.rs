@@ -35,6 +35,9 @@ pub struct ModelConfig {
     pub max_states: usize,
     /// Where exploration starts: `None` = every SM just booted.
     pub warmup: Option<Warmup>,
+    /// Indices of rogue SMs (outside the others' `trusted_sm_guids`): convergence is
+    /// checked among the other SMs only, a rogue may end in any state, MASTER included.
+    pub rogues: Vec<usize>,
 }
 
 /// A loss-free run that positions the explorer just before an interesting moment
@@ -174,7 +177,7 @@ pub fn check(cfg: &ModelConfig) -> Report {
         if let Some(v) = settled.violation.clone() {
             return fail(format!("while settling: {v}"), &arena);
         }
-        if let Err(e) = settled.check_converged(cfg.require_best) {
+        if let Err(e) = settled.check_converged_ignoring(cfg.require_best, &cfg.rogues) {
             return fail(
                 format!(
                     "not converged {:?} after the last fault: {e}",

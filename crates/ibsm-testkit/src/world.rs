@@ -146,10 +146,15 @@ impl World {
 
     /// The highest-ranked live SM by configured priority, ties to the lower GUID.
     pub fn best_live(&self) -> Option<usize> {
+        self.best_live_ignoring(&[])
+    }
+
+    /// [`best_live`](Self::best_live) among the SMs not in `ignored` (rogues).
+    pub fn best_live_ignoring(&self, ignored: &[usize]) -> Option<usize> {
         self.nodes
             .iter()
             .enumerate()
-            .filter(|(_, n)| n.is_some())
+            .filter(|(i, n)| n.is_some() && !ignored.contains(i))
             .map(|(i, _)| i)
             .max_by(|&a, &b| {
                 let (sa, sb) = (&self.specs[a], &self.specs[b]);
@@ -246,6 +251,17 @@ impl World {
         if let (Some(c), Some(s)) = (cur, state_now) {
             if c != s {
                 self.fail(format!("SM {i}: events end in {c}, state() is {s}"));
+            }
+        }
+        // An SM with trusted_sm_guids never follows (nor hands over to) an SM outside it.
+        if let Some(Some(e)) = self.nodes.get(i) {
+            if let Some(m) = e.master_guid().filter(|g| !e.is_trusted(*g)) {
+                let why = format!(
+                    "SM {i}: {} behind the untrusted SM {m:#x} ({})",
+                    e.state(),
+                    self.describe()
+                );
+                self.fail(why);
             }
         }
         if sweep {
@@ -420,7 +436,21 @@ impl World {
     /// live is STANDBY and polls that master (not another standby). `Err` says what is
     /// wrong.
     pub fn check_converged(&self, require_best: bool) -> Result<(), String> {
-        let masters = self.masters();
+        self.check_converged_ignoring(require_best, &[])
+    }
+
+    /// [`check_converged`](Self::check_converged) among the SMs not in `ignored`: rogues
+    /// (untrusted by the others) may be in any state, MASTER included.
+    pub fn check_converged_ignoring(
+        &self,
+        require_best: bool,
+        ignored: &[usize],
+    ) -> Result<(), String> {
+        let masters: Vec<usize> = self
+            .masters()
+            .into_iter()
+            .filter(|i| !ignored.contains(i))
+            .collect();
         if masters.len() != 1 {
             return Err(format!(
                 "{} masters at {:?} (states: {})",
@@ -429,15 +459,18 @@ impl World {
                 self.describe()
             ));
         }
-        if require_best && masters.first().copied() != self.best_live() {
+        if require_best && masters.first().copied() != self.best_live_ignoring(ignored) {
             return Err(format!(
                 "master is SM {:?}, best live SM is {:?} ({})",
                 masters.first(),
-                self.best_live(),
+                self.best_live_ignoring(ignored),
                 self.describe()
             ));
         }
         for (i, n) in self.nodes.iter().enumerate() {
+            if ignored.contains(&i) {
+                continue;
+            }
             if let Some(e) = n {
                 if e.state() != SmState::Master && e.state() != SmState::Standby {
                     return Err(format!("SM {i} still {} ({})", e.state(), self.describe()));

@@ -39,6 +39,7 @@ fn base(specs: Vec<ibsm_testkit::SmSpec>, depth: usize) -> ModelConfig {
         require_best: true,
         max_states: 400_000,
         warmup: None,
+        rogues: Vec::new(),
     }
 }
 
@@ -139,4 +140,72 @@ fn handover_with_a_third_sm_watching() {
         max: Duration::from_secs(3),
     });
     assert_clean("handover 3 SMs", &cfg);
+}
+
+/// `model_spec` trusting only `guids` (trusted_sm_guids).
+fn trusting(guid: u64, priority: u8, guids: &[u64]) -> ibsm_testkit::SmSpec {
+    let mut s = model_spec(guid, priority);
+    s.config.trusted_sm_guids = Some(guids.iter().copied().collect());
+    s
+}
+
+/// Everyone trusts everyone by listing them: the trusted paths (requester by SLID,
+/// control packets checked against it) must change nothing of the election.
+#[test]
+fn three_sms_all_listed_as_trusted() {
+    let all = [0x30, 0x20, 0x10];
+    assert_clean(
+        "3 SMs trusted",
+        &base(
+            vec![
+                trusting(0x30, 1, &all),
+                trusting(0x20, 7, &all),
+                trusting(0x10, 4, &all),
+            ],
+            3,
+        ),
+    );
+}
+
+/// A rogue SM of priority 15 (trusting everyone, as OpenSM does) beside two SMs that
+/// trust only each other: with loss, reordering, crash and restart, the best trusted
+/// live SM ends master, the other follows it, and no trusted SM ever follows or hands
+/// over to the rogue (a per-step invariant of the world).
+#[test]
+fn a_rogue_of_priority_15_never_gets_mastership_from_trusted_sms() {
+    let trusted = [0x20, 0x10];
+    let mut cfg = base(
+        vec![
+            trusting(0x20, 5, &trusted),
+            trusting(0x10, 3, &trusted),
+            model_spec(0x05, 15),
+        ],
+        4,
+    );
+    cfg.rogues = vec![2];
+    assert_clean("rogue 15", &cfg);
+}
+
+/// The rogue check can fail: the same world with nobody trusting anybody in
+/// particular ends with the rogue as master.
+#[test]
+fn without_trusted_sms_the_priority_15_sm_takes_mastership() {
+    let mut cfg = base(
+        vec![
+            model_spec(0x20, 5),
+            model_spec(0x10, 3),
+            model_spec(0x05, 15),
+        ],
+        2,
+    );
+    cfg.rogues = vec![2];
+    let r = run("no trust", &cfg);
+    let c = r
+        .counterexample
+        .expect("the priority-15 SM takes mastership and the others follow it");
+    assert!(
+        c.violation.contains("masters") || c.violation.contains("STANDBY behind"),
+        "{}",
+        c.violation
+    );
 }

@@ -120,6 +120,7 @@ fn model_restart_of_the_best_sm_with_a_third_watching() {
         settle_for: Duration::from_secs(4),
         require_best: true,
         max_states: 400_000,
+        rogues: Vec::new(),
         warmup: Some(Warmup {
             start_crashed: vec![0],
             settle: Duration::from_secs(2),

@@ -117,6 +117,7 @@ pub fn sm_json(e: &SmEntry) -> Value {
         "state": state_name(e.state),
         "act_count": e.act_count,
         "is_self": e.is_self,
+        "trusted": e.trusted,
     })
 }
 
@@ -126,8 +127,17 @@ pub fn sms_json(sms: &[SmEntry]) -> Value {
 
 /// A table of the SMs seen, one line each, columns aligned.
 pub fn sms_text(sms: &[SmEntry]) -> String {
-    let header = ["GUID", "LID", "PRIO", "STATE", "ACT_COUNT", "SELF"].map(String::from);
-    let mut rows: Vec<[String; 6]> = vec![header];
+    let header = [
+        "GUID",
+        "LID",
+        "PRIO",
+        "STATE",
+        "ACT_COUNT",
+        "TRUSTED",
+        "SELF",
+    ]
+    .map(String::from);
+    let mut rows: Vec<[String; 7]> = vec![header];
     for e in sms {
         rows.push([
             fmt_guid(e.guid),
@@ -135,6 +145,7 @@ pub fn sms_text(sms: &[SmEntry]) -> String {
             e.priority.to_string(),
             state_name(e.state),
             e.act_count.to_string(),
+            if e.trusted { "yes" } else { "NO" }.into(),
             if e.is_self { "*".into() } else { String::new() },
         ]);
     }
@@ -265,6 +276,7 @@ mod tests {
                 state: 3,
                 act_count: 12345,
                 is_self: true,
+                trusted: true,
             },
             SmEntry {
                 guid: 0x100004,
@@ -273,6 +285,7 @@ mod tests {
                 state: 2,
                 act_count: 9,
                 is_self: false,
+                trusted: false,
             },
         ];
         let t = sms_text(&sms);
@@ -283,7 +296,12 @@ mod tests {
         assert_eq!(lines[1].get(col..col + 6), Some("MASTER"));
         assert_eq!(lines[2].get(col..col + 7), Some("STANDBY"));
         assert!(lines[1].ends_with('*'));
+        let col = lines[0].find("TRUSTED").unwrap_or(0);
+        assert_eq!(lines[1].get(col..col + 3), Some("yes"));
+        assert_eq!(lines[2].get(col..col + 2), Some("NO"));
         assert_eq!(sms_json(&sms)[1]["state"], "STANDBY");
+        assert_eq!(sms_json(&sms)[0]["trusted"], true);
+        assert_eq!(sms_json(&sms)[1]["trusted"], false);
     }
 
     #[test]

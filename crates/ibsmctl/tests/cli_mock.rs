@@ -77,6 +77,7 @@ impl Control for MockSm {
                     state: me.state,
                     act_count: me.act_count,
                     is_self: true,
+                    trusted: true,
                 },
                 SmEntry {
                     guid: PEER_GUID,
@@ -85,6 +86,7 @@ impl Control for MockSm {
                     state: SmState::Standby as i32,
                     act_count: 0,
                     is_self: false,
+                    trusted: true,
                 },
             ],
         }))

@@ -134,6 +134,11 @@ pub struct FileConfig {
     /// `--max-nodes` (1..=1048576).
     #[serde(default, deserialize_with = "de_max_nodes")]
     pub max_nodes: Option<u64>,
+    /// `--trusted-sm-guid`, as an array of port GUIDs (`"0x..."` strings or decimal
+    /// strings): when given, only these SMs (and this one) are followed, handed over
+    /// to, obeyed and told our SM_Key.
+    #[serde(default, deserialize_with = "de_trusted_sm_guids")]
+    pub trusted_sm_guids: Option<Vec<u64>>,
     /// `ibsmd demo` options.
     #[serde(default)]
     pub demo: DemoFileConfig,
@@ -173,6 +178,34 @@ fn de_peers<'de, D: Deserializer<'de>>(
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
         .map_err(serde::de::Error::custom)
+}
+
+fn de_trusted_sm_guids<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u64>>, D::Error> {
+    let v = Vec::<String>::deserialize(d)?;
+    v.iter()
+        .map(|g| parse_sm_guid(g))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+/// Parse an SM's port GUID for `--trusted-sm-guid` / `trusted_sm_guids`: decimal or
+/// `0x` hex, not 0.
+pub fn parse_sm_guid(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse(),
+    };
+    match r {
+        Ok(0) => Err(format!(
+            "trusted SM port GUID {s:?} is 0, which is no port GUID"
+        )),
+        Ok(g) => Ok(g),
+        Err(e) => Err(format!(
+            "trusted SM port GUID {s:?} is not a 64-bit number, decimal or 0x hex ({e})"
+        )),
+    }
 }
 
 fn de_fabric<'de, D: Deserializer<'de>>(d: D) -> Result<Option<FabricSpec>, D::Error> {
@@ -357,6 +390,28 @@ mod tests {
         let peers = c.peers.expect("peers");
         assert_eq!(peers.len(), 2);
         assert_eq!(peers[1].addr, "10.0.0.2:50051");
+    }
+
+    #[test]
+    fn trusted_sm_guids_parse_and_bad_ones_name_the_line() {
+        let c = parse("trusted_sm_guids = [\"0x0002c90300000010\", \"17\"]\n").expect("valid");
+        assert_eq!(c.trusted_sm_guids, Some(vec![0x0002_c903_0000_0010, 17]));
+        assert_eq!(parse("").expect("valid").trusted_sm_guids, None);
+        for (text, needle) in [
+            (
+                "priority = 1\ntrusted_sm_guids = [\"0xZZ\"]\n",
+                "not a 64-bit number",
+            ),
+            ("priority = 1\ntrusted_sm_guids = [\"0\"]\n", "is 0"),
+        ] {
+            match parse(text) {
+                Err(ConfigError::Parse { message, line, .. }) => {
+                    assert_eq!(line, Some(2), "{message}");
+                    assert!(message.contains(needle), "{message}");
+                }
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

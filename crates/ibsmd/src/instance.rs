@@ -259,6 +259,10 @@ pub struct InstanceConfig {
     /// inherits the LFTs from it, and publishes what it programs after each heavy
     /// sweep. See [`crate::replication`].
     pub replication: Option<Arc<crate::replication::Replication>>,
+    /// `--trusted-sm-guid` / `trusted_sm_guids`: `None` trusts every SM (IBA, OpenSM);
+    /// otherwise only these port GUIDs and our own (see
+    /// `ibsm_core::election::ElectionConfig::trusted_sm_guids`).
+    pub trusted_sm_guids: Option<BTreeSet<u64>>,
 }
 
 impl InstanceConfig {
@@ -282,6 +286,7 @@ impl InstanceConfig {
                 ..SubnetConfig::default()
             },
             replication: None,
+            trusted_sm_guids: None,
         }
     }
 }
@@ -352,6 +357,8 @@ pub struct PeerView {
     pub act_count: u32,
     /// This instance.
     pub is_self: bool,
+    /// Trusted by this instance (always, without `trusted_sm_guids`).
+    pub trusted: bool,
 }
 
 /// What `GetStatus` and `ListSms` report; refreshed by the instance thread.
@@ -738,6 +745,7 @@ impl Runtime {
         ecfg.sm_key = cfg.sm_key;
         ecfg.poll_interval = cfg.poll_interval;
         ecfg.poll_retries = cfg.poll_retries;
+        ecfg.trusted_sm_guids.clone_from(&cfg.trusted_sm_guids);
         ecfg.tid_base = (ELECTION_TID_HIGH << 32) | u64::from(ELECTION_TID_LOW);
         let mut election = Election::new(ecfg, Duration::ZERO)
             .map_err(|e| anyhow::anyhow!("SM {}: {e}", cfg.name))?;
@@ -969,16 +977,23 @@ impl Runtime {
         // Rank every SM that could take over (STANDBY, or still DISCOVERING right after
         // it started), so "the best standby" never silently picks a lower one just
         // because the best one has not settled yet: that one is refused as not ready.
+        // An SM outside trusted_sm_guids is never a candidate.
+        if to != 0 && !self.election.is_trusted(to) {
+            return Err(CommandError::FailedPrecondition(format!(
+                "SM {to:#018x} is not a trusted SM (not in trusted_sm_guids): no HANDOVER to it"
+            )));
+        }
         let candidates: Vec<PeerView> = self
             .peers
             .values()
             .filter(|p| !p.is_self && handover_candidate(p.state))
+            .filter(|p| self.election.is_trusted(p.guid))
             .cloned()
             .collect();
         let rank = |p: &PeerView| (p.priority, std::cmp::Reverse(p.guid));
         let Some(best) = candidates.iter().max_by_key(|p| rank(p)).cloned() else {
             return Err(CommandError::FailedPrecondition(format!(
-                "no SM in STANDBY to hand over to (known SMs: {})",
+                "no trusted SM in STANDBY to hand over to (known SMs: {})",
                 self.peers.len().saturating_sub(1)
             )));
         };
@@ -1192,6 +1207,7 @@ impl Runtime {
             state: None,
             act_count: 0,
             is_self: false,
+            trusted: true,
         });
         entry.priority = info.priority;
         entry.state = Some(info.state);
@@ -1423,6 +1439,11 @@ impl Runtime {
             ElectionEvent::RemoteSmKeyMismatch { .. } => {
                 tracing::warn!("{text}");
                 record("control", text, None, None)
+            }
+            ElectionEvent::UntrustedSmSeen { .. } | ElectionEvent::RogueMaster { .. } => {
+                // Logged with structured fields by the election; this is the event feed.
+                self.cfg.metrics.count_untrusted_seen();
+                record("trust", text, None, None)
             }
         };
         let _ = self.events.send(rec);
@@ -1680,6 +1701,7 @@ impl Runtime {
                 state: None,
                 act_count: 0,
                 is_self: false,
+                trusted: true,
             });
             entry.lid = p.lid.unwrap_or(0);
             if let SmRoute::Directed(dr) = &p.route {
@@ -2114,8 +2136,16 @@ impl Runtime {
             state: Some(state),
             act_count: self.election.act_count(),
             is_self: true,
+            trusted: true,
         };
-        let mut sms: Vec<PeerView> = self.peers.values().cloned().collect();
+        let mut sms: Vec<PeerView> = self
+            .peers
+            .values()
+            .map(|p| PeerView {
+                trusted: self.election.is_trusted(p.guid),
+                ..p.clone()
+            })
+            .collect();
         sms.push(me);
         sms.sort_by_key(|p| p.guid);
         if let Ok(mut s) = self.status.write() {
@@ -2140,6 +2170,13 @@ impl Runtime {
         m.set_sm_key_rejections(self.election.sm_key_violations());
         let sm = self.subnet.metrics();
         m.set_trap_totals(sm.traps, sm.traps_rate_limited, sm.trap_sweeps_deferred);
+        let (untrusted, rogues) = self
+            .election
+            .untrusted_sms()
+            .fold((0u64, 0u64), |(u, r), (_, _, st)| {
+                (u + 1, r + u64::from(st == SmState::Master))
+            });
+        m.set_untrusted_sms(untrusted, rogues);
         let c = self.tx.counters();
         m.set_mad_totals(
             c.sent

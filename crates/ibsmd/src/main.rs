@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use ibsm_transport::FabricSpec;
 use ibsmd::auth::{Security, SecurityOptions, Token};
-use ibsmd::config::{parse_m_key, parse_sm_key, FileConfig};
+use ibsmd::config::{parse_m_key, parse_sm_guid, parse_sm_key, FileConfig};
 use ibsmd::demo::{Demo, DemoOptions};
 use ibsmd::{Instance, InstanceConfig};
 
@@ -115,6 +115,10 @@ struct Cli {
     /// Master: topology cap, nodes one discovery records before it stops growing [default: 65536].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     max_nodes: Option<u64>,
+    /// Trust only these SMs (port GUID, repeatable; this SM's own port is always trusted):
+    /// any other is never followed nor handed over to, and reads SM_Key 0 [default: trust all].
+    #[arg(long = "trusted-sm-guid", value_name = "GUID", value_parser = parse_sm_guid)]
+    trusted_sm_guids: Vec<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -205,6 +209,7 @@ struct DaemonSettings {
     force_bootstrap: bool,
     subnet: ibsm_core::subnet::SubnetConfig,
     master_heavy_sweep_interval: Duration,
+    trusted_sm_guids: Option<std::collections::BTreeSet<u64>>,
 }
 
 fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
@@ -252,7 +257,13 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
             ibsmd::instance::DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL,
             Duration::from_secs,
         );
+    let trusted_sm_guids = if cli.trusted_sm_guids.is_empty() {
+        file.trusted_sm_guids
+    } else {
+        Some(cli.trusted_sm_guids)
+    };
     Ok(DaemonSettings {
+        trusted_sm_guids: trusted_sm_guids.map(|v| v.into_iter().collect()),
         subnet,
         master_heavy_sweep_interval,
         fabric,
@@ -603,6 +614,7 @@ async fn run_daemon(
     cfg.poll_retries = cli.poll_retries;
     cfg.subnet = cli.subnet;
     cfg.master_heavy_sweep_interval = cli.master_heavy_sweep_interval;
+    cfg.trusted_sm_guids = cli.trusted_sm_guids.clone();
     cfg.replication = repl.clone();
     let metrics = Arc::clone(&cfg.metrics);
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;

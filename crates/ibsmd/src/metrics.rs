@@ -56,6 +56,9 @@ pub struct Metrics {
     trap_sweeps_deferred: AtomicU64,
     duplicate_guids: AtomicU64,
     topology_capped: AtomicU64,
+    untrusted_sms: AtomicU64,
+    rogue_masters: AtomicU64,
+    untrusted_reports: AtomicU64,
     up: AtomicU64,
     phases: Mutex<BTreeMap<String, f64>>,
 }
@@ -138,6 +141,18 @@ impl Metrics {
             .store(duplicate_guids, Ordering::Relaxed);
         self.topology_capped
             .store(u64::from(capped), Ordering::Relaxed);
+    }
+
+    /// With `trusted_sm_guids`: the known SM ports outside it now, and how many of them
+    /// answer MASTER (rogue masters).
+    pub fn set_untrusted_sms(&self, untrusted: u64, rogue_masters: u64) {
+        self.untrusted_sms.store(untrusted, Ordering::Relaxed);
+        self.rogue_masters.store(rogue_masters, Ordering::Relaxed);
+    }
+
+    /// The election reported an untrusted SM or a rogue master (new, or changed).
+    pub fn count_untrusted_seen(&self) {
+        self.untrusted_reports.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Hook for sweep phases: how long `phase` (e.g. `discover`, `lid`, `lft`) took in
@@ -262,6 +277,21 @@ const FAMILIES: &[Family] = &[
         kind: "gauge",
         help: "1 when the last heavy sweep's discovery stopped at the topology cap (an alarm).",
     },
+    Family {
+        name: "ibsm_untrusted_sms",
+        kind: "gauge",
+        help: "Known SM ports outside trusted_sm_guids (never followed nor handed over to).",
+    },
+    Family {
+        name: "ibsm_rogue_masters",
+        kind: "gauge",
+        help: "Untrusted SMs answering MASTER (rogue masters, ignored).",
+    },
+    Family {
+        name: "ibsm_untrusted_sm_reports_total",
+        kind: "counter",
+        help: "Reports of an untrusted SM or rogue master (first seen, or its state changed).",
+    },
 ];
 
 /// Names of every metric family `/metrics` serves (dashboards are checked against it).
@@ -376,6 +406,14 @@ pub fn render(instances: &[(String, Arc<Metrics>)]) -> String {
                         _ => &m.topology_capped,
                     };
                     let _ = writeln!(out, "{name}{{sm=\"{sm}\"}} {}", load(v));
+                }
+                "ibsm_untrusted_sms" | "ibsm_rogue_masters" | "ibsm_untrusted_sm_reports_total" => {
+                    let v = match f.name {
+                        "ibsm_untrusted_sms" => &m.untrusted_sms,
+                        "ibsm_rogue_masters" => &m.rogue_masters,
+                        _ => &m.untrusted_reports,
+                    };
+                    let _ = writeln!(out, "{}{{sm=\"{sm}\"}} {}", f.name, load(v));
                 }
                 _ => {}
             }
@@ -535,7 +573,13 @@ mod tests {
         m.sweep_started(SweepKind::Heavy);
         m.set_sweep_phase("lft distribution", Duration::from_millis(1500));
         m.set_mad_totals(10, 2, 1);
+        m.set_untrusted_sms(2, 1);
+        m.count_untrusted_seen();
         let text = render(&[("sm\"1".to_string(), m)]);
+        assert!(text.contains("# TYPE ibsm_rogue_masters gauge"));
+        assert!(text.contains("ibsm_untrusted_sms{sm=\"sm\\\"1\"} 2"));
+        assert!(text.contains("ibsm_rogue_masters{sm=\"sm\\\"1\"} 1"));
+        assert!(text.contains("ibsm_untrusted_sm_reports_total{sm=\"sm\\\"1\"} 1"));
         assert!(text.contains("# TYPE ibsm_failovers_total counter"));
         assert!(text.contains("ibsm_sm_state{sm=\"sm\\\"1\"} 3"));
         assert!(text.contains("ibsm_act_count{sm=\"sm\\\"1\"} 42"));

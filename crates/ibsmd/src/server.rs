@@ -210,7 +210,7 @@ fn status_of(s: &Snapshot, repl: Option<&Replication>) -> pb::Status {
 fn best_standby(s: &Snapshot) -> u64 {
     s.sms
         .iter()
-        .filter(|p| !p.is_self && crate::instance::handover_candidate(p.state))
+        .filter(|p| !p.is_self && p.trusted && crate::instance::handover_candidate(p.state))
         .max_by(|a, b| a.priority.cmp(&b.priority).then(b.guid.cmp(&a.guid)))
         .map_or(0, |p| p.guid)
 }
@@ -357,6 +357,7 @@ impl Control for ControlService {
                 state: p.state.map_or(pb::SmState::Notactive, pb_state) as i32,
                 act_count: p.act_count,
                 is_self: p.is_self,
+                trusted: p.trusted,
             })
             .collect();
         Ok(Response::new(pb::ListSmsResponse { sms }))

@@ -284,10 +284,11 @@ fn every_option_is_documented_in_the_example_config() {
             continue;
         }
         let key = flag.replace('-', "_");
-        let key = if key == "peer" {
-            "peers".to_string()
-        } else {
-            key
+        // Repeatable flags whose key is the plural list.
+        let key = match key.as_str() {
+            "peer" => "peers".to_string(),
+            "trusted_sm_guid" => "trusted_sm_guids".to_string(),
+            _ => key,
         };
         assert!(top.contains(&key), "--{flag} has no config key ({top:?})");
     }

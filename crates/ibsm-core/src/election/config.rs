@@ -1,5 +1,6 @@
 //! Configuration of the election state machine and its validation.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// MAD status for a rejected SubnSet(SMInfo): IBA 13.4.7 status field, bits 4:2 = 7,
@@ -91,6 +92,12 @@ pub struct ElectionConfig {
     /// returning higher SM does not take mastership back. Dropped when we stop being
     /// master. `None` (default) disables it.
     pub sticky_priority: Option<u8>,
+    /// Trusted SMs: `None` (default) trusts every SM, as IBA and OpenSM do. `Some(set)`
+    /// trusts only the port GUIDs in the set (and our own): any other SM is never
+    /// followed, never handed over to, its control packets are refused, and it reads
+    /// SM_Key 0 in our SMInfo answers; a MASTER among them is a rogue that a trusted
+    /// master does not yield to (see the `election` module doc, "Trusted SMs").
+    pub trusted_sm_guids: Option<BTreeSet<u64>>,
     /// First transaction ID used; TIDs then count up (wrapping).
     pub tid_base: u64,
     #[doc(hidden)]
@@ -116,6 +123,7 @@ impl ElectionConfig {
             handover_retries: 3,
             master_poll_interval: Duration::from_secs(1),
             sticky_priority: None,
+            trusted_sm_guids: None,
             tid_base: 0x5300_0000_0000_0000,
             injected_fault: None,
         }
@@ -222,6 +230,14 @@ pub enum ElectionError {
         "SM port {guid:#018x} has not answered SMInfo yet: its state and priority are unknown"
     )]
     PeerNotQueried {
+        /// The target.
+        guid: u64,
+    },
+    /// With `trusted_sm_guids` set, mastership is never handed to an SM outside it.
+    #[error(
+        "SM port {guid:#018x} is not a trusted SM (not in trusted_sm_guids): no HANDOVER to it"
+    )]
+    UntrustedTarget {
         /// The target.
         guid: u64,
     },

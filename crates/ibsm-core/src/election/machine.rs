@@ -104,6 +104,10 @@ pub struct Election {
     /// in the request's payload); each asked for one heavy sweep. Removed once a sweep
     /// reports them; bounded by [`MAX_UNKNOWN_REQUESTERS`].
     unknown_requesters: BTreeSet<u64>,
+    /// With `trusted_sm_guids`: the known SM ports outside the set and the (Priority,
+    /// SMState) they last answered; reported once per change
+    /// ([`ElectionEvent::UntrustedSmSeen`], [`ElectionEvent::RogueMaster`]).
+    untrusted: BTreeMap<u64, (u8, SmState)>,
     /// Our port is not Active ([`handle_local_port`](Self::handle_local_port)): stay
     /// DISCOVERING, never conclude MASTER of a fabric we cannot see.
     port_down: bool,
@@ -139,6 +143,7 @@ impl Election {
             yielded: None,
             peers: BTreeMap::new(),
             unknown_requesters: BTreeSet::new(),
+            untrusted: BTreeMap::new(),
             port_down: false,
             master_poll_at: None,
             suspects: BTreeMap::new(),
@@ -192,10 +197,61 @@ impl Election {
     pub fn best_standby(&self) -> Option<u64> {
         self.peers
             .iter()
-            .filter(|(g, (_, st))| *st == SmState::Standby && self.known.contains_key(g))
+            .filter(|(g, (_, st))| {
+                *st == SmState::Standby && self.known.contains_key(g) && self.is_trusted(**g)
+            })
             .map(|(g, (p, _))| (*p, *g))
             .reduce(|best, c| if self.ranks_above(c, best) { c } else { best })
             .map(|(_, g)| g)
+    }
+
+    /// Whether `guid` is a trusted SM: always without `trusted_sm_guids`; with it, our
+    /// own port and the GUIDs listed.
+    pub fn is_trusted(&self, guid: u64) -> bool {
+        guid == self.cfg.port_guid
+            || !matches!(&self.cfg.trusted_sm_guids, Some(set) if !set.contains(&guid))
+    }
+
+    /// The known SM ports outside `trusted_sm_guids` that answered our SMInfo queries,
+    /// with the (Priority, SMState) they last answered. Empty without the setting.
+    pub fn untrusted_sms(&self) -> impl Iterator<Item = (u64, u8, SmState)> + '_ {
+        self.untrusted.iter().map(|(g, (p, st))| (*g, *p, *st))
+    }
+
+    /// The known SM port a request that arrived by `from` came from, if we can tell
+    /// (see the module doc, "Trusted SMs"): a LID-routed request by its SLID, which the
+    /// sending HCA sets from its port's LID, among the LIDs of the SM ports our sweep
+    /// found; a directed-route request by its return path, which the switches on the
+    /// way record (the sender writes only the initial path), reversed and compared with
+    /// the route our sweep recorded to each SM port. The SMInfo payload's GUID is never
+    /// used: any sender can write any GUID there.
+    pub fn requester_port(&self, from: &SmRoute) -> Option<u64> {
+        match from {
+            SmRoute::Lid(0) => None,
+            SmRoute::Lid(lid) => self
+                .known
+                .values()
+                .find(|p| p.lid == Some(*lid))
+                .map(|p| p.guid),
+            SmRoute::Directed(dr) => {
+                if dr.dr_slid != 0xffff || dr.dr_dlid != 0xffff || dr.return_path.is_empty() {
+                    // LID-routed parts, or no recorded return path: the only hops we
+                    // would have are the ones the sender wrote itself.
+                    return None;
+                }
+                let SmRoute::Directed(back) = route_for_new_request(from) else {
+                    return None;
+                };
+                let hops = dr_hops(&back);
+                if hops.is_empty() {
+                    return None;
+                }
+                self.known
+                    .values()
+                    .find(|p| matches!(&p.route, SmRoute::Directed(d) if dr_hops(d) == hops))
+                    .map(|p| p.guid)
+            }
+        }
     }
 
     /// GUID of the master as we know it: ours when MASTER, the polled SM when STANDBY.
@@ -293,6 +349,7 @@ impl Election {
         let known = &self.known;
         self.peers.retain(|g, _| known.contains_key(g));
         self.unknown_requesters.retain(|g| !known.contains_key(g));
+        self.untrusted.retain(|g, _| known.contains_key(g));
         self.swept = true;
         match self.state {
             SmState::Discovering => {
@@ -468,6 +525,9 @@ impl Election {
             .get(&target)
             .map(|p| p.route.clone())
             .ok_or(ElectionError::UnknownPeer { guid: target })?;
+        if !self.is_trusted(target) {
+            return Err(ElectionError::UntrustedTarget { guid: target });
+        }
         let (target_prio, target_state) = self
             .peers
             .get(&target)
@@ -516,7 +576,7 @@ impl Election {
         match msg {
             SmInfoMsg::Get { tid, m_key, info } => {
                 let mut reply = self.sm_info();
-                if self.requester_passes(m_key, &info) {
+                if self.requester_passes(m_key, &info) && self.requester_trusted(&from) {
                     reply.sm_key = self.cfg.sm_key;
                 }
                 self.transmits.push_back(Transmit {
@@ -636,6 +696,53 @@ impl Election {
     /// The M_Key rule for our SMInfo answers (see `ElectionConfig::m_key`).
     fn requester_passes(&self, m_key: u64, info: &SmInfo) -> bool {
         self.cfg.m_key == 0 || m_key == self.cfg.m_key || info.sm_key == self.cfg.sm_key
+    }
+
+    /// Without `trusted_sm_guids` everyone; with it, a request from a port we can tell
+    /// ([`requester_port`](Self::requester_port)) and that is trusted.
+    fn requester_trusted(&self, from: &SmRoute) -> bool {
+        self.cfg.trusted_sm_guids.is_none()
+            || self
+                .requester_port(from)
+                .is_some_and(|g| self.is_trusted(g))
+    }
+
+    /// An untrusted known SM port answered `info`: remembered, and reported when new or
+    /// changed.
+    fn note_untrusted(&mut self, info: &SmInfo) {
+        if !self.known.contains_key(&info.guid) {
+            return;
+        }
+        let seen = (info.priority, info.state);
+        if self.untrusted.insert(info.guid, seen) == Some(seen) {
+            return;
+        }
+        let guid = format_args!("{:#018x}", info.guid);
+        if info.state == SmState::Master {
+            tracing::warn!(
+                %guid,
+                priority = info.priority,
+                our_state = %self.state,
+                "rogue master: an untrusted SM answers MASTER; ignored"
+            );
+            self.events.push_back(ElectionEvent::RogueMaster {
+                guid: info.guid,
+                priority: info.priority,
+                our_state: self.state,
+            });
+        } else {
+            tracing::warn!(
+                %guid,
+                priority = info.priority,
+                state = %info.state,
+                "untrusted SM (not in trusted_sm_guids): not followed, never handed over to"
+            );
+            self.events.push_back(ElectionEvent::UntrustedSmSeen {
+                guid: info.guid,
+                priority: info.priority,
+                state: info.state,
+            });
+        }
     }
 
     /// Remembers a known SM port's answer (priority and state) for handover_to.
@@ -944,6 +1051,15 @@ impl Election {
         if self.is_suspect(&info) {
             return;
         }
+        if !self.is_trusted(info.guid) {
+            // Neither a master to follow nor a higher SM to wait for: without a trusted
+            // one the round concludes MASTER by the normal rules.
+            self.note_untrusted(&info);
+            if let Some(round) = self.round.as_mut() {
+                round.answered += 1;
+            }
+            return;
+        }
         let outranks = self.outranks_us(&info);
         let better = |cur: &Option<(SmInfo, SmRoute)>, this: &Election| match cur {
             None => true,
@@ -1007,7 +1123,8 @@ impl Election {
             }
             Purpose::MasterQuery => {
                 if status == 0 && guid_ok && key_ok {
-                    self.master_view(now, info, p.dest);
+                    let verified = p.expect_guid.is_some();
+                    self.master_view(now, info, p.dest, verified);
                 }
             }
             Purpose::Handover { target } => {
@@ -1089,9 +1206,22 @@ impl Election {
         }
     }
 
-    /// MASTER learnt another SM's SMInfo.
-    fn master_view(&mut self, now: Duration, info: SmInfo, route: SmRoute) {
-        if self.state != SmState::Master || self.handover.is_some() || self.is_suspect(&info) {
+    /// MASTER learnt another SM's SMInfo. `verified`: it answers a query of a known
+    /// SM port (its GUID checked against the port's); not after a trap 144 from a port
+    /// our sweeps have not found, whose answer names itself.
+    fn master_view(&mut self, now: Duration, info: SmInfo, route: SmRoute, verified: bool) {
+        if self.state != SmState::Master || self.is_suspect(&info) {
+            return;
+        }
+        if self.cfg.trusted_sm_guids.is_some() && (!verified || !self.is_trusted(info.guid)) {
+            // Never handed over to, whatever it answers; an untrusted MASTER is a rogue
+            // and we, the trusted master, keep mastership (and keep sweeping).
+            if verified {
+                self.note_untrusted(&info);
+            }
+            return;
+        }
+        if self.handover.is_some() {
             return;
         }
         if let Some((target, y)) = self.unconfirmed {
@@ -1391,10 +1521,10 @@ impl Election {
     ) {
         // The response payload is our SMInfo before the transition (as OpenSM does).
         let mut reply = self.sm_info();
-        if self.requester_passes(m_key, &info) {
+        if self.requester_passes(m_key, &info) && self.requester_trusted(&from) {
             reply.sm_key = self.cfg.sm_key;
         }
-        let verdict = self.check_set(attr_mod, &info);
+        let verdict = self.check_set(&from, attr_mod, &info);
         let status = match verdict {
             Ok(_) => 0,
             Err(reason) => {
@@ -1463,9 +1593,22 @@ impl Election {
         }
     }
 
-    fn check_set(&self, attr_mod: u32, info: &SmInfo) -> Result<ControlPacket, RejectReason> {
+    fn check_set(
+        &self,
+        from: &SmRoute,
+        attr_mod: u32,
+        info: &SmInfo,
+    ) -> Result<ControlPacket, RejectReason> {
         let packet =
             ControlPacket::from_attr_mod(attr_mod).ok_or(RejectReason::UnknownControlPacket)?;
+        if self.cfg.trusted_sm_guids.is_some() {
+            // The sender's port, told by the route the SMP came by, must be a trusted SM
+            // and the payload must name that port (a rogue can write any GUID there).
+            let sender = self.requester_port(from);
+            if sender != Some(info.guid) || !self.is_trusted(info.guid) {
+                return Err(RejectReason::UntrustedSender);
+            }
+        }
         let key_ok = match self.cfg.sm_key_policy {
             SmKeyPolicy::Strict => {
                 info.sm_key == self.cfg.sm_key
@@ -1510,6 +1653,13 @@ impl Election {
             },
         });
     }
+}
+
+/// The hops of a directed route (`initial_path[1..=hop_cnt]`).
+fn dr_hops(dr: &DrRoute) -> &[u8] {
+    dr.initial_path
+        .get(1..=usize::from(dr.hop_cnt))
+        .unwrap_or(&[])
 }
 
 /// At most this many unknown SMInfo requesters each trigger a heavy sweep between two

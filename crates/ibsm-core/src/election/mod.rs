@@ -110,6 +110,53 @@
 //! sees our elevated priority hands over to us. Non-sticky (default) is what the model
 //! checker proves "highest live SM ends master" for.
 //!
+//! # Trusted SMs (`ElectionConfig::trusted_sm_guids`)
+//!
+//! Why: IBA lets any SM of higher priority take mastership (trap 144, then the master
+//! hands over), and we tell every requester our SM_Key when our port has no M_Key, so
+//! anyone with root on a host can start an SM of priority 15 and get the subnet. With
+//! the setting, only the listed port GUIDs (and ours, always: an SM never distrusts
+//! itself) take part in the election for us. Any other SM:
+//!
+//! * is never followed: a DISCOVERING round neither follows an untrusted MASTER nor
+//!   waits for an untrusted higher SM; without a trusted one it concludes MASTER by
+//!   the normal rules (the fabric is masterless for us);
+//! * is never handed over to: a MASTER that reads a higher untrusted STANDBY or MASTER
+//!   (master poll, trap 144) sends no HANDOVER, [`Election::handover_to`] refuses it
+//!   ([`ElectionError::UntrustedTarget`]) and [`Election::best_standby`] skips it; an
+//!   answer read after a trap 144 from a port our sweeps have not found names itself,
+//!   so it never leads to a HANDOVER either;
+//! * has its control packets (all five) refused with [`RejectReason::UntrustedSender`];
+//! * reads SM_Key 0 in our SMInfo answers, and so does any requester we cannot tell.
+//!
+//! An untrusted MASTER is a rogue: a trusted master keeps mastership and keeps
+//! sweeping, and says so ([`ElectionEvent::RogueMaster`], a warning in the log);
+//! other untrusted SMs are reported as [`ElectionEvent::UntrustedSmSeen`]; both once
+//! per change of their (priority, state); [`Election::untrusted_sms`] lists them.
+//! What the setting cannot do: stop a rogue from claiming MASTER on its own. OpenSM
+//! told SM_Key 0 ignores us and makes itself master of the fabric it sees (seen on
+//! ibsim); keeping it from reprogramming ports is the job of M_Keys, not of SMInfo.
+//!
+//! Who is asking ([`Election::requester_port`]): the SMInfo payload's GUID proves
+//! nothing (a sender writes what it likes there), so the requester is told by how the
+//! SMP came. LID-routed: its SLID, which the sending port's hardware sets from its LID,
+//! looked up among the LIDs of the SM ports our sweep found (the base LID only: with
+//! LMC > 0 an SM sending from another of its LIDs is not told) (an SM has IsSM set, so an SM's port is among them; a port without
+//! IsSM is no SM to trust). Directed route: the return path, which the switches on the
+//! way record (the sender only writes the initial path), reversed and compared with the
+//! route our sweep recorded to each SM port; a DR SMP with LID-routed parts or no return
+//! path is not told. A trusted SM that reaches us over another path than the one our
+//! sweep found (several equal paths in a fat tree) is therefore not recognised: it
+//! reads SM_Key 0 and its control packets are refused, the safe way round; an ibsm
+//! peer accepts SM_Key 0 answers, OpenSM ignores them. Control packets must also name,
+//! in the payload, the port they came from. The same holds for a trusted SM whose port
+//! set IsSM after our last sweep: until a sweep reports its port it is not told (its
+//! query is one of the unknown requesters that trigger a heavy sweep at once). A
+//! trusted OpenSM started beside us may so read SM_Key 0 once, ignore us and claim
+//! MASTER; we then hand over to it as to any higher trusted master (seen on ibsim).
+//! Telling requesters by every end port of the topology, not only the SM ports, would
+//! close that window; not done yet.
+//!
 //! # Polling defaults and the trade-off
 //!
 //! `poll_interval` 100 ms x `poll_retries` 3: a dead master is noticed 300-400 ms after

@@ -1949,3 +1949,418 @@ fn our_sminfo_requests_carry_the_fabric_m_key() {
         .collect();
     assert_eq!(polls, vec![0x5EC0], "standby polls carry the key");
 }
+
+// ----- trusted SMs (trusted_sm_guids) ---------------------------------------------------
+
+/// `cfg(priority)` trusting only the given GUIDs (and ourselves).
+fn trusting(priority: u8, guids: &[u64]) -> ElectionConfig {
+    ElectionConfig {
+        trusted_sm_guids: Some(guids.iter().copied().collect()),
+        ..cfg(priority)
+    }
+}
+
+/// A fresh SM that swept `ports` and got `info` from PEER.
+fn discover_peer(c: ElectionConfig, info: SmInfo) -> (Election, Vec<Transmit>, Vec<ElectionEvent>) {
+    let mut e = Election::new(c, ms(0)).expect("valid config");
+    e.handle_sweep(ms(0), &[peer_port()]);
+    let t = transmits(&mut e);
+    let tids = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    assert_eq!(tids.len(), 1);
+    answer(&mut e, ms(1), tids[0], info);
+    let t = transmits(&mut e);
+    let ev = events(&mut e);
+    (e, t, ev)
+}
+
+fn is_trap144(t: &Transmit) -> bool {
+    matches!(t.msg, SmInfoMsg::Trap144 { .. })
+}
+
+fn is_handover(t: &Transmit) -> bool {
+    matches!(t.msg, SmInfoMsg::Set { attr_mod, .. } if attr_mod == ControlPacket::Handover.attr_mod())
+}
+
+#[test]
+fn an_untrusted_master_is_not_followed_and_we_take_over() {
+    let rogue = peer_info(SmState::Master, 15, 1);
+    // Control: trusting everyone, we follow it and trap 144 it (we outrank? no: it is 15).
+    let (e, _, _) = discover_peer(cfg(5), rogue);
+    assert_eq!(e.state(), SmState::Standby);
+    // Trusting only ourselves: the fabric is masterless for us.
+    let (e, t, ev) = discover_peer(trusting(5, &[]), rogue);
+    assert_eq!(e.state(), SmState::Master, "{ev:?}");
+    assert!(!t.iter().any(is_trap144), "no trap 144 to a rogue: {t:?}");
+    assert!(ev.contains(&ElectionEvent::RogueMaster {
+        guid: PEER,
+        priority: 15,
+        our_state: SmState::Discovering,
+    }));
+    assert_eq!(
+        e.untrusted_sms().collect::<Vec<_>>(),
+        vec![(PEER, 15, SmState::Master)]
+    );
+    assert!(!e.is_trusted(PEER));
+    assert!(e.is_trusted(ME), "our own port is always trusted");
+}
+
+#[test]
+fn a_trusted_master_is_followed() {
+    let (e, _, ev) = discover_peer(trusting(5, &[PEER]), peer_info(SmState::Master, 15, 1));
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(PEER));
+    assert_eq!(e.untrusted_sms().count(), 0);
+    assert!(!ev.iter().any(|v| matches!(
+        v,
+        ElectionEvent::RogueMaster { .. } | ElectionEvent::UntrustedSmSeen { .. }
+    )));
+}
+
+#[test]
+fn an_untrusted_higher_sm_is_not_waited_for() {
+    // Trusting everyone, a higher STANDBY is followed (it is about to be master).
+    let (e, _, _) = discover_peer(cfg(5), peer_info(SmState::Standby, 15, 1));
+    assert_eq!(e.state(), SmState::Standby);
+    let (e, _, ev) = discover_peer(trusting(5, &[]), peer_info(SmState::Standby, 15, 1));
+    assert_eq!(e.state(), SmState::Master);
+    assert!(ev.contains(&ElectionEvent::UntrustedSmSeen {
+        guid: PEER,
+        priority: 15,
+        state: SmState::Standby,
+    }));
+}
+
+/// MASTER that knows PEER (untrusted unless `trust_peer`) and read its SMInfo `info`.
+fn master_with_peer(
+    trust_peer: bool,
+    info: SmInfo,
+) -> (Election, Vec<Transmit>, Vec<ElectionEvent>) {
+    let trusted: &[u64] = if trust_peer { &[PEER] } else { &[] };
+    let mut e = master(trusting(5, trusted));
+    e.handle_sweep(ms(10), &[peer_port()]);
+    let t = transmits(&mut e);
+    let tids = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    assert_eq!(tids.len(), 1);
+    answer(&mut e, ms(11), tids[0], info);
+    let t = transmits(&mut e);
+    let ev = events(&mut e);
+    (e, t, ev)
+}
+
+#[test]
+fn a_master_never_hands_over_to_an_untrusted_higher_sm() {
+    // Control: a trusted higher standby gets HANDOVER.
+    let (e, t, _) = master_with_peer(true, peer_info(SmState::Standby, 15, 1));
+    assert!(t.iter().any(is_handover));
+    assert_eq!(e.handover_target(), Some(PEER));
+
+    let (mut e, t, ev) = master_with_peer(false, peer_info(SmState::Standby, 15, 1));
+    assert!(!t.iter().any(is_handover), "{t:?}");
+    assert_eq!(e.handover_target(), None);
+    assert!(ev.contains(&ElectionEvent::UntrustedSmSeen {
+        guid: PEER,
+        priority: 15,
+        state: SmState::Standby,
+    }));
+    // Its trap 144 is repressed and its SMInfo read, but still no HANDOVER.
+    e.handle_message(
+        ms(20),
+        SmRoute::Lid(PEER_LID),
+        SmInfoMsg::Trap144 {
+            tid: 0x99,
+            issuer_lid: PEER_LID,
+            issuer_guid: 0,
+        },
+    );
+    let t = transmits(&mut e);
+    assert!(t
+        .iter()
+        .any(|t| t.msg == SmInfoMsg::TrapRepress { tid: 0x99 }));
+    let tids = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    assert_eq!(tids.len(), 1, "{t:?}");
+    answer(&mut e, ms(21), tids[0], peer_info(SmState::Standby, 15, 2));
+    assert!(!transmits(&mut e).iter().any(is_handover));
+    assert_eq!(e.state(), SmState::Master);
+    assert!(
+        events(&mut e).is_empty(),
+        "an unchanged untrusted SM is reported once"
+    );
+}
+
+#[test]
+fn a_trusted_master_keeps_mastership_beside_a_rogue_master() {
+    let (mut e, t, ev) = master_with_peer(false, peer_info(SmState::Master, 15, 1));
+    assert!(!t.iter().any(is_handover), "{t:?}");
+    assert_eq!(e.state(), SmState::Master);
+    assert!(ev.contains(&ElectionEvent::RogueMaster {
+        guid: PEER,
+        priority: 15,
+        our_state: SmState::Master,
+    }));
+    assert!(ev
+        .iter()
+        .find(|v| matches!(v, ElectionEvent::RogueMaster { .. }))
+        .is_some_and(|v| v.to_string().contains("keep mastership")));
+    // It stays a rogue on every master poll, and we keep polling (sweeping) as MASTER.
+    for round in 0..3u64 {
+        let now = ms(1100 + round * 1000);
+        e.handle_timeout(now);
+        let t = transmits(&mut e);
+        let tids = gets_to(&t, &SmRoute::Lid(PEER_LID));
+        assert_eq!(tids.len(), 1, "master poll {round}: {t:?}");
+        answer(
+            &mut e,
+            now,
+            tids[0],
+            peer_info(SmState::Master, 15, 2 + round as u32),
+        );
+        assert!(!transmits(&mut e).iter().any(is_handover));
+        assert_eq!(e.state(), SmState::Master);
+    }
+    // Its HANDOVER (or any control packet) does not reach us either.
+    let status = set(&mut e, ControlPacket::Handover, SmState::Master, 1);
+    assert_ne!(status, 0);
+    assert_eq!(e.state(), SmState::Master);
+}
+
+#[test]
+fn handover_to_an_untrusted_sm_is_refused() {
+    let (mut e, _, _) = master_with_peer(false, peer_info(SmState::Standby, 3, 1));
+    assert_eq!(
+        e.handover_to(ms(30), PEER),
+        Err(ElectionError::UntrustedTarget { guid: PEER })
+    );
+    assert!(ElectionError::UntrustedTarget { guid: PEER }
+        .to_string()
+        .contains("not a trusted SM"));
+    assert_eq!(e.best_standby(), None, "an untrusted standby is no target");
+    assert!(!transmits(&mut e).iter().any(is_handover));
+    // Trusted, the same call goes out.
+    let (mut e, _, _) = master_with_peer(true, peer_info(SmState::Standby, 3, 1));
+    assert_eq!(e.best_standby(), Some(PEER));
+    assert_eq!(e.handover_to(ms(30), PEER), Ok(()));
+    assert!(transmits(&mut e).iter().any(is_handover));
+}
+
+const ROGUE: u64 = 0x0002_c903_0000_0005;
+const ROGUE_LID: u16 = 11;
+
+fn rogue_port() -> SmPort {
+    SmPort {
+        guid: ROGUE,
+        route: SmRoute::Lid(ROGUE_LID),
+        lid: Some(ROGUE_LID),
+    }
+}
+
+/// A control packet arriving by `from` with `guid` in the payload (our SM_Key, the
+/// sender state the packet needs); returns the status of our answer.
+fn set_from(e: &mut Election, from: SmRoute, packet: ControlPacket, guid: u64) -> u16 {
+    let tid = 0x5e70 + u64::from(packet.attr_mod());
+    e.handle_message(
+        ms(60),
+        from,
+        SmInfoMsg::Set {
+            tid,
+            m_key: 0,
+            attr_mod: packet.attr_mod(),
+            info: SmInfo {
+                guid,
+                sm_key: 1,
+                act_count: 1,
+                priority: 15,
+                state: packet.required_sender_state(),
+            },
+        },
+    );
+    transmits(e)
+        .iter()
+        .find_map(|t| match t.msg {
+            SmInfoMsg::GetResp { tid: r, status, .. } if r == tid => Some(status),
+            _ => None,
+        })
+        .expect("every Set is answered")
+}
+
+/// STANDBY behind PEER (trusted master), ROGUE also a known SM port.
+fn trusted_standby_with_rogue() -> Election {
+    let mut e = Election::new(trusting(1, &[PEER]), ms(0)).expect("valid");
+    e.handle_sweep(ms(0), &[peer_port(), rogue_port()]);
+    let t = transmits(&mut e);
+    let p = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    let r = gets_to(&t, &SmRoute::Lid(ROGUE_LID));
+    answer(&mut e, ms(1), p[0], peer_info(SmState::Master, 5, 1));
+    answer_from(
+        &mut e,
+        ms(1),
+        ROGUE_LID,
+        r[0],
+        SmInfo {
+            guid: ROGUE,
+            ..peer_info(SmState::Standby, 15, 1)
+        },
+    );
+    assert_eq!(e.master_guid(), Some(PEER));
+    transmits(&mut e);
+    events(&mut e);
+    e
+}
+
+#[test]
+fn control_packets_from_untrusted_senders_are_refused() {
+    use ControlPacket as C;
+    for packet in [C::Handover, C::Disable, C::Discover, C::Acknowledge] {
+        let mut e = trusted_standby_with_rogue();
+        // From the rogue's port, naming itself or naming the trusted master.
+        for guid in [ROGUE, PEER] {
+            let status = set_from(&mut e, SmRoute::Lid(ROGUE_LID), packet, guid);
+            assert_ne!(status, 0, "{packet} from the rogue naming {guid:#x}");
+            assert_eq!(e.state(), SmState::Standby);
+            assert!(events(&mut e).contains(&ElectionEvent::ControlRejected {
+                attr_mod: packet.attr_mod(),
+                from: guid,
+                reason: RejectReason::UntrustedSender,
+            }));
+        }
+        // From a LID no known SM port has.
+        assert_ne!(set_from(&mut e, SmRoute::Lid(40), packet, PEER), 0);
+        assert_eq!(e.sm_key_violations(), 0, "not an SM_Key failure");
+    }
+    // The trusted master's own DISCOVER is obeyed.
+    let mut e = trusted_standby_with_rogue();
+    assert_eq!(
+        set_from(&mut e, SmRoute::Lid(PEER_LID), C::Discover, PEER),
+        0
+    );
+    assert_eq!(e.state(), SmState::Discovering);
+    // NOTACTIVE: a STANDBY from the rogue does not wake us.
+    let mut e = trusted_standby_with_rogue();
+    assert_eq!(
+        set_from(&mut e, SmRoute::Lid(PEER_LID), C::Disable, PEER),
+        0
+    );
+    assert_eq!(e.state(), SmState::NotActive);
+    assert_ne!(
+        set_from(&mut e, SmRoute::Lid(ROGUE_LID), C::Standby, ROGUE),
+        0
+    );
+    assert_eq!(e.state(), SmState::NotActive);
+    assert_eq!(
+        set_from(&mut e, SmRoute::Lid(PEER_LID), C::Standby, PEER),
+        0
+    );
+    assert_eq!(e.state(), SmState::Standby);
+}
+
+#[test]
+fn sm_key_is_answered_only_to_requesters_known_to_be_trusted() {
+    let dr_peer = SmPort {
+        guid: PEER,
+        route: SmRoute::Directed(DrRoute::new(&[1, 3])),
+        lid: Some(PEER_LID),
+    };
+    let mut e = master(ElectionConfig {
+        sm_key: 0x1234,
+        ..trusting(5, &[PEER])
+    });
+    e.handle_sweep(ms(10), &[dr_peer, rogue_port()]);
+    transmits(&mut e);
+    events(&mut e);
+    let mut ask = |from: SmRoute, guid: u64| {
+        e.handle_message(
+            ms(20),
+            from,
+            SmInfoMsg::Get {
+                tid: 0x77,
+                m_key: 0,
+                info: SmInfo {
+                    guid,
+                    sm_key: 0x1234,
+                    act_count: 0,
+                    priority: 0,
+                    state: SmState::Standby,
+                },
+            },
+        );
+        transmits(&mut e)
+            .into_iter()
+            .find_map(|t| match t.msg {
+                SmInfoMsg::GetResp {
+                    tid: 0x77, info, ..
+                } => Some(info.sm_key),
+                _ => None,
+            })
+            .expect("answered")
+    };
+    let dr = |return_path: Vec<u8>| {
+        SmRoute::Directed(DrRoute {
+            hop_cnt: 2,
+            initial_path: vec![0, 2, 4],
+            return_path,
+            dr_slid: 0xffff,
+            dr_dlid: 0xffff,
+        })
+    };
+    assert_eq!(
+        ask(SmRoute::Lid(PEER_LID), PEER),
+        0x1234,
+        "trusted, by its SLID"
+    );
+    assert_eq!(
+        ask(dr(vec![0, 3, 1]), PEER),
+        0x1234,
+        "trusted, by its return path"
+    );
+    assert_eq!(
+        ask(SmRoute::Lid(ROGUE_LID), ROGUE),
+        0,
+        "untrusted, even with our key"
+    );
+    assert_eq!(
+        ask(SmRoute::Lid(ROGUE_LID), PEER),
+        0,
+        "a payload GUID proves nothing"
+    );
+    assert_eq!(ask(SmRoute::Lid(41), PEER), 0, "a LID of no known SM port");
+    assert_eq!(ask(dr(vec![0, 3, 2]), PEER), 0, "another path");
+    assert_eq!(ask(dr(vec![]), PEER), 0, "no recorded return path");
+    assert_eq!(e.requester_port(&dr(vec![0, 3, 1])), Some(PEER));
+    assert_eq!(e.requester_port(&SmRoute::Lid(ROGUE_LID)), Some(ROGUE));
+}
+
+#[test]
+fn an_answer_after_a_trap_from_an_unknown_port_never_leads_to_handover_when_trusting() {
+    // A trap 144 from a LID no swept SM port has: we read that port's SMInfo, but its
+    // answer names itself, so with trusted_sm_guids a trusted GUID there proves nothing.
+    let run = |c: ElectionConfig| {
+        let mut e = master(c);
+        e.handle_message(
+            ms(20),
+            SmRoute::Lid(50),
+            SmInfoMsg::Trap144 {
+                tid: 0x98,
+                issuer_lid: 50,
+                issuer_guid: 0,
+            },
+        );
+        let t = transmits(&mut e);
+        let tids = gets_to(&t, &SmRoute::Lid(50));
+        assert_eq!(tids.len(), 1, "{t:?}");
+        answer_from(
+            &mut e,
+            ms(21),
+            50,
+            tids[0],
+            peer_info(SmState::Standby, 15, 1),
+        );
+        transmits(&mut e).iter().any(is_handover)
+    };
+    assert!(
+        run(cfg(5)),
+        "control: trusting everyone, the higher SM gets HANDOVER"
+    );
+    assert!(
+        !run(trusting(5, &[PEER])),
+        "a self-named trusted GUID is not enough"
+    );
+}

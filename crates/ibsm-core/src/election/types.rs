@@ -466,6 +466,10 @@ pub enum RejectReason {
     BadSenderState,
     /// The packet is not accepted in our current state.
     IllegalInState,
+    /// `trusted_sm_guids` is set and the sender is not known to be one of them: its
+    /// port (found by the SLID, or the directed route the SMP came by) is not a known
+    /// SM port in the set, or the payload names another GUID than that port.
+    UntrustedSender,
 }
 
 impl fmt::Display for RejectReason {
@@ -475,6 +479,7 @@ impl fmt::Display for RejectReason {
             RejectReason::SmKeyMismatch => "SM_Key mismatch",
             RejectReason::BadSenderState => "sender SMState not allowed for this packet",
             RejectReason::IllegalInState => "packet not accepted in our state",
+            RejectReason::UntrustedSender => "sender is not a trusted SM (trusted_sm_guids)",
         })
     }
 }
@@ -535,6 +540,30 @@ pub enum ElectionEvent {
         /// New effective priority.
         to: u8,
     },
+    /// With `trusted_sm_guids` set: a known SM port outside the set answered our SMInfo
+    /// query (first answer, or its state or priority changed). It is not followed, not
+    /// handed over to, and reads SM_Key 0 from us. An untrusted MASTER is reported as
+    /// [`ElectionEvent::RogueMaster`] instead.
+    UntrustedSmSeen {
+        /// Its port GUID.
+        guid: u64,
+        /// Its SMInfo.Priority.
+        priority: u8,
+        /// Its SMState.
+        state: SmState,
+    },
+    /// With `trusted_sm_guids` set: an untrusted SM answers MASTER (first time, or again
+    /// after answering another state, or with another priority). We ignore it: a
+    /// trusted MASTER keeps mastership and keeps sweeping (`our_state` MASTER), a
+    /// trusted SM looking for a master does not follow it.
+    RogueMaster {
+        /// Its port GUID.
+        guid: u64,
+        /// Its SMInfo.Priority.
+        priority: u8,
+        /// Our state when we saw it.
+        our_state: SmState,
+    },
     /// The answer to a control packet we sent with [`Election::send_control`](super::Election::send_control).
     ControlAnswered {
         /// Target.
@@ -575,6 +604,33 @@ impl fmt::Display for ElectionEvent {
             ElectionEvent::PriorityChanged { from, to } => {
                 write!(f, "sm priority: {from} -> {to}")
             }
+            ElectionEvent::UntrustedSmSeen {
+                guid,
+                priority,
+                state,
+            } => write!(
+                f,
+                "untrusted SM {guid:#018x} (priority {priority}, {state}) is not in trusted_sm_guids: \
+                 not followed, never handed over to, reads SM_Key 0"
+            ),
+            ElectionEvent::RogueMaster {
+                guid,
+                priority,
+                our_state: SmState::Master,
+            } => write!(
+                f,
+                "rogue master: untrusted SM {guid:#018x} (priority {priority}) answers MASTER; \
+                 we are the trusted master and keep mastership"
+            ),
+            ElectionEvent::RogueMaster {
+                guid,
+                priority,
+                our_state,
+            } => write!(
+                f,
+                "rogue master: untrusted SM {guid:#018x} (priority {priority}) answers MASTER; \
+                 not followed ({our_state})"
+            ),
             ElectionEvent::ControlAnswered { to, packet, status } => match status {
                 Some(s) => write!(f, "{packet} to {to:#018x} answered with status {s:#06x}"),
                 None => write!(f, "{packet} to {to:#018x} timed out"),
