@@ -141,40 +141,97 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_body_round_trips() {
+    /// One value of every body, as peers of this release send them.
+    fn samples() -> Vec<Decoded> {
         let append = AppendEntriesRequest::<TypeConfig> {
             vote: Vote::new_committed(2, 1),
             prev_log_id: Some(LogId::new(CommittedLeaderId::new(2, 1), 9)),
-            entries: vec![Entry {
-                log_id: LogId::new(CommittedLeaderId::new(2, 1), 10),
-                payload: EntryPayload::Normal(update()),
-            }],
-            leader_commit: None,
+            entries: vec![
+                Entry {
+                    log_id: LogId::new(CommittedLeaderId::new(2, 1), 10),
+                    payload: EntryPayload::Normal(update()),
+                },
+                Entry {
+                    log_id: LogId::new(CommittedLeaderId::new(2, 1), 11),
+                    payload: EntryPayload::Blank,
+                },
+            ],
+            leader_commit: Some(LogId::new(CommittedLeaderId::new(2, 1), 9)),
         };
-        let values = [
-            Decoded::VoteRequest(VoteRequest::new(Vote::new(4, 2), None)),
+        let mut state = FabricState::default();
+        state.apply(&Command::ClaimMastership {
+            epoch: 3,
+            sm_guid: 0x10,
+        });
+        state.apply(&update());
+        vec![
+            Decoded::VoteRequest(VoteRequest::new(
+                Vote::new(4, 2),
+                Some(LogId::new(CommittedLeaderId::new(3, 1), 7)),
+            )),
             Decoded::AppendEntriesRequest(append),
             Decoded::ForwardRequest(ForwardRequest::AddMember {
                 node_id: 3,
                 addr: "10.0.0.3:50051".into(),
             }),
-            Decoded::SnapshotVote(Vote::new(5, 1)),
-            Decoded::SnapshotMeta(SnapshotMeta::default()),
-            Decoded::SnapshotData(FabricState {
-                epoch: 3,
-                ..FabricState::default()
+            Decoded::ForwardRequest(ForwardRequest::Write(update())),
+            Decoded::SnapshotVote(Vote::new_committed(5, 1)),
+            Decoded::SnapshotMeta(SnapshotMeta {
+                last_log_id: Some(LogId::new(CommittedLeaderId::new(2, 1), 11)),
+                last_membership: Default::default(),
+                snapshot_id: "2-1-11".into(),
             }),
+            Decoded::SnapshotData(state),
             Decoded::Command(Command::Config(ConfigChange::Set {
                 key: "partition/x".into(),
                 value: "1".into(),
             })),
-        ];
-        for v in values {
+            Decoded::Command(Command::ClaimMastership {
+                epoch: 4,
+                sm_guid: 0x0002_c900_0000_0002,
+            }),
+        ]
+    }
+
+    #[test]
+    fn every_body_round_trips() {
+        for v in samples() {
             let bytes = v.encode().expect("encodes");
             let back = Decoded::decode_encoded(&bytes, v.body()).expect("decodes");
             assert_eq!(back.body(), v.body());
             assert_eq!(back.encode().expect("encodes"), bytes, "{v:?}");
+        }
+    }
+
+    /// The raft_payload fuzz seeds are these samples as this release encodes them
+    /// (first byte: the body's index in [`Body::ALL`], second: 0 = right format tag).
+    /// A difference is a wire format change between releases: look at it, then
+    /// rewrite the seeds with `IBSM_BLESS_FUZZ_SEEDS=1`.
+    #[test]
+    fn fuzz_seeds_are_this_releases_encoding() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/raft_payload");
+        let bless = std::env::var_os("IBSM_BLESS_FUZZ_SEEDS").is_some();
+        for (i, v) in samples().iter().enumerate() {
+            let index = Body::ALL
+                .iter()
+                .position(|b| *b == v.body())
+                .expect("listed");
+            let mut seed = vec![u8::try_from(index).expect("few bodies"), 0];
+            seed.extend(v.encode().expect("encodes"));
+            let path = dir.join(format!("seed-{i}-{:?}", v.body()));
+            if bless {
+                std::fs::create_dir_all(&dir).expect("corpus dir");
+                std::fs::write(&path, &seed).expect("write seed");
+            }
+            let on_disk =
+                std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(
+                on_disk,
+                seed,
+                "{} differs from this release",
+                path.display()
+            );
         }
     }
 
