@@ -23,7 +23,7 @@ fi
 
 start=$SECONDS
 # cargo fuzz has no --locked: check the committed fuzz/Cargo.lock is complete first.
-cargo +nightly metadata --locked --format-version 1 >/dev/null
+cargo +nightly tree --locked -e normal --prefix none >/dev/null
 cargo +nightly fuzz build
 echo "fuzz-smoke: built in $((SECONDS - start)) s"
 
