@@ -450,7 +450,9 @@ fn quoted(s: &str) -> Option<(&str, &str)> {
 }
 
 fn check_node_id(line: usize, id: &str) -> Result<(), NetFileError> {
-    let why = if id.contains('#') || id.contains('@') {
+    let why = if id.is_empty() {
+        Some("empty: no port line could name the node, and ibsim's console cannot either")
+    } else if id.contains('#') || id.contains('@') {
         Some("'#' and '@' are reserved")
     } else if id.len() > MAX_NODE_ID {
         Some("longer than 64 bytes")
@@ -1379,6 +1381,21 @@ Rt 2 \"r\"
             .unwrap_err()
             .to_string();
         assert!(msg.contains("line 3") && msg.contains("\"zz\""), "{msg}");
+    }
+
+    /// Found by the netfile fuzz target: `Switch 8 ""` parsed, with an empty id and
+    /// so an empty description, which `write` cannot give back (it names the node by
+    /// GUID instead and an empty description reads back as the node id).
+    #[test]
+    fn switch_with_empty_node_id_is_refused() {
+        let (line, kind) = error_of("Switch 8 \"\"\x01\0\08b\"[1]\0D \"a'[2Y]\n");
+        assert_eq!(line, 1);
+        assert!(
+            matches!(&kind, NetFileErrorKind::BadNodeId { id, .. } if id.is_empty()),
+            "{kind:?}"
+        );
+        let (line, kind) = error_of("Switch 8 \"a\"\n[1] \"\"[1]\n");
+        assert_eq!(line, 2, "{kind}");
     }
 
     #[test]
