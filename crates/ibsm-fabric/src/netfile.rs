@@ -980,6 +980,20 @@ fn safe_desc(s: &str) -> String {
         .collect()
 }
 
+/// A description safe inside `"..."` on a node header: no quotes, no line breaks,
+/// replaced as [`safe_desc`] replaces them, so the header and the port lines that
+/// name the node say the same after a parse -> write round trip.
+fn header_desc(s: &str) -> String {
+    truncate(s, MAX_DESCRIPTION)
+        .chars()
+        .map(|c| match c {
+            '"' => '\'',
+            '\n' | '\r' => ' ',
+            c => c,
+        })
+        .collect()
+}
+
 fn valid_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_NODE_ID && !s.contains(['"', '#', '@', '\n', '\r'])
 }
@@ -1046,7 +1060,7 @@ pub fn write(topo: &Topology) -> String {
             NodeType::Router => ("rtguid", "Rt\t"),
         };
         let _ = writeln!(out, "{guid_kw}={:#x}", node.node_guid);
-        let desc = truncate(&node.description, MAX_DESCRIPTION).replace(['"', '\n', '\r'], "'");
+        let desc = header_desc(&node.description);
         let _ = write!(
             out,
             "{header}{} \"{}\"\t\t# \"{}\"",
@@ -1381,6 +1395,19 @@ Rt 2 \"r\"
             .unwrap_err()
             .to_string();
         assert!(msg.contains("line 3") && msg.contains("\"zz\""), "{msg}");
+    }
+
+    /// Found by the netfile fuzz target: a description with carriage returns
+    /// (`Switch 5 "a" #Sw\r\r...`) was written with `'` on its header but spaces on
+    /// the port lines naming it, so a second parse -> write changed the port lines.
+    #[test]
+    fn description_with_carriage_returns_is_written_the_same_everywhere() {
+        let text = "Switch 5 \"a\" #Sw\r\rx\r\n[1] \"b\"[1]\n\nHca 1 \"b\"\n[1] \"a\"[1]\n";
+        let t = parse(text).unwrap();
+        let once = write(&t);
+        assert!(once.contains("# \"Sw  x\""), "{once}");
+        assert!(once.contains("lmc 0 \"Sw  x\""), "{once}");
+        assert_eq!(write(&parse(&once).unwrap()), once);
     }
 
     /// Found by the netfile fuzz target: `Switch 8 ""` parsed, with an empty id and
