@@ -27,8 +27,9 @@
 //! doing something surprising: unknown lines, a port line outside a record, a
 //! record ended by a non-blank line (ibsim would swallow it), a port listed
 //! twice, lines ibsim would split (over 254 bytes), a `Ca` port count ibsim
-//! would misread, an empty node id (nothing could name the node). `include`, `do`, `module=` and `@alias` need ibsim's file
-//! and console context and are rejected as unsupported.
+//! would misread, an empty node id (nothing could name the node). `include`,
+//! `do`, `module=` and `@alias` need ibsim's file and console context and are
+//! rejected as unsupported.
 
 use std::fmt::Write as _;
 
