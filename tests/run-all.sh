@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, unit, property and integration tests
+# The whole test suite: formatting, lints, a fuzz smoke run, unit, property and integration tests
 # (ibsim, OpenSM and infiniband-diags must be installed: .ci/run installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,4 +7,5 @@ export IBSM_REQUIRE_LAB=1   # integration tests fail, never skip, when a lab too
 cargo fmt --all -- --check
 ./tests/check-invariants.sh
 cargo clippy --workspace --all-targets --locked -- -D warnings
+./tests/fuzz-smoke.sh      # every cargo-fuzz target, built and run ~6 s each (fuzz/README.md)
 cargo test --workspace --locked --no-fail-fast

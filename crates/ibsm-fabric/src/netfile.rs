@@ -27,8 +27,9 @@
 //! doing something surprising: unknown lines, a port line outside a record, a
 //! record ended by a non-blank line (ibsim would swallow it), a port listed
 //! twice, lines ibsim would split (over 254 bytes), a `Ca` port count ibsim
-//! would misread. `include`, `do`, `module=` and `@alias` need ibsim's file
-//! and console context and are rejected as unsupported.
+//! would misread, an empty node id (nothing could name the node). `include`,
+//! `do`, `module=` and `@alias` need ibsim's file and console context and are
+//! rejected as unsupported.
 
 use std::fmt::Write as _;
 
@@ -450,7 +451,9 @@ fn quoted(s: &str) -> Option<(&str, &str)> {
 }
 
 fn check_node_id(line: usize, id: &str) -> Result<(), NetFileError> {
-    let why = if id.contains('#') || id.contains('@') {
+    let why = if id.is_empty() {
+        Some("empty: no port line could name the node, and ibsim's console cannot either")
+    } else if id.contains('#') || id.contains('@') {
         Some("'#' and '@' are reserved")
     } else if id.len() > MAX_NODE_ID {
         Some("longer than 64 bytes")
@@ -978,6 +981,20 @@ fn safe_desc(s: &str) -> String {
         .collect()
 }
 
+/// A description safe inside `"..."` on a node header: no quotes, no line breaks,
+/// replaced as [`safe_desc`] replaces them, so the header and the port lines that
+/// name the node say the same after a parse -> write round trip.
+fn header_desc(s: &str) -> String {
+    truncate(s, MAX_DESCRIPTION)
+        .chars()
+        .map(|c| match c {
+            '"' => '\'',
+            '\n' | '\r' => ' ',
+            c => c,
+        })
+        .collect()
+}
+
 fn valid_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= MAX_NODE_ID && !s.contains(['"', '#', '@', '\n', '\r'])
 }
@@ -1044,7 +1061,7 @@ pub fn write(topo: &Topology) -> String {
             NodeType::Router => ("rtguid", "Rt\t"),
         };
         let _ = writeln!(out, "{guid_kw}={:#x}", node.node_guid);
-        let desc = truncate(&node.description, MAX_DESCRIPTION).replace(['"', '\n', '\r'], "'");
+        let desc = header_desc(&node.description);
         let _ = write!(
             out,
             "{header}{} \"{}\"\t\t# \"{}\"",
@@ -1379,6 +1396,34 @@ Rt 2 \"r\"
             .unwrap_err()
             .to_string();
         assert!(msg.contains("line 3") && msg.contains("\"zz\""), "{msg}");
+    }
+
+    /// Found by the netfile fuzz target: a description with carriage returns
+    /// (`Switch 5 "a" #Sw\r\r...`) was written with `'` on its header but spaces on
+    /// the port lines naming it, so a second parse -> write changed the port lines.
+    #[test]
+    fn description_with_carriage_returns_is_written_the_same_everywhere() {
+        let text = "Switch 5 \"a\" #Sw\r\rx\r\n[1] \"b\"[1]\n\nHca 1 \"b\"\n[1] \"a\"[1]\n";
+        let t = parse(text).unwrap();
+        let once = write(&t);
+        assert!(once.contains("# \"Sw  x\""), "{once}");
+        assert!(once.contains("lmc 0 \"Sw  x\""), "{once}");
+        assert_eq!(write(&parse(&once).unwrap()), once);
+    }
+
+    /// Found by the netfile fuzz target: `Switch 8 ""` parsed, with an empty id and
+    /// so an empty description, which `write` cannot give back (it names the node by
+    /// GUID instead and an empty description reads back as the node id).
+    #[test]
+    fn switch_with_empty_node_id_is_refused() {
+        let (line, kind) = error_of("Switch 8 \"\"\x01\0\08b\"[1]\0D \"a'[2Y]\n");
+        assert_eq!(line, 1);
+        assert!(
+            matches!(&kind, NetFileErrorKind::BadNodeId { id, .. } if id.is_empty()),
+            "{kind:?}"
+        );
+        let (line, kind) = error_of("Switch 8 \"a\"\n[1] \"\"[1]\n");
+        assert_eq!(line, 2, "{kind}");
     }
 
     #[test]

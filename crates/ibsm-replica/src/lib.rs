@@ -85,7 +85,8 @@
 //! are always this crate, and mirroring openraft's types in protobuf would double them
 //! for no interoperability gain. Snapshots are streamed in 1 MiB chunks on one
 //! client-streaming call and installed whole. [`FaultSwitch`] cuts an instance off in
-//! both directions for partition tests.
+//! both directions for partition tests. [`payload`] runs the service's decoders on
+//! plain bytes (every body a peer can send), for unit tests and the fuzz target.
 //!
 //! # Timers ([`RaftTimers`]) and the SM polling defaults
 //!
@@ -125,6 +126,7 @@
 pub mod config_keys;
 pub mod identity;
 pub mod network;
+pub mod payload;
 mod replica;
 pub mod state;
 pub mod store;

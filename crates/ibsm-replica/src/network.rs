@@ -212,7 +212,10 @@ pub(crate) fn from_payload<T: DeserializeOwned>(
     bincode::deserialize(&p.payload).map_err(|source| WireError::Decode { what, source })
 }
 
-fn decode_bytes<T: DeserializeOwned>(what: &'static str, b: &[u8]) -> Result<T, WireError> {
+pub(crate) fn decode_bytes<T: DeserializeOwned>(
+    what: &'static str,
+    b: &[u8],
+) -> Result<T, WireError> {
     bincode::deserialize(b).map_err(|source| WireError::Decode { what, source })
 }
 

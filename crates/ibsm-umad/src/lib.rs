@@ -45,6 +45,8 @@
 //! MADs cross this API as raw 256-byte arrays (that is what the device reads and
 //! writes, and what a transaction layer matches TIDs on); `ibsm_mad::Smp` encodes and
 //! decodes them ([`Received::smp`], [`UmadPort::get_local_attr`]).
+//! What a `read` returned is decoded by the pure [`decode_read`] (no device), so the
+//! header handling is unit-tested and fuzzed (`fuzz/fuzz_targets/umad_read.rs`).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::{Path, PathBuf};
@@ -264,6 +266,64 @@ impl Received {
     /// Decode the MAD as an SMP.
     pub fn smp(&self) -> Result<Smp, MadError> {
         Smp::decode(&self.mad)
+    }
+}
+
+/// Size of one read or write on the device: the header and a MAD.
+pub const UMAD_READ_SIZE: usize = UMAD_HDR_SIZE + MAD_SIZE;
+
+/// Why the bytes of a `read` are not a MAD (the device-free half of
+/// [`UmadError::ShortRead`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// Fewer bytes than the 56-byte header.
+    #[error("short read: {len} bytes, need at least {UMAD_HDR_SIZE}")]
+    Short { len: usize },
+}
+
+/// Decode what one `read` of a umad descriptor returned (`bytes` is exactly the bytes
+/// read). Pure, so it is unit-tested and fuzzed without a device. `Ok(None)` is
+/// umad2sim's "no packet" (a header with status EAGAIN and less than a MAD header
+/// behind it). A MAD shorter than 256 bytes is zero-filled; bytes past
+/// [`UMAD_READ_SIZE`] are ignored (a read never returns more).
+pub fn decode_read(bytes: &[u8]) -> Result<Option<Received>, ReadError> {
+    let Some(hdr) = bytes
+        .get(..UMAD_HDR_SIZE)
+        .and_then(|h| <&[u8; UMAD_HDR_SIZE]>::try_from(h).ok())
+    else {
+        return Err(ReadError::Short { len: bytes.len() });
+    };
+    let n = bytes.len().min(UMAD_READ_SIZE);
+    let status = ne32(hdr, 4);
+    if n < UMAD_HDR_SIZE + 24 && status == libc::EAGAIN as u32 {
+        return Ok(None);
+    }
+    let mut mad = [0u8; MAD_SIZE];
+    let body = bytes.get(UMAD_HDR_SIZE..n).unwrap_or(&[]);
+    mad[..body.len()].copy_from_slice(body);
+    Ok(Some(Received {
+        mad,
+        status,
+        agent_id: ne32(hdr, 0),
+        length: ne32(hdr, 16),
+        source: Address::decode(hdr),
+    }))
+}
+
+impl Received {
+    /// The bytes a `read` returns for this MAD (timeout_ms and retries 0):
+    /// [`decode_read`] of them gives `self` back. Tests and fuzzing use it; the device
+    /// writes with [`UmadPort::send_with`].
+    pub fn encode(&self) -> [u8; UMAD_READ_SIZE] {
+        let mut hdr = [0u8; UMAD_HDR_SIZE];
+        hdr[0..4].copy_from_slice(&self.agent_id.to_ne_bytes());
+        hdr[4..8].copy_from_slice(&self.status.to_ne_bytes());
+        hdr[16..20].copy_from_slice(&self.length.to_ne_bytes());
+        self.source.encode(&mut hdr);
+        let mut out = [0u8; UMAD_READ_SIZE];
+        out[..UMAD_HDR_SIZE].copy_from_slice(&hdr);
+        out[UMAD_HDR_SIZE..].copy_from_slice(&self.mad);
+        out
     }
 }
 
@@ -500,7 +560,7 @@ impl UmadPort {
                 }
             };
             if ready {
-                let mut buf = [0u8; UMAD_HDR_SIZE + MAD_SIZE];
+                let mut buf = [0u8; UMAD_READ_SIZE];
                 if let Some(n) = self.read_once(&mut buf)? {
                     if let Some(r) = self.decode_read(&buf, n)? {
                         return Ok(Some(r));
@@ -539,38 +599,23 @@ impl UmadPort {
         buf: &[u8; UMAD_HDR_SIZE + MAD_SIZE],
         n: usize,
     ) -> Result<Option<Received>> {
-        if n < UMAD_HDR_SIZE {
-            return Err(UmadError::ShortRead {
+        let r = decode_read(buf.get(..n).unwrap_or(buf)).map_err(|e| match e {
+            ReadError::Short { len } => UmadError::ShortRead {
                 path: self.path.clone(),
-                len: n,
-            });
+                len,
+            },
+        })?;
+        if let Some(r) = &r {
+            tracing::trace!(
+                class = r.mgmt_class(),
+                method = r.method(),
+                tid = r.tid(),
+                status = r.status,
+                lid = r.source.lid,
+                "umad recv"
+            );
         }
-        let mut hdr = [0u8; UMAD_HDR_SIZE];
-        hdr.copy_from_slice(&buf[..UMAD_HDR_SIZE]);
-        let mut mad = [0u8; MAD_SIZE];
-        let body = &buf[UMAD_HDR_SIZE..n.min(buf.len())];
-        mad[..body.len()].copy_from_slice(body);
-        let status = ne32(&hdr, 4);
-        if n < UMAD_HDR_SIZE + 24 && status == libc::EAGAIN as u32 {
-            // umad2sim's "no packet" answer: a bare header with status EAGAIN.
-            return Ok(None);
-        }
-        let r = Received {
-            mad,
-            status,
-            agent_id: ne32(&hdr, 0),
-            length: ne32(&hdr, 16),
-            source: Address::decode(&hdr),
-        };
-        tracing::trace!(
-            class = r.mgmt_class(),
-            method = r.method(),
-            tid = r.tid(),
-            status = r.status,
-            lid = r.source.lid,
-            "umad recv"
-        );
-        Ok(Some(r))
+        Ok(r)
     }
 
     /// Start-up helper: a 0-hop directed-route SubnGet(`attr_id`, `attr_mod`) of the
@@ -859,6 +904,45 @@ mod tests {
     }
 
     #[test]
+    fn read_decodes_the_header_and_zero_fills_a_short_mad() {
+        let mut b = vec![0u8; UMAD_HDR_SIZE + 40];
+        b[0..4].copy_from_slice(&7u32.to_ne_bytes());
+        b[4..8].copy_from_slice(&STATUS_TIMEOUT.to_ne_bytes());
+        b[16..20].copy_from_slice(&256u32.to_ne_bytes());
+        b[28..30].copy_from_slice(&0x0012u16.to_be_bytes());
+        b[UMAD_HDR_SIZE + 1] = CLASS_SUBN_DIRECTED_ROUTE;
+        b[UMAD_HDR_SIZE + 3] = 0x81;
+        b[UMAD_HDR_SIZE + 39] = 0xAB;
+        let r = decode_read(&b).expect("a header").expect("a MAD");
+        assert_eq!(r.agent_id, 7);
+        assert!(r.is_timeout());
+        assert_eq!(r.length, 256);
+        assert_eq!(r.source.lid, 0x12);
+        assert_eq!(r.mgmt_class(), CLASS_SUBN_DIRECTED_ROUTE);
+        assert_eq!(r.method(), 0x81);
+        assert_eq!(r.mad[39], 0xAB);
+        assert!(r.mad[40..].iter().all(|&x| x == 0));
+        assert_eq!(decode_read(&r.encode()), Ok(Some(r)));
+    }
+
+    #[test]
+    fn read_shorter_than_a_header_is_an_error() {
+        assert_eq!(decode_read(&[0; 55]), Err(ReadError::Short { len: 55 }));
+        assert_eq!(decode_read(&[]), Err(ReadError::Short { len: 0 }));
+    }
+
+    #[test]
+    fn umad2sim_eagain_header_is_no_packet() {
+        let mut b = [0u8; UMAD_HDR_SIZE];
+        b[4..8].copy_from_slice(&(libc::EAGAIN as u32).to_ne_bytes());
+        assert_eq!(decode_read(&b), Ok(None));
+        // With a whole MAD behind it the status is the MAD's, not "nothing".
+        let mut full = [0u8; UMAD_READ_SIZE];
+        full[..UMAD_HDR_SIZE].copy_from_slice(&b);
+        assert!(matches!(decode_read(&full), Ok(Some(_))));
+    }
+
+    #[test]
     fn port_specs() {
         assert_eq!(PortSpec::parse("umad").ok(), Some(PortSpec::Index(0)));
         assert_eq!(PortSpec::parse("umad3").ok(), Some(PortSpec::Index(3)));
@@ -934,6 +1018,19 @@ mod tests {
                 prop_assume!(ca != "umad" && !ca.starts_with("umad"));
                 let spec = PortSpec::parse(&format!("umad:{ca}:{port}"));
                 prop_assert_eq!(spec.ok(), Some(PortSpec::CaPort { ca, port }));
+            }
+
+            #[test]
+            fn read_decode_never_panics_and_round_trips(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+                match decode_read(&bytes) {
+                    Err(ReadError::Short { len }) => prop_assert!(len < UMAD_HDR_SIZE),
+                    Ok(None) => prop_assert!(bytes.len() < UMAD_HDR_SIZE + 24),
+                    Ok(Some(r)) => {
+                        let n = bytes.len().min(UMAD_READ_SIZE);
+                        prop_assert_eq!(&r.mad[..n - UMAD_HDR_SIZE], &bytes[UMAD_HDR_SIZE..n]);
+                        prop_assert_eq!(decode_read(&r.encode()), Ok(Some(r)));
+                    }
+                }
             }
 
             #[test]
