@@ -43,6 +43,11 @@ fuzz_target!(|data: &[u8]| {
                 sweep_interval_s: c.sweep_interval_s,
                 partitions: c.partition.clone().unwrap_or_default(),
                 smp_window: c.smp_window.and_then(|w| usize::try_from(w).ok()),
+                m_key: c.m_key,
+                m_key_protection_level: c.m_key_protection_level,
+                m_key_lease_period: c.m_key_lease_period,
+                trap_sweep_hold_down_ms: c.trap_sweep_hold_down_ms,
+                max_nodes: c.max_nodes.and_then(|n| usize::try_from(n).ok()),
             };
             let _ = opts.to_config();
         }

@@ -502,9 +502,15 @@ impl Control for ControlService {
         // goes away.
         let (tx, out) = mpsc::channel(64);
         tokio::spawn(async move {
+            // The permit (a Watch slot) is held until the client goes away, noticed at
+            // once (not at the next event), or the instance stops.
             let _permit = permit;
             loop {
-                match rx.recv().await {
+                let next = tokio::select! {
+                    _ = tx.closed() => return,
+                    r = rx.recv() => r,
+                };
+                match next {
                     Ok(ev) => {
                         let last = ev.kind == "stopped";
                         if tx.send(Ok(event_of(ev))).await.is_err() || last {
