@@ -24,7 +24,9 @@
 //!    out of order);
 //! 4. a `StaleEpoch` refusal of an update means another master claimed a higher epoch
 //!    meanwhile: this one is **deposed**, stops writing, and its pending record is
-//!    dropped (the fabric-level SMInfo election demotes it as well).
+//!    dropped. Usually the SMInfo election demotes it too; if the election keeps it
+//!    MASTER (the newer epoch's holder was the one demoted), it is degraded and claims
+//!    again after [`DEPOSED_RECLAIM`].
 //!
 //! Degraded = this instance wants to write (it is MASTER) and either its last claim or
 //! write did not commit, or its Raft view has no leader. It is cleared by the next
@@ -94,6 +96,15 @@ use crate::server::InstanceSlot;
 
 /// How often the writer retries a claim or write that did not commit.
 pub const RETRY: Duration = Duration::from_millis(250);
+
+/// How long a deposed master (a newer epoch was claimed while it was MASTER) waits
+/// before it claims again, if the fabric election still has it MASTER. Two SMs that
+/// became MASTER together at start-up both claim; the SMInfo election demotes one of
+/// them within a few polls, and it may be either: the newer epoch's holder can be the
+/// one that steps down. Without a second claim the remaining master would run the
+/// fabric and never write its state again. Several polls long, so the election has
+/// settled before the claim.
+pub const DEPOSED_RECLAIM: Duration = Duration::from_millis(1000);
 /// A Raft leader without a quorum acknowledgement for this long counts as without
 /// quorum (10 heartbeats).
 pub const QUORUM_LOST: Duration = Duration::from_millis(500);
@@ -403,7 +414,8 @@ struct Shared {
     /// Set once the data dir was found deleted.
     data_dir_lost: Option<String>,
     data_dir_checked: Option<std::time::Instant>,
-    deposed: bool,
+    /// When a newer epoch deposed this master (see [`DEPOSED_RECLAIM`]).
+    deposed: Option<std::time::Instant>,
     /// Our SM port GUID to register (`sm.<guid>.node`), until it committed.
     register: Option<u64>,
     registered: Option<u64>,
@@ -543,7 +555,7 @@ impl Replication {
             s.master_guid = Some(sm_guid);
             s.held_epoch = None;
             s.desired = None;
-            s.deposed = false;
+            s.deposed = None;
             s.degraded = false;
         }
         tracing::info!(
@@ -638,7 +650,7 @@ impl Replication {
             applied_index: m.last_applied.unwrap_or(0),
             degraded,
             held_epoch: s.held_epoch,
-            deposed: s.deposed,
+            deposed: s.deposed.is_some(),
             degraded_reason,
         }
     }
@@ -833,7 +845,11 @@ async fn writer(replica: Arc<Replica>, shared: Arc<Mutex<Shared>>, wake: Arc<Not
                 return;
             }
             match (s.master_guid, s.held_epoch, &s.desired) {
-                (Some(g), None, _) if !s.deposed => Step::Claim(s.generation, g),
+                (Some(g), None, _)
+                    if s.deposed.is_none_or(|at| at.elapsed() >= DEPOSED_RECLAIM) =>
+                {
+                    Step::Claim(s.generation, g)
+                }
                 (_, Some(e), Some(d)) => Step::Write(s.generation, e, d.clone()),
                 _ => match s.register {
                     Some(g) => Step::Register(g),
@@ -867,6 +883,7 @@ async fn claim(replica: &Replica, shared: &Mutex<Shared>, generation: u64, guid:
             let mut s = lock(shared);
             if s.generation == generation {
                 s.held_epoch = Some(epoch);
+                s.deposed = None;
                 if s.degraded {
                     tracing::info!(epoch, "replication: quorum is back");
                 }
@@ -949,9 +966,16 @@ async fn write(
                     current,
                     "replication: another master holds a newer epoch: deposed, not writing"
                 );
-                s.deposed = true;
+                s.deposed = Some(std::time::Instant::now());
                 s.held_epoch = None;
                 s.desired = None;
+                if s.master_guid.is_some() {
+                    s.degraded = true;
+                    s.degraded_reason = format!(
+                        "deposed by epoch {current}; claiming again in {} ms if still MASTER",
+                        DEPOSED_RECLAIM.as_millis()
+                    );
+                }
             }
             Next::Again
         }
