@@ -61,6 +61,17 @@ pub fn spawn_on_sim(
     port: u8,
     cfg: InstanceConfig,
 ) -> anyhow::Result<Instance> {
+    spawn_on_sim_client(sim, node, port, cfg).map(|(inst, _)| inst)
+}
+
+/// [`spawn_on_sim`], also returning the simulator client, so a drill can cut the SM
+/// off its port at once ([`ibsm_sim::Sim::detach`]) before it stops the thread.
+pub fn spawn_on_sim_client(
+    sim: &SharedSim,
+    node: NodeIdx,
+    port: u8,
+    cfg: InstanceConfig,
+) -> anyhow::Result<(Instance, ibsm_sim::ClientId)> {
     let dev = sim.attach(node, port)?;
     let client = dev.client();
     sim.with_sim(|s| s.set_is_sm(client, true))?
@@ -69,7 +80,10 @@ pub fn spawn_on_sim(
         sim: sim.clone(),
         client,
     };
-    Instance::spawn(cfg, Box::new(dev), Box::new(guard))
+    Ok((
+        Instance::spawn(cfg, Box::new(dev), Box::new(guard))?,
+        client,
+    ))
 }
 
 /// `count` CA ports with a cable, spread over the fabric (first, middle, last...).
@@ -155,6 +169,8 @@ struct Member {
     priority: u8,
     node: NodeIdx,
     port: u8,
+    /// The running instance's simulator client (detached first on a kill).
+    client: Option<ibsm_sim::ClientId>,
     endpoint: SocketAddr,
     slot: InstanceSlot,
     metrics: Arc<Metrics>,
@@ -349,16 +365,16 @@ impl DemoShared {
     async fn kill(&self, sel: &Selector) -> Result<MemberInfo, DemoError> {
         let _drill = self.drills.lock().await;
         let i = self.find(sel)?;
-        let (inst, info) = {
-            let members = self
+        let (inst, info, client) = {
+            let mut members = self
                 .members
                 .lock()
                 .map_err(|_| DemoError::Unavailable("demo state poisoned".into()))?;
             let m = members
-                .get(i)
+                .get_mut(i)
                 .ok_or_else(|| DemoError::NotFound("member vanished".into()))?;
             let info = m.info();
-            (m.take_instance(), info)
+            (m.take_instance(), info, m.client.take())
         };
         let Some(inst) = inst else {
             return Err(DemoError::FailedPrecondition(format!(
@@ -369,6 +385,11 @@ impl DemoShared {
         tracing::warn!(sm = %info.name, "demo drill: killing the instance");
         let mut info = info;
         info.before_kill = Some(inst.status());
+        // As SIGKILL does: the port stops answering for the SM at this instant (the
+        // kernel closes umad and issm), not when the SM thread gets to its shutdown.
+        if let Some(client) = client {
+            let _ = self.sim.with_sim(|s| s.detach(client));
+        }
         let _ = tokio::task::spawn_blocking(move || inst.shutdown()).await;
         info.instance = None;
         Ok(info)
@@ -393,8 +414,9 @@ impl DemoShared {
         let mut cfg = InstanceConfig::new(&m.name, m.priority);
         cfg.metrics = Arc::clone(&m.metrics);
         cfg.replication = Some(Arc::clone(&m.repl));
-        let inst = spawn_on_sim(&self.sim, m.node, m.port, cfg)
+        let (inst, client) = spawn_on_sim_client(&self.sim, m.node, m.port, cfg)
             .map_err(|e| DemoError::Unavailable(format!("cannot restart {}: {e:#}", m.name)))?;
+        m.client = Some(client);
         tracing::warn!(sm = %m.name, "demo drill: instance restarted");
         match m.slot.write() {
             Ok(mut s) => *s = Some(Arc::new(inst)),
@@ -547,7 +569,8 @@ impl Demo {
             let mut cfg = InstanceConfig::new(&name, prio);
             cfg.replication = Some(Arc::clone(&repl));
             let metrics = Arc::clone(&cfg.metrics);
-            let inst = Arc::new(spawn_on_sim(&sim, node, port, cfg)?);
+            let (inst, client) = spawn_on_sim_client(&sim, node, port, cfg)?;
+            let inst = Arc::new(inst);
             let (stop_tx, stop_rx) = oneshot::channel::<()>();
             let slot = crate::server::slot(inst);
             repl.follow(Arc::clone(&slot));
@@ -573,6 +596,7 @@ impl Demo {
                 priority: prio,
                 node,
                 port,
+                client: Some(client),
                 endpoint,
                 slot,
                 metrics,

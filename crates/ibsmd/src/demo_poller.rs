@@ -17,6 +17,19 @@
 //! An unanswered read counts as "no SM" only after [`MISSES`] rounds in a row, dated
 //! at the first miss: one SMP late on a busy machine is not a dead SM (the same
 //! trade-off the election's polling makes), but the gap is still measured in full.
+//!
+//! # When a change is dated
+//!
+//! A round sends every read at once, but each SM answers at its own instant, so two
+//! answers of one round are not simultaneous: in a handover, the old master can answer
+//! MASTER just before it steps down and the new one MASTER just after it took over,
+//! in the same round, with no instant when both were MASTER. So the timeline is dated
+//! to count only what the answers prove, in the direction that is pessimistic for
+//! masterless time: leaving MASTER is dated at the last round that still saw MASTER,
+//! and entering MASTER at the first round that saw it. Two masters then show only when
+//! one SM answered MASTER both before and after another one's first MASTER answer;
+//! the unknown stretch between the last MASTER answer and the next one counts as no
+//! master.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -233,6 +246,8 @@ struct Target {
     state: Option<SmState>,
     misses: u32,
     first_miss_ms: u64,
+    /// Round time of the last answer.
+    last_answer_ms: u64,
 }
 
 impl SmInfoPoller {
@@ -269,6 +284,7 @@ impl SmInfoPoller {
                 state: None,
                 misses: 0,
                 first_miss_ms: 0,
+                last_answer_ms: 0,
             })
             .collect();
         let log = Arc::new(Mutex::new(Log::default()));
@@ -430,10 +446,19 @@ fn run(
                 Some(info) => {
                     t.misses = 0;
                     let changed = t.state != Some(info.sm_state) || t.guid != info.guid;
+                    // See "When a change is dated" in the module doc.
+                    let left_master = t.state == Some(SmState::Master)
+                        && (info.sm_state != SmState::Master || t.guid != info.guid);
+                    let when = if left_master && started {
+                        t.last_answer_ms
+                    } else {
+                        at
+                    };
                     t.guid = info.guid;
                     t.state = Some(info.sm_state);
+                    t.last_answer_ms = at;
                     if changed || !started {
-                        record(log, at, t);
+                        record(log, when, t);
                     }
                 }
                 None => {
@@ -462,6 +487,7 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ibsm_transport::ReceivedMad;
 
     #[test]
     fn poll_lines_round_trip_into_the_log() {
@@ -502,6 +528,111 @@ mod tests {
             ),
             Err(PollLineError::State { .. })
         ));
+    }
+
+    /// Answers each SM's SMInfo from a script: `script(target, nth read)`; target 0
+    /// is the path `[1]`, target 1 the path `[2]`.
+    struct Scripted {
+        reads: [usize; 2],
+        queue: VecDeque<ReceivedMad>,
+        script: fn(usize, usize) -> SmState,
+    }
+
+    impl MadDevice for Scripted {
+        fn send(
+            &mut self,
+            mad: &[u8; ibsm_mad::MAD_SIZE],
+        ) -> Result<(), ibsm_transport::TransportError> {
+            let smp = Smp::decode(mad).expect("an SMP");
+            let target = match smp.directed().map(|d| d.path().to_vec()).as_deref() {
+                Some([1]) => 0,
+                Some([2]) => 1,
+                other => panic!("unexpected path {other:?}"),
+            };
+            let n = self.reads[target];
+            self.reads[target] += 1;
+            let info = SmInfo {
+                guid: 0x100 + target as u64,
+                sm_key: 0,
+                act_count: 0,
+                priority: 0,
+                sm_state: (self.script)(target, n),
+            };
+            self.queue.push_back(ReceivedMad {
+                mad: smp.response().with_attribute(&info).encode(),
+                slid: 0xffff,
+            });
+            Ok(())
+        }
+
+        fn recv(
+            &mut self,
+            timeout: Duration,
+        ) -> Result<Option<ReceivedMad>, ibsm_transport::TransportError> {
+            match self.queue.pop_front() {
+                Some(m) => Ok(Some(m)),
+                None => {
+                    std::thread::sleep(timeout.min(Duration::from_millis(5)));
+                    Ok(None)
+                }
+            }
+        }
+    }
+
+    /// Runs the poller over `script` until both targets were read 12 times; returns
+    /// (when target 0 left MASTER, when target 1 became MASTER).
+    fn handover_dates(script: fn(usize, usize) -> SmState) -> (u64, u64) {
+        let dev = Scripted {
+            reads: [0; 2],
+            queue: VecDeque::new(),
+            script,
+        };
+        let p = SmInfoPoller::start_on_device(
+            Box::new(dev),
+            vec![("a".into(), vec![1]), ("b".into(), vec![2])],
+        )
+        .expect("poller");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while p.since(0).rounds < 12 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let v = p.since(0);
+        let at = |name: &str, master: bool| {
+            v.samples
+                .iter()
+                .find(|s| {
+                    s.name == name
+                        && (s.state == Some(SmState::Master)) == master
+                        && (master || v.samples.iter().any(|m| m.name == name && m.seq < s.seq))
+                })
+                .map(|s| s.at_unix_ms)
+                .unwrap_or_else(|| panic!("no change of {name}: {:?}", v.samples))
+        };
+        (at("a", false), at("b", true))
+    }
+
+    #[test]
+    fn one_round_that_saw_both_masters_of_a_handover_is_no_overlap() {
+        // Round 5 (read 4): a still answered MASTER, b already MASTER; a stood down
+        // before b's answer as far as anyone can tell.
+        let (a_left, b_came) = handover_dates(|t, n| match (t, n) {
+            (0, n) if n <= 4 => SmState::Master,
+            (0, _) => SmState::Standby,
+            (_, n) if n >= 4 => SmState::Master,
+            _ => SmState::Standby,
+        });
+        assert!(a_left <= b_came, "a left at {a_left}, b came at {b_came}");
+    }
+
+    #[test]
+    fn a_master_seen_before_and_after_another_ones_first_answer_is_an_overlap() {
+        let (a_left, b_came) = handover_dates(|t, n| match (t, n) {
+            (0, n) if n <= 6 => SmState::Master,
+            (0, _) => SmState::Standby,
+            (_, n) if n >= 4 => SmState::Master,
+            _ => SmState::Standby,
+        });
+        assert!(a_left > b_came, "a left at {a_left}, b came at {b_came}");
     }
 
     #[test]
