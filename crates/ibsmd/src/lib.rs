@@ -100,6 +100,21 @@ pub mod server;
 pub mod subnet_opts;
 pub mod wire;
 
+/// Exit code of a process that a panic ended (see [`install_panic_exit`]).
+pub const PANIC_EXIT_CODE: i32 = 101;
+
+/// A panic on any thread ends the process (exit [`PANIC_EXIT_CODE`]) after logging
+/// it, so systemd or Kubernetes restarts a whole SM instead of leaving a process whose
+/// SM thread or routing worker died while the rest (health included) runs on.
+pub fn install_panic_exit() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default(info);
+        tracing::error!(panic = %info, "a thread panicked: exiting so the supervisor restarts ibsmd");
+        std::process::exit(PANIC_EXIT_CODE);
+    }));
+}
+
 pub use instance::{Command, CommandError, EventRecord, Instance, InstanceConfig, Snapshot};
 
 use ibsm_transport::{FabricSpec, MadDevice, SharedSim, UmadDevice};

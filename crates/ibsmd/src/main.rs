@@ -304,19 +304,8 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
     })
 }
 
-/// A panic on any thread ends the process (exit 101) after logging it, so systemd or
-/// Kubernetes restarts a whole SM instead of a process whose threads died silently.
-fn install_panic_exit() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        default(info);
-        tracing::error!(panic = %info, "a thread panicked: exiting so the supervisor restarts ibsmd");
-        std::process::exit(101);
-    }));
-}
-
 fn main() -> std::process::ExitCode {
-    install_panic_exit();
+    ibsmd::install_panic_exit();
     let cli = Cli::parse();
     // Everything from files and flags is checked before anything starts.
     enum Plan {

@@ -688,3 +688,53 @@ pub async fn serve_listener(
     };
     Ok((local, fut))
 }
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio_stream::StreamExt;
+
+    /// A connection over the cap is closed at once; one that closes frees its slot.
+    #[tokio::test]
+    async fn connections_over_the_cap_are_closed_and_a_freed_slot_is_reused() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let mut incoming = Box::pin(limited_incoming(listener, 2));
+        let wait = Duration::from_secs(10);
+        let mut clients = Vec::new();
+        let mut accepted = Vec::new();
+        for _ in 0..2 {
+            clients.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+            let conn = tokio::time::timeout(wait, incoming.next())
+                .await
+                .expect("accepted in time")
+                .expect("stream open")
+                .expect("accepted");
+            accepted.push(conn);
+        }
+        // The third is closed by the server: EOF (or a reset) on the client.
+        let mut third = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let mut buf = [0u8; 8];
+        match tokio::time::timeout(wait, third.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {}
+            other => panic!("a connection over the cap stayed open: {other:?}"),
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), incoming.next())
+                .await
+                .is_err(),
+            "a connection over the cap reached the server"
+        );
+        // One accepted connection ends: a new one is accepted again.
+        drop(accepted.pop());
+        let _fourth = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let conn = tokio::time::timeout(wait, incoming.next())
+            .await
+            .expect("accepted after a slot was freed")
+            .expect("stream open");
+        assert!(conn.is_ok());
+    }
+}

@@ -323,6 +323,35 @@ async fn mutual_tls_accepts_only_certified_clients() {
     assert_eq!(s.inst.status().priority, 10);
 }
 
+/// A peer that opens TCP to the TLS port and never speaks is dropped by the server
+/// after the handshake timeout (10 s), and while it hangs, others are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_tls_peer_is_dropped_after_the_handshake_timeout() {
+    use tokio::io::AsyncReadExt;
+    let pki = Pki::new();
+    let sec = SecurityOptions {
+        tls_cert: Some(pki.path("server.crt")),
+        tls_key: Some(pki.path("server.key")),
+        tls_client_ca: Some(pki.path("ca.pem")),
+        ..SecurityOptions::default()
+    }
+    .load()
+    .expect("TLS options load");
+    let s = serve(sec).await;
+    let mut silent = tokio::net::TcpStream::connect(s.addr)
+        .await
+        .expect("TCP connect");
+    let p = status_over(tls_channel(s.addr, &pki, Some("client")).await).await;
+    assert_eq!(p, Ok(10), "served while a silent peer hangs");
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(40), silent.read(&mut buf)).await;
+    match read {
+        Ok(Ok(0)) | Ok(Err(_)) => {}
+        Ok(Ok(n)) => panic!("the server sent {n} bytes to a peer that never said hello"),
+        Err(_) => panic!("a silent TLS peer was still connected after 40 s"),
+    }
+}
+
 #[test]
 fn tls_without_client_ca_or_token_is_refused_unless_insecure() {
     let pki = Pki::new();
