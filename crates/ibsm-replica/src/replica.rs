@@ -222,6 +222,10 @@ pub struct ReplicaMetrics {
     /// a leader without quorum in the Leader role; this tells it apart). `None`
     /// elsewhere.
     pub millis_since_quorum_ack: Option<u64>,
+    /// Why the Raft core stopped, when it stopped on an error (a storage error such as a
+    /// full disk is fatal to openraft's core: it stops rather than acknowledge what it
+    /// could not persist). `None` while it runs and after an orderly shutdown.
+    pub stopped: Option<String>,
 }
 
 struct Server {
@@ -725,6 +729,10 @@ fn to_metrics(m: &openraft::RaftMetrics<NodeId, BasicNode>) -> ReplicaMetrics {
         voters,
         learners,
         millis_since_quorum_ack: m.millis_since_quorum_ack,
+        stopped: match &m.running_state {
+            Ok(()) | Err(openraft::error::Fatal::Stopped) => None,
+            Err(e) => Some(e.to_string()),
+        },
     }
 }
 

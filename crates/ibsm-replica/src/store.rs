@@ -124,6 +124,22 @@ fn write_meta<T: serde::Serialize>(
     Ok(())
 }
 
+/// Run a redb transaction (which fsyncs on commit) without stalling the async workers.
+///
+/// On tokio's multi-thread runtime, `block_in_place` hands this worker's other tasks to
+/// another worker while the commit waits on the disk, so an API call or a heartbeat is
+/// not queued behind an fsync. On a current-thread runtime (the seeded Raft simulation,
+/// unit tests) that is not allowed, and there is no other worker anyway: the work runs
+/// inline, which keeps those runs deterministic.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// The Raft log and vote, in redb. Cheap to clone (it is its own log reader).
 #[derive(Clone)]
 pub struct LogStore {
@@ -226,7 +242,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
                 return Ok(Vec::new());
             }
         }
-        self.entries(lo, hi).map_err(io(StorageIOError::read_logs))
+        blocking(|| self.entries(lo, hi)).map_err(io(StorageIOError::read_logs))
     }
 }
 
@@ -234,7 +250,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, SErr> {
-        self.log_state().map_err(io(StorageIOError::read_logs))
+        blocking(|| self.log_state()).map_err(io(StorageIOError::read_logs))
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -242,20 +258,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), SErr> {
-        write_meta(&self.db, KEY_VOTE, vote).map_err(io(StorageIOError::write_vote))
+        blocking(|| write_meta(&self.db, KEY_VOTE, vote)).map_err(io(StorageIOError::write_vote))
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, SErr> {
-        read_meta(&self.db, KEY_VOTE).map_err(io(StorageIOError::read_vote))
+        blocking(|| read_meta(&self.db, KEY_VOTE)).map_err(io(StorageIOError::read_vote))
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> Result<(), SErr> {
-        write_meta(&self.db, KEY_COMMITTED, &committed).map_err(io(StorageIOError::write))
+        blocking(|| write_meta(&self.db, KEY_COMMITTED, &committed))
+            .map_err(io(StorageIOError::write))
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, SErr> {
         let v: Option<Option<LogId<NodeId>>> =
-            read_meta(&self.db, KEY_COMMITTED).map_err(io(StorageIOError::read))?;
+            blocking(|| read_meta(&self.db, KEY_COMMITTED)).map_err(io(StorageIOError::read))?;
         Ok(v.flatten())
     }
 
@@ -265,7 +282,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         // Committed (fsynced) before the callback: Raft acknowledges only durable entries.
-        let res = self.append_sync(entries.into_iter().collect());
+        let entries: Vec<_> = entries.into_iter().collect();
+        let res = blocking(|| self.append_sync(entries));
         match res {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
@@ -279,15 +297,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), SErr> {
-        self.remove_range((Bound::Included(log_id.index), Bound::Unbounded), None)
+        blocking(|| self.remove_range((Bound::Included(log_id.index), Bound::Unbounded), None))
             .map_err(io(StorageIOError::write_logs))
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), SErr> {
-        self.remove_range(
-            (Bound::Unbounded, Bound::Included(log_id.index)),
-            Some(log_id),
-        )
+        blocking(|| {
+            self.remove_range(
+                (Bound::Unbounded, Bound::Included(log_id.index)),
+                Some(log_id),
+            )
+        })
         .map_err(io(StorageIOError::write_logs))
     }
 }
@@ -390,7 +410,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             };
             (meta, bytes)
         };
-        self.save_snapshot(&meta, &bytes)
+        blocking(|| self.save_snapshot(&meta, &bytes))
             .map_err(|e| SErr::from(StorageIOError::write_snapshot(None, AnyError::new(&e))))?;
         tracing::debug!(snapshot_id = %meta.snapshot_id, bytes = bytes.len(), "snapshot built");
         Ok(Snapshot {
@@ -458,7 +478,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 AnyError::new(&e),
             ))
         })?;
-        self.save_snapshot(meta, &bytes).map_err(|e| {
+        blocking(|| self.save_snapshot(meta, &bytes)).map_err(|e| {
             SErr::from(StorageIOError::write_snapshot(
                 Some(meta.signature()),
                 AnyError::new(&e),
@@ -473,7 +493,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, SErr> {
-        let s = Self::load_snapshot(&self.db)
+        let s = blocking(|| Self::load_snapshot(&self.db))
             .map_err(|e| SErr::from(StorageIOError::read_snapshot(None, AnyError::new(&e))))?;
         Ok(s.map(|(meta, data)| Snapshot {
             meta,

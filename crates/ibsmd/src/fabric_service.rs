@@ -320,10 +320,12 @@ impl Fabric for FabricService {
         _req: Request<pb::GetTopologyRequest>,
     ) -> Result<Response<pb::TopologyResponse>, Status> {
         let src = self.source("the topology", false)?;
-        let resp = match &src {
+        // A large fabric's answer takes milliseconds to build: off the async workers, so
+        // the other calls on this member (and its Raft heartbeats) are not held behind it.
+        let resp = tokio::task::spawn_blocking(move || match &src {
             Source::Master(v) | Source::LastView(v) => {
                 let (switches, cas, routers, links) = v.counts();
-                pb::TopologyResponse {
+                Ok(pb::TopologyResponse {
                     source: source_name(&src).into(),
                     taken_unix_ms: v.taken_unix_ms,
                     switches,
@@ -331,10 +333,12 @@ impl Fabric for FabricService {
                     routers,
                     links,
                     nodes: topology_of_view(v),
-                }
+                })
             }
-            Source::Replica(st) => topology_of_replica(st)?,
-        };
+            Source::Replica(st) => topology_of_replica(st),
+        })
+        .await
+        .map_err(|e| Status::internal(format!("building the topology answer failed: {e}")))??;
         Ok(Response::new(resp))
     }
 

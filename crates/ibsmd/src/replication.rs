@@ -413,6 +413,8 @@ struct Shared {
     degraded_reason: String,
     /// Set once the data dir was found deleted.
     data_dir_lost: Option<String>,
+    /// The Raft core's stop was logged (it is logged once).
+    core_stop_logged: bool,
     data_dir_checked: Option<std::time::Instant>,
     /// When a newer epoch deposed this master (see [`DEPOSED_RECLAIM`]).
     deposed: Option<std::time::Instant>,
@@ -631,12 +633,24 @@ impl Replication {
             || (m.role == Role::Leader
                 && m.millis_since_quorum_ack
                     .is_some_and(|ms| u128::from(ms) > QUORUM_LOST.as_millis()));
-        let degraded =
-            s.data_dir_lost.is_some() || (s.master_guid.is_some() && (s.degraded || no_leader));
+        // openraft stops its core on a storage error (a full disk, an I/O error) rather
+        // than acknowledge what it could not persist; the process lives on, and the SM
+        // keeps running on what it holds, but this member no longer replicates.
+        let core_stopped = m.stopped.as_ref().map(|e| {
+            format!(
+                "the Raft core stopped on a storage error ({e}): this member no longer \
+                 replicates; free the data dir's disk and restart ibsmd"
+            )
+        });
+        let degraded = s.data_dir_lost.is_some()
+            || core_stopped.is_some()
+            || (s.master_guid.is_some() && (s.degraded || no_leader));
         let degraded_reason = if !degraded {
             String::new()
         } else if let Some(why) = &s.data_dir_lost {
             why.clone()
+        } else if let Some(why) = core_stopped {
+            why
         } else if s.degraded {
             s.degraded_reason.clone()
         } else {
@@ -686,6 +700,18 @@ impl Replication {
         }
     }
 
+    /// Log, once, that the Raft core stopped on an error (see [`Self::status`]).
+    fn check_core(&self) {
+        let Some(why) = self.replica.metrics().stopped else {
+            return;
+        };
+        let mut s = lock(&self.shared);
+        if !s.core_stop_logged {
+            s.core_stop_logged = true;
+            tracing::error!(error = %why, "replication: the Raft core stopped; this member no longer replicates until ibsmd is restarted");
+        }
+    }
+
     /// Publish the degraded state to `m` (`ibsm_replication_degraded`) while following.
     pub fn set_metrics(&self, m: Arc<crate::metrics::Metrics>) {
         *self.metrics.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
@@ -720,6 +746,7 @@ impl Replication {
                     return;
                 }
                 me.check_data_dir();
+                me.check_core();
                 let m = me.metrics.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 if let Some(m) = m {
                     m.set_degraded(me.status().degraded);

@@ -6,6 +6,8 @@
 //! configured with another key takes the old one from the replica, reprograms every
 //! port with its own, and replicates that.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use ibsm_mad::PortState;
@@ -125,40 +127,19 @@ fn a_keyed_fabric_comes_up_and_survives_a_failover() {
     standby.shutdown();
 }
 
-async fn wait_async(what: &str, mut ok: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match ok() {
-            Ok(()) => return,
-            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_successor_with_a_new_key_rekeys_the_fabric_with_the_replicated_one() {
-    use std::collections::BTreeMap;
     use std::sync::Arc;
 
-    use ibsmd::replication::{ClusterConfig, Replication};
+    use ibsmd::replication::Replication;
 
     const OLD: u64 = 0x0000_0000_0000_01D0;
     const NEW: u64 = 0x0000_0000_0000_0E10;
     let dir = tempfile::tempdir().expect("tempdir");
     // A one-member cluster: its replica outlives the first master, as a peer's would.
-    let repl = Replication::start(ClusterConfig {
-        node_id: 1,
-        grpc_addr: "127.0.0.1:1".into(),
-        initial_members: BTreeMap::from([(1, "127.0.0.1:1".to_string())]),
-        data_dir: dir.path().join("replica"),
-        timers: ClusterConfig::timers_for_daemon(),
-        peer_tls: None,
-        peer_auth: ibsm_replica::PeerAuth::default(),
-        force_bootstrap: false,
-    })
-    .await
-    .expect("replica starts");
+    let repl = Replication::start(common::one_member_cluster(dir.path()))
+        .await
+        .expect("replica starts");
     let topo = ibsm_fabric::gen::fat_tree_3level(4).expect("k=4 fat tree");
     let sim = SharedSim::new(&topo);
     let ports = pick_ca_ports(&topo, 2);
@@ -171,7 +152,7 @@ async fn a_successor_with_a_new_key_rekeys_the_fabric_with_the_replicated_one() 
     let first = Arc::new(spawn_on_sim(&sim, *n1, *p1, c1).expect("first master"));
     let slot = ibsmd::server::slot(Arc::clone(&first));
     repl.follow(Arc::clone(&slot));
-    wait_async("the old key programmed and replicated", || {
+    common::wait_async("the old key programmed and replicated", || {
         check_keyed_with(&sim, &topo, OLD, 1)?;
         let k = repl.replica().with_state(|s| s.m_key);
         (k == OLD)
@@ -186,7 +167,7 @@ async fn a_successor_with_a_new_key_rekeys_the_fabric_with_the_replicated_one() 
     c2.replication = Some(Arc::clone(&repl));
     let second = Arc::new(spawn_on_sim(&sim, *n2, *p2, c2).expect("successor"));
     *slot.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&second));
-    wait_async(
+    common::wait_async(
         "the successor rekeys the fabric and replicates the new key",
         || {
             let st = second.status();

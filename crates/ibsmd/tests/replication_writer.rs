@@ -1,22 +1,12 @@
 //! The replication writer of a daemon (`ibsmd::replication`), against a real
 //! one-member Raft replica on disk.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use ibsm_replica::LidRange;
-use ibsmd::replication::{ClusterConfig, FabricRecord, Replication};
-
-async fn wait_async(what: &str, mut ok: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match ok() {
-            Ok(()) => return,
-            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-}
+use ibsmd::replication::{FabricRecord, Replication};
 
 /// Two SMs became MASTER together and both claimed; the election then kept the one
 /// whose claim was older. It is deposed by the newer epoch, but as it stays MASTER it
@@ -26,21 +16,12 @@ async fn a_deposed_master_that_stays_master_claims_again_and_writes() {
     const OURS: u64 = 0x0002_c903_0000_0001;
     const OTHER: u64 = 0x0002_c903_0000_0002;
     let dir = tempfile::tempdir().expect("tempdir");
-    let repl = Replication::start(ClusterConfig {
-        node_id: 1,
-        grpc_addr: "127.0.0.1:1".into(),
-        initial_members: BTreeMap::from([(1, "127.0.0.1:1".to_string())]),
-        data_dir: dir.path().join("replica"),
-        timers: ClusterConfig::timers_for_daemon(),
-        peer_tls: None,
-        peer_auth: ibsm_replica::PeerAuth::default(),
-        force_bootstrap: false,
-    })
-    .await
-    .expect("replica starts");
+    let repl = Replication::start(common::one_member_cluster(dir.path()))
+        .await
+        .expect("replica starts");
 
     repl.become_master(OURS);
-    wait_async("our claim commits", || {
+    common::wait_async("our claim commits", || {
         let st = repl.status();
         (st.held_epoch == Some(1))
             .then_some(())
@@ -67,7 +48,7 @@ async fn a_deposed_master_that_stays_master_claims_again_and_writes() {
     );
     repl.publish(record.clone());
     let deposed_at = Instant::now();
-    wait_async("deposed, with the reason in status", || {
+    common::wait_async("deposed, with the reason in status", || {
         let st = repl.status();
         (st.deposed && st.degraded && st.degraded_reason.contains("deposed by epoch 2"))
             .then_some(())
@@ -80,7 +61,7 @@ async fn a_deposed_master_that_stays_master_claims_again_and_writes() {
     );
 
     // Still MASTER: it claims epoch 3 and the next record is written with it.
-    wait_async("claimed again", || {
+    common::wait_async("claimed again", || {
         let st = repl.status();
         (st.held_epoch == Some(3) && !st.deposed && !st.degraded)
             .then_some(())
@@ -97,7 +78,7 @@ async fn a_deposed_master_that_stays_master_claims_again_and_writes() {
         "the epoch holder"
     );
     repl.publish(record);
-    wait_async("the record is replicated", || {
+    common::wait_async("the record is replicated", || {
         let n = repl.replica().with_state(|s| s.guid2lid.len());
         (n == 1)
             .then_some(())
@@ -119,7 +100,7 @@ async fn a_deposed_master_that_stays_master_claims_again_and_writes() {
         },
     );
     repl.publish(r2);
-    wait_async("deposed again", || {
+    common::wait_async("deposed again", || {
         let st = repl.status();
         st.deposed.then_some(()).ok_or(format!("{st:?}"))
     })
