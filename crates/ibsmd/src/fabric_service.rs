@@ -438,51 +438,19 @@ impl Fabric for FabricService {
             .partition
             .ok_or_else(|| Status::invalid_argument("partition is required"))?;
         let snap = self.snapshot()?;
-        let known: Vec<u64> = match &snap.fabric {
-            Some(v) => v.lids().iter().map(|l| l.port_guid).collect(),
-            None => self.repl.as_ref().map_or_else(Vec::new, |r| {
-                r.replica()
-                    .with_state(|s| s.guid2lid.keys().copied().collect())
-            }),
-        };
-        validate_partition(&p, &known).map_err(Status::invalid_argument)?;
-        let repl = self.repl.as_ref().ok_or_else(|| {
+        let repl = Arc::clone(self.repl.as_ref().ok_or_else(|| {
             Status::failed_precondition(
                 "this ibsmd runs without replication, and partitions cannot be changed at run time without it: use --partition at start",
             )
-        })?;
-        let part = core_partition(&p).ok_or_else(|| {
-            Status::invalid_argument(format!("P_Key {:#x} does not fit in 15 bits", p.p_key))
-        })?;
-        // The set the master would program with it must stay valid (a name used by
-        // another replicated P_Key, more than 31 partitions on one port...).
-        let configured = snap.startup_partitions.clone();
-        let mut replicated = repl.replica().with_state(crate::replication::partitions_in);
-        if let Some(other) = replicated
-            .iter()
-            .find(|q| q.name == part.name && q.pkey != part.pkey)
-        {
-            return Err(Status::invalid_argument(format!(
-                "partition name {:?} is already used by P_Key {:#06x}: pick another name",
-                part.name, other.pkey
-            )));
-        }
-        replicated.retain(|q| q.pkey != part.pkey);
-        replicated.push(part.clone());
-        let (_, skipped) = crate::replication::effective_partitions(&configured, &replicated);
-        if let Some(s) = skipped.iter().find(|s| s.partition.pkey == part.pkey) {
-            return Err(Status::invalid_argument(format!(
-                "partition {:?} P_Key {:#06x} cannot be programmed with the others: {}",
-                part.name, part.pkey, s.why
-            )));
-        }
-        let key = crate::replication::partition_key(part.pkey);
-        let value = crate::replication::encode_partition(&part);
-        // The limits every replica enforces (partition count, members, name, size),
-        // checked here first so the operator gets the reason before anything is written.
-        repl.replica()
-            .with_state(|s| ibsm_replica::config_keys::validate_set(&s.config, &key, &value))
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        })?);
+        // Checking a large partition against the fabric and the other partitions is
+        // real work: off the async workers, so it delays no other call.
+        let (name, p_key, members) = (p.name.clone(), p.p_key, p.members.len());
+        let check_repl = Arc::clone(&repl);
+        let (_, key, value) =
+            tokio::task::spawn_blocking(move || check_set_partition(&p, &snap, &check_repl))
+                .await
+                .map_err(|e| Status::internal(format!("checking the partition failed: {e}")))??;
         let receipt = repl
             .replica()
             .write(ibsm_replica::Command::Config(
@@ -498,12 +466,12 @@ impl Fabric for FabricService {
                 )),
                 e => Status::unavailable(format!("the replica did not commit {key}: {e}")),
             })?;
-        applied_here(repl, receipt.log_index).await;
+        applied_here(&repl, receipt.log_index).await;
         let outcome = format!(
             "partition {:?} P_Key {:#06x} ({} members) committed to the replica at log index {}; the MASTER programs it into the members' P_Key tables (and the enforcing switch ports) on its next heavy sweep, which the change itself starts once its replica has applied the entry",
-            p.name,
-            p.p_key,
-            p.members.len(),
+            name,
+            p_key,
+            members,
             receipt.log_index
         );
         Ok(Response::new(self.partitions(outcome)?))
@@ -599,6 +567,56 @@ impl FabricService {
             outcome,
         })
     }
+}
+
+/// Everything `SetPartition` checks before it writes: the entry itself, against the
+/// fabric's port GUIDs, and the set the master would program with it; then the limits
+/// every replica enforces. Returns the partition with its config key and value.
+fn check_set_partition(
+    p: &pb::PartitionEntry,
+    snap: &Snapshot,
+    repl: &Replication,
+) -> Result<(ibsm_core::subnet::Partition, String, String), Status> {
+    let known: Vec<u64> = match &snap.fabric {
+        Some(v) => v.lids().iter().map(|l| l.port_guid).collect(),
+        None => repl
+            .replica()
+            .with_state(|s| s.guid2lid.keys().copied().collect()),
+    };
+    validate_partition(p, &known).map_err(Status::invalid_argument)?;
+    let part = core_partition(p).ok_or_else(|| {
+        Status::invalid_argument(format!("P_Key {:#x} does not fit in 15 bits", p.p_key))
+    })?;
+    // The set the master would program with it must stay valid (a name used by
+    // another replicated P_Key, more than 31 partitions on one port...).
+    let configured = snap.startup_partitions.clone();
+    let mut replicated = repl.replica().with_state(crate::replication::partitions_in);
+    if let Some(other) = replicated
+        .iter()
+        .find(|q| q.name == part.name && q.pkey != part.pkey)
+    {
+        return Err(Status::invalid_argument(format!(
+            "partition name {:?} is already used by P_Key {:#06x}: pick another name",
+            part.name, other.pkey
+        )));
+    }
+    replicated.retain(|q| q.pkey != part.pkey);
+    replicated.push(part.clone());
+    let (_, skipped) = crate::replication::effective_partitions(&configured, &replicated);
+    if let Some(s) = skipped.iter().find(|s| s.partition.pkey == part.pkey) {
+        return Err(Status::invalid_argument(format!(
+            "partition {:?} P_Key {:#06x} cannot be programmed with the others: {}",
+            part.name, part.pkey, s.why
+        )));
+    }
+    let key = crate::replication::partition_key(part.pkey);
+    let value = crate::replication::encode_partition(&part);
+    // The limits every replica enforces (partition count, members, name, size),
+    // checked here first so the operator gets the reason before anything is written.
+    repl.replica()
+        .with_state(|s| ibsm_replica::config_keys::validate_set(&s.config, &key, &value))
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    Ok((part, key, value))
 }
 
 #[cfg(test)]

@@ -678,6 +678,9 @@ struct Runtime {
     /// MASTER with replication: when the replicated partitions are read next (see
     /// [`crate::replication::PARTITION_POLL`]).
     next_partition_poll: Duration,
+    /// The generation of the replicated partition set last handed to the configurator
+    /// (`Replication::replicated_partitions`); None: not since this mastership began.
+    partitions_seen: Option<u64>,
     /// MADs that arrived while [`bootstrap`] waited for its answers (another SM's
     /// SubnGet(SMInfo) among them): handled first by [`Runtime::run`].
     backlog: VecDeque<ReceivedMad>,
@@ -798,6 +801,7 @@ impl Runtime {
             election_sent: 0,
             prepared: None,
             next_partition_poll: Duration::ZERO,
+            partitions_seen: None,
             backlog,
             prepared_sm_ports: None,
             routing,
@@ -2022,15 +2026,21 @@ impl Runtime {
         let Some(r) = &self.cfg.replication else {
             return;
         };
-        if !self.subnet.is_active() || now < self.next_partition_poll {
+        if !self.subnet.is_active() {
+            // A later mastership applies the set afresh.
+            self.partitions_seen = None;
+            return;
+        }
+        if now < self.next_partition_poll {
             return;
         }
         self.next_partition_poll = now.saturating_add(crate::replication::PARTITION_POLL);
-        if crate::replication::apply_partitions(
+        if crate::replication::apply_partitions_if_changed(
             r,
             &mut self.subnet,
             &self.cfg.subnet.partitions,
             now,
+            &mut self.partitions_seen,
         ) {
             let pkeys: Vec<String> = self
                 .subnet

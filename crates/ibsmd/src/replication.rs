@@ -236,8 +236,26 @@ pub fn programmed_partitions(
     r: &Replication,
     configured: &[Partition],
 ) -> (Vec<Partition>, Vec<SkippedPartition>) {
-    let replicated = r.replica.with_state(partitions_in);
+    let (_, replicated) = r.replicated_partitions();
     effective_partitions(configured, &replicated)
+}
+
+/// [`apply_partitions`] when the replicated set changed since the generation in
+/// `seen` (None: never applied; it is updated), so a MASTER's periodic poll costs a
+/// comparison unless an operator changed a partition.
+pub fn apply_partitions_if_changed(
+    r: &Replication,
+    subnet: &mut SubnetManager,
+    configured: &[Partition],
+    now: Duration,
+    seen: &mut Option<u64>,
+) -> bool {
+    let (generation, _) = r.replicated_partitions();
+    if *seen == Some(generation) {
+        return false;
+    }
+    *seen = Some(generation);
+    apply_partitions(r, subnet, configured, now)
 }
 
 /// Hand the partitions a MASTER must program (start-up plus replicated) to `subnet`
@@ -435,6 +453,44 @@ pub struct Replication {
     metrics: Mutex<Option<Arc<crate::metrics::Metrics>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
+    /// The replicated partitions, decoded off the SM thread (see [`PartitionCache`]).
+    partitions: Arc<Mutex<PartitionCache>>,
+    refresher: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The `partition/` keys of the replica, decoded. Decoding up to
+/// `MAX_PARTITIONS` partitions of up to `MAX_PARTITION_MEMBERS` members each is too
+/// much for the SM thread every [`PARTITION_POLL`], so a task redoes it in the
+/// blocking pool when the applied index moves, and bumps `generation` when the set
+/// changed; the SM thread compares generations.
+#[derive(Debug, Default)]
+struct PartitionCache {
+    /// The applied log index this was decoded at.
+    applied: Option<u64>,
+    /// Bumped on every change of `replicated`.
+    generation: u64,
+    replicated: Arc<Vec<Partition>>,
+}
+
+/// How often the partition cache looks at the applied index.
+const PARTITION_REFRESH: Duration = Duration::from_millis(20);
+
+/// Decode the replica's partitions again if its applied index moved.
+async fn refresh_partitions(replica: &Arc<Replica>, cache: &Mutex<PartitionCache>) {
+    let applied = replica.metrics().last_applied;
+    if cache.lock().unwrap_or_else(|p| p.into_inner()).applied == applied && applied.is_some() {
+        return;
+    }
+    let r = Arc::clone(replica);
+    let Ok(decoded) = tokio::task::spawn_blocking(move || r.with_state(partitions_in)).await else {
+        return;
+    };
+    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+    c.applied = applied;
+    if *c.replicated != decoded {
+        c.generation += 1;
+        c.replicated = Arc::new(decoded);
+    }
 }
 
 impl std::fmt::Debug for Replication {
@@ -522,6 +578,19 @@ impl Replication {
             Arc::clone(&shared),
             Arc::clone(&wake),
         ));
+        let partitions = Arc::new(Mutex::new(PartitionCache::default()));
+        // The first decode before anyone asks, so a takeover right after start sees
+        // the replicated partitions.
+        refresh_partitions(&replica, &partitions).await;
+        let refresher = {
+            let (replica, cache) = (Arc::clone(&replica), Arc::clone(&partitions));
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(PARTITION_REFRESH).await;
+                    refresh_partitions(&replica, &cache).await;
+                }
+            })
+        };
         Ok(Arc::new(Replication {
             replica,
             shared,
@@ -530,7 +599,16 @@ impl Replication {
             metrics: Mutex::new(None),
             writer: Mutex::new(Some(writer)),
             watcher: Mutex::new(None),
+            partitions,
+            refresher: Mutex::new(Some(refresher)),
         }))
+    }
+
+    /// The replicated partitions as last decoded, with the generation of that set
+    /// (it changes whenever the set does).
+    pub fn replicated_partitions(&self) -> (u64, Arc<Vec<Partition>>) {
+        let c = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+        (c.generation, Arc::clone(&c.replicated))
     }
 
     /// The replica (metrics, membership, raw state).
@@ -832,6 +910,10 @@ impl Replication {
         let tasks = [
             self.writer.lock().unwrap_or_else(|p| p.into_inner()).take(),
             self.watcher
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+            self.refresher
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .take(),

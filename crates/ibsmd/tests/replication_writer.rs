@@ -111,3 +111,63 @@ async fn a_deposed_master_that_stays_master_claims_again_and_writes() {
     assert_eq!(repl.replica().with_state(|s| s.master_guid), Some(OTHER));
     repl.shutdown().await;
 }
+
+/// The MASTER's partition poll compares the generation of the replicated partition set
+/// (decoded off the SM thread); it must move when a partition changes, and only then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replicated_partition_set_changes_generation_only_when_a_partition_does() {
+    use ibsm_core::subnet::{Membership, Partition, PartitionMember};
+    use ibsm_replica::{Command, ConfigChange};
+    use ibsmd::replication::{encode_partition, partition_key};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repl = Replication::start(common::one_member_cluster(dir.path()))
+        .await
+        .expect("replica starts");
+    common::wait_async("the member leads", || {
+        let m = repl.metrics();
+        m.leader.is_some().then_some(()).ok_or(format!("{m:?}"))
+    })
+    .await;
+    let (g0, set0) = repl.replicated_partitions();
+    assert!(set0.is_empty(), "{set0:?}");
+
+    let part = Partition {
+        name: "storage".into(),
+        pkey: 0x0123,
+        members: vec![PartitionMember {
+            port_guid: 0x0002_c903_0000_0042,
+            membership: Membership::Full,
+        }],
+    };
+    let set = |key: String, value: String| Command::Config(ConfigChange::Set { key, value });
+    repl.replica()
+        .write(set(partition_key(part.pkey), encode_partition(&part)))
+        .await
+        .expect("the partition commits");
+    common::wait_async("the new set is decoded", || {
+        let (g, s) = repl.replicated_partitions();
+        (g > g0 && s.as_slice() == std::slice::from_ref(&part))
+            .then_some(())
+            .ok_or(format!("generation {g}, {s:?}"))
+    })
+    .await;
+    let (g1, _) = repl.replicated_partitions();
+
+    // Another key moves the applied index but not the set.
+    let receipt = repl
+        .replica()
+        .write(set("sm_priority".into(), "3".into()))
+        .await
+        .expect("another key commits");
+    common::wait_async("the cache saw the later index", || {
+        let applied = repl.metrics().last_applied.unwrap_or(0);
+        (applied >= receipt.log_index)
+            .then_some(())
+            .ok_or(format!("applied {applied}"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(repl.replicated_partitions().0, g1, "no partition changed");
+    repl.shutdown().await;
+}
