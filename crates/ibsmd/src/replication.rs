@@ -115,61 +115,46 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 pub const PARTITION_POLL: Duration = Duration::from_millis(250);
 
 /// Config key prefix of replicated partitions (`partition/<pkey, 4 hex digits>`).
-pub const PARTITION_KEY: &str = "partition/";
+pub use ibsm_replica::config_keys::{partition_key, PARTITION_KEY};
 
-/// The replicated-config key of the partition with this P_Key.
-pub fn partition_key(pkey: u16) -> String {
-    format!("{PARTITION_KEY}{pkey:04x}")
-}
-
-/// `name|guid:full,guid:limited`: the replicated form of a partition (the name may
-/// not contain `|`, `,` or a newline; the API refuses such names).
+/// `name|guid:full,guid:limited`: the replicated form of a partition
+/// (`ibsm_replica::config_keys`, which every replica validates on apply, owns the
+/// format; this converts from the configurator's type).
 pub fn encode_partition(p: &Partition) -> String {
-    let members: Vec<String> = p
-        .members
-        .iter()
-        .map(|m| {
-            format!(
-                "{:#x}:{}",
-                m.port_guid,
-                match m.membership {
-                    Membership::Full => "full",
-                    Membership::Limited => "limited",
-                }
-            )
-        })
-        .collect();
-    format!("{}|{}", p.name, members.join(","))
+    ibsm_replica::config_keys::encode_partition(&ibsm_replica::Partition {
+        p_key: p.pkey,
+        name: p.name.clone(),
+        members: p
+            .members
+            .iter()
+            .map(|m| ibsm_replica::PartitionMember {
+                port_guid: m.port_guid,
+                full: m.membership == Membership::Full,
+            })
+            .collect(),
+    })
 }
 
-/// The partition a replicated config entry holds; `None` for another key, or an
-/// entry that does not parse (a member that does not parse is left out).
+/// The partition a replicated config entry holds; `None` for another key or an entry
+/// that does not parse (the state machine refuses those, so only a store written
+/// before its checks can hold one).
 pub fn decode_partition(key: &str, value: &str) -> Option<Partition> {
-    let pkey = u16::from_str_radix(
-        key.strip_prefix(PARTITION_KEY)?.trim_start_matches("0x"),
-        16,
-    )
-    .ok()?;
-    let (name, members) = value.split_once('|')?;
-    let members = members
-        .split(',')
-        .filter(|m| !m.is_empty())
-        .filter_map(|m| {
-            let (g, kind) = m.split_once(':')?;
-            Some(PartitionMember {
-                port_guid: u64::from_str_radix(g.trim_start_matches("0x"), 16).ok()?,
-                membership: if kind == "full" {
+    let p = ibsm_replica::config_keys::decode_partition(key, value).ok()?;
+    Some(Partition {
+        name: p.name,
+        pkey: p.p_key,
+        members: p
+            .members
+            .into_iter()
+            .map(|m| PartitionMember {
+                port_guid: m.port_guid,
+                membership: if m.full {
                     Membership::Full
                 } else {
                     Membership::Limited
                 },
             })
-        })
-        .collect();
-    Some(Partition {
-        name: name.to_string(),
-        pkey,
-        members,
+            .collect(),
     })
 }
 
