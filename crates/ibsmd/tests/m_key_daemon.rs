@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ibsm_mad::PortState;
 use ibsm_transport::SharedSim;
@@ -16,17 +16,6 @@ use ibsmd::demo::{pick_ca_ports, spawn_on_sim};
 use ibsmd::InstanceConfig;
 
 const M_KEY: u64 = 0x5EC0_0000_C0FF_EE01;
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match ok() {
-            Ok(()) => return,
-            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
-}
 
 fn keyed(name: &str, priority: u8) -> InstanceConfig {
     keyed_with(name, priority, M_KEY, 2)
@@ -95,14 +84,14 @@ fn a_keyed_fabric_comes_up_and_survives_a_failover() {
     let master = spawn_on_sim(&sim, *n1, *p1, keyed("sm1", 10)).expect("master");
     let standby = spawn_on_sim(&sim, *n2, *p2, keyed("sm2", 5)).expect("standby");
 
-    wait_for("subnet up with the key", Duration::from_secs(30), || {
+    common::wait_for("subnet up with the key", Duration::from_secs(30), || {
         let s = master.status();
         if !s.last_sweep.starts_with("master heavy sweep") {
             return Err(format!("master status: {s:?}"));
         }
         check_keyed(&sim, &topo)
     });
-    wait_for("standby settles", Duration::from_secs(10), || {
+    common::wait_for("standby settles", Duration::from_secs(10), || {
         let st = standby.status();
         (st.state.to_string() == "STANDBY")
             .then_some(())
@@ -113,7 +102,7 @@ fn a_keyed_fabric_comes_up_and_survives_a_failover() {
     assert_eq!(standby.status().state.to_string(), "STANDBY");
 
     master.shutdown();
-    wait_for("the standby takes over", Duration::from_secs(20), || {
+    common::wait_for("the standby takes over", Duration::from_secs(20), || {
         let st = standby.status();
         if st.state.to_string() == "MASTER" && st.last_sweep.starts_with("master heavy sweep") {
             Ok(())

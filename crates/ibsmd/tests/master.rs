@@ -8,7 +8,9 @@
 //! * a pulled switch-to-switch cable is routed around (light sweep -> heavy sweep);
 //! * the standby stays STANDBY and reports its own (non-master) sweeps.
 
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
 
 use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_mad::PortState;
@@ -73,17 +75,6 @@ fn check_routes(sim: &Sim, topo: &Topology, dead: Option<(NodeIdx, u8)>) -> Resu
     Ok(walks)
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match ok() {
-            Ok(()) => return,
-            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
-}
-
 /// `RUST_LOG=info cargo test -p ibsmd --test master -- --nocapture` shows the instances' logs.
 fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -113,7 +104,7 @@ fn master_configures_and_reroutes_standby_configures_nothing() {
     let master = spawn_on_sim(&sim, n1, p1, c1).expect("master");
     let standby = spawn_on_sim(&sim, n2, p2, InstanceConfig::new("sm2", 5)).expect("standby");
 
-    wait_for("subnet up", Duration::from_secs(30), || {
+    common::wait_for("subnet up", Duration::from_secs(30), || {
         let s = master.status();
         if s.last_sweep.starts_with("master heavy sweep") {
             Ok(())
@@ -124,7 +115,7 @@ fn master_configures_and_reroutes_standby_configures_nothing() {
     let master_lid = master.status().lid;
     assert_ne!(master_lid, 0);
 
-    wait_for("ports Active and routes", Duration::from_secs(10), || {
+    common::wait_for("ports Active and routes", Duration::from_secs(10), || {
         sim.with_sim(|s| {
             for ((a, pa), (b, pb)) in topo.links() {
                 for (n, p) in [(a, pa), (b, pb)] {
@@ -155,7 +146,7 @@ fn master_configures_and_reroutes_standby_configures_nothing() {
 
     // The standby may still be finishing its own discovery round (its first query
     // can leave before the master's port answers SMInfo): it settles as STANDBY.
-    wait_for("standby settles", Duration::from_secs(10), || {
+    common::wait_for("standby settles", Duration::from_secs(10), || {
         let st = standby.status();
         if st.state.to_string() == "STANDBY" {
             Ok(())
@@ -179,7 +170,7 @@ fn master_configures_and_reroutes_standby_configures_nothing() {
     sim.with_sim(|s| s.link_down(a, pa))
         .expect("sim")
         .expect("link down");
-    wait_for(
+    common::wait_for(
         "reroute around the pulled cable",
         Duration::from_secs(20),
         || {
@@ -202,7 +193,7 @@ fn a_cable_down_on_the_standbys_route_to_the_master_is_no_failover() {
     let (topo, sim, (n1, p1), (n2, p2)) = k4_with_two_sm_ports();
     let master = spawn_on_sim(&sim, n1, p1, InstanceConfig::new("sm1", 10)).expect("master");
     let standby = spawn_on_sim(&sim, n2, p2, InstanceConfig::new("sm2", 5)).expect("standby");
-    wait_for("master and standby", Duration::from_secs(30), || {
+    common::wait_for("master and standby", Duration::from_secs(30), || {
         let (m, s) = (master.status(), standby.status());
         if m.state.to_string() == "MASTER"
             && m.last_sweep.starts_with("master heavy sweep")
@@ -235,7 +226,7 @@ fn a_cable_down_on_the_standbys_route_to_the_master_is_no_failover() {
             .expect("link down");
         // Polls miss for 300-400 ms, then a query, a sweep and a query on the new route.
         std::thread::sleep(Duration::from_millis(1500));
-        wait_for("standby back to STANDBY", Duration::from_secs(10), || {
+        common::wait_for("standby back to STANDBY", Duration::from_secs(10), || {
             let s = standby.status();
             if s.state.to_string() == "STANDBY" {
                 Ok(())

@@ -6,14 +6,16 @@
 //! * a duplicate GUID in the fabric: an alarm in `GetStatus` (`Snapshot::alarms`),
 //!   in the metrics and on the event stream, gone once the duplicate is.
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_mad::MAD_SIZE;
 use ibsm_transport::{MadDevice, ReceivedMad, SharedSim, SimDevice, TransportError};
-use ibsmd::{Command, Instance, InstanceConfig};
+use ibsmd::Instance;
 
 /// Refuses every `every`-th send once `after` sends went through.
 struct Flaky {
@@ -71,42 +73,6 @@ fn attach_sm(sim: &SharedSim, node: NodeIdx, port: u8) -> (SimDevice, Detach) {
     (dev, Detach(sim.clone(), client))
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match ok() {
-            Ok(()) => return,
-            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
-fn subnet_up(inst: &Instance) {
-    wait_for("subnet up", Duration::from_secs(60), || {
-        let s = inst.status();
-        if s.last_sweep.starts_with("master heavy sweep") {
-            Ok(())
-        } else {
-            Err(format!("{s:?}"))
-        }
-    });
-}
-
-fn sweep(inst: &Instance, heavy: bool) -> String {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    inst.send(Command::Sweep { heavy, reply: tx })
-        .expect("command");
-    rx.blocking_recv().expect("sweep answered")
-}
-
-fn quiet_master(name: &str) -> InstanceConfig {
-    let mut c = InstanceConfig::new(name, 10);
-    c.subnet.sweep_interval = Duration::from_secs(3600);
-    c.master_heavy_sweep_interval = Duration::ZERO;
-    c
-}
-
 fn first_ca(t: &Topology) -> NodeIdx {
     t.iter()
         .find(|(_, n)| !n.is_switch())
@@ -128,11 +94,11 @@ fn a_send_error_is_a_failed_mad_not_the_end_of_the_instance() {
         after: 4,
         every: 7,
     };
-    let cfg = quiet_master("sm1");
+    let cfg = common::quiet_master("sm1");
     let metrics = Arc::clone(&cfg.metrics);
     let inst = Instance::spawn(cfg, Box::new(flaky), Box::new(keep)).expect("spawn");
-    subnet_up(&inst);
-    let r = sweep(&inst, true);
+    common::subnet_up(&inst);
+    let r = common::sweep(&inst, true);
     assert!(r.starts_with("master heavy sweep"), "{r}");
     assert!(inst.is_running(), "the instance thread ended");
     let s = inst.status();
@@ -168,11 +134,11 @@ fn a_duplicate_guid_is_an_alarm_in_status_metrics_and_events() {
     // Plugged in after the subnet is up, so the original holds its LID.
     sim.with_sim(|s| s.link_down(twin, 1)).unwrap().unwrap();
     let (dev, keep) = attach_sm(&sim, cas[0], 1);
-    let cfg = quiet_master("sm1");
+    let cfg = common::quiet_master("sm1");
     let metrics = Arc::clone(&cfg.metrics);
     let inst = Instance::spawn(cfg, Box::new(dev), Box::new(keep)).expect("spawn");
     let mut events = inst.subscribe();
-    subnet_up(&inst);
+    common::subnet_up(&inst);
     assert!(
         inst.status().alarms.is_empty(),
         "{:?}",
@@ -182,7 +148,7 @@ fn a_duplicate_guid_is_an_alarm_in_status_metrics_and_events() {
     assert_ne!(held, 0);
 
     sim.with_sim(|s| s.link_up(twin, 1)).unwrap().unwrap();
-    let r = sweep(&inst, true);
+    let r = common::sweep(&inst, true);
     assert!(r.starts_with("master heavy sweep"), "{r}");
     let alarms = inst.status().alarms;
     assert_eq!(alarms.len(), 1, "{alarms:?}");
@@ -211,7 +177,7 @@ fn a_duplicate_guid_is_an_alarm_in_status_metrics_and_events() {
 
     // Resolved (the twin unplugged): the alarm clears with the next sweep.
     sim.with_sim(|s| s.link_down(twin, 1)).unwrap().unwrap();
-    let r = sweep(&inst, true);
+    let r = common::sweep(&inst, true);
     assert!(r.starts_with("master heavy sweep"), "{r}");
     assert!(inst.status().alarms.is_empty());
     let text = ibsmd::metrics::render(&[("sm1".into(), metrics)]);

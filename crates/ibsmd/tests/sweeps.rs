@@ -8,9 +8,11 @@
 //! * `master_heavy_sweep_interval` (`--heavy-sweep-interval-s`) sets the periodic
 //!   heavy sweep, and 0 turns it off.
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_mad::{AttributeId, Method, MAD_SIZE};
@@ -18,7 +20,7 @@ use ibsm_transport::{
     run_discovery, DiscoverConfig, MadDevice, ReceivedMad, SharedSim, SimDevice, TransportError,
 };
 use ibsmd::demo::pick_ca_ports;
-use ibsmd::{Command, Instance, InstanceConfig};
+use ibsmd::{Instance, InstanceConfig};
 
 /// Counts the SubnGet(NodeInfo) a device sends.
 struct Counting(SimDevice, Arc<AtomicU64>);
@@ -86,43 +88,6 @@ fn one_walk(topo: &Topology, node: NodeIdx, port: u8) -> u64 {
     n.load(Ordering::Relaxed)
 }
 
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match ok() {
-            Ok(()) => return,
-            Err(e) if Instant::now() > deadline => panic!("{what}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
-fn subnet_up(inst: &Instance) {
-    wait_for("subnet up", Duration::from_secs(30), || {
-        let s = inst.status();
-        if s.last_sweep.starts_with("master heavy sweep") {
-            Ok(())
-        } else {
-            Err(format!("{s:?}"))
-        }
-    });
-}
-
-fn sweep(inst: &Instance, heavy: bool) -> String {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    inst.send(Command::Sweep { heavy, reply: tx })
-        .expect("command");
-    rx.blocking_recv().expect("sweep answered")
-}
-
-/// A master with no periodic sweeps to speak of: only what the test asks for.
-fn quiet_master(name: &str) -> InstanceConfig {
-    let mut c = InstanceConfig::new(name, 10);
-    c.subnet.sweep_interval = Duration::from_secs(3600);
-    c.master_heavy_sweep_interval = Duration::ZERO;
-    c
-}
-
 #[test]
 fn start_up_discovers_the_fabric_once() {
     let topo = ibsm_fabric::gen::fat_tree_3level(4).expect("k=4 fat tree");
@@ -132,8 +97,8 @@ fn start_up_discovers_the_fabric_once() {
     };
     let walk = one_walk(&topo, *node, *port);
     let sim = SharedSim::new(&topo);
-    let (master, node_infos) = spawn_counted(&sim, *node, *port, quiet_master("sm1"));
-    subnet_up(&master);
+    let (master, node_infos) = spawn_counted(&sim, *node, *port, common::quiet_master("sm1"));
+    common::subnet_up(&master);
     let sent = node_infos.load(Ordering::Relaxed);
     // One walk while DISCOVERING, the bootstrap's own NodeInfo, and no second walk.
     assert!(
@@ -151,12 +116,12 @@ fn api_light_sweep_is_light_and_heavy_is_heavy() {
         panic!("a CA port");
     };
     let sim = SharedSim::new(&topo);
-    let (master, node_infos) = spawn_counted(&sim, *node, *port, quiet_master("sm1"));
-    subnet_up(&master);
+    let (master, node_infos) = spawn_counted(&sim, *node, *port, common::quiet_master("sm1"));
+    common::subnet_up(&master);
     // Bringing links Active flips SwitchInfo.PortStateChange, which the first light
     // sweep may report as a change (and a heavy sweep follows): settle first.
     for _ in 0..3 {
-        let r = sweep(&master, false);
+        let r = common::sweep(&master, false);
         assert!(r.starts_with("master light sweep"), "{r}");
         if r.contains("no change") {
             break;
@@ -164,7 +129,7 @@ fn api_light_sweep_is_light_and_heavy_is_heavy() {
         std::thread::sleep(Duration::from_millis(500));
     }
     let before = node_infos.load(Ordering::Relaxed);
-    let r = sweep(&master, false);
+    let r = common::sweep(&master, false);
     assert!(
         r.starts_with("master light sweep") && r.contains("no change"),
         "{r}"
@@ -174,7 +139,7 @@ fn api_light_sweep_is_light_and_heavy_is_heavy() {
         before,
         "a light sweep walked the fabric"
     );
-    let r = sweep(&master, true);
+    let r = common::sweep(&master, true);
     assert!(r.starts_with("master heavy sweep"), "{r}");
     assert!(node_infos.load(Ordering::Relaxed) > before);
 }
@@ -188,12 +153,12 @@ fn master_heavy_sweep_interval_is_honoured_and_zero_turns_it_off() {
     };
     // Two separate fabrics, one master each.
     let (sim_a, sim_b) = (SharedSim::new(&topo), SharedSim::new(&topo));
-    let mut often = quiet_master("often");
+    let mut often = common::quiet_master("often");
     often.master_heavy_sweep_interval = Duration::from_millis(300);
     let (a, walks_a) = spawn_counted(&sim_a, *n1, *p1, often);
-    let (b, walks_b) = spawn_counted(&sim_b, *n2, *p2, quiet_master("never"));
-    subnet_up(&a);
-    subnet_up(&b);
+    let (b, walks_b) = spawn_counted(&sim_b, *n2, *p2, common::quiet_master("never"));
+    common::subnet_up(&a);
+    common::subnet_up(&b);
     let (a0, b0) = (
         walks_a.load(Ordering::Relaxed),
         walks_b.load(Ordering::Relaxed),

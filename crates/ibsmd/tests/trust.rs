@@ -102,113 +102,71 @@ where
     let mut fab = FabricClient::with_interceptor(ch.clone(), icpt.clone());
     let mut clu = ClusterClient::with_interceptor(ch.clone(), icpt.clone());
     let mut demo = DemoClient::with_interceptor(ch, icpt);
-    let code = |r: Result<(), tonic::Status>| r.err().map_or(tonic::Code::Ok, |e| e.code());
+    // The code a call returned (Ok, or its error's).
+    macro_rules! code {
+        ($call:expr) => {
+            $call.await.err().map_or(tonic::Code::Ok, |e| e.code())
+        };
+    }
     vec![
         (
             "SetPriority",
-            code(
-                ctl.set_priority(pb::SetPriorityRequest { priority: 15 })
-                    .await
-                    .map(|_| ()),
-            ),
+            code!(ctl.set_priority(pb::SetPriorityRequest { priority: 15 })),
         ),
         (
             "Handover",
-            code(
-                ctl.handover(pb::HandoverRequest { to_guid: 0 })
-                    .await
-                    .map(|_| ()),
-            ),
+            code!(ctl.handover(pb::HandoverRequest { to_guid: 0 })),
         ),
         (
             "SendControl",
-            code(
-                ctl.send_control(pb::SendControlRequest {
-                    packet: pb::ControlPacket::Disable as i32,
-                    guid: 1,
-                })
-                .await
-                .map(|_| ()),
-            ),
+            code!(ctl.send_control(pb::SendControlRequest {
+                packet: pb::ControlPacket::Disable as i32,
+                guid: 1,
+            })),
         ),
-        (
-            "Sweep",
-            code(
-                ctl.sweep(pb::SweepRequest { heavy: true })
-                    .await
-                    .map(|_| ()),
-            ),
-        ),
+        ("Sweep", code!(ctl.sweep(pb::SweepRequest { heavy: true }))),
         (
             "SetPartition",
-            code(
-                fab.set_partition(pb::SetPartitionRequest {
-                    partition: Some(partition()),
-                })
-                .await
-                .map(|_| ()),
-            ),
+            code!(fab.set_partition(pb::SetPartitionRequest {
+                partition: Some(partition()),
+            })),
         ),
         (
             "DeletePartition",
-            code(
-                fab.delete_partition(pb::DeletePartitionRequest { p_key: 0x42 })
-                    .await
-                    .map(|_| ()),
-            ),
+            code!(fab.delete_partition(pb::DeletePartitionRequest { p_key: 0x42 })),
         ),
         (
             "AddMember",
-            code(
-                clu.add_member(pb::AddMemberRequest {
-                    node_id: 66,
-                    addr: "127.0.0.1:1".into(),
-                })
-                .await
-                .map(|_| ()),
-            ),
+            code!(clu.add_member(pb::AddMemberRequest {
+                node_id: 66,
+                addr: "127.0.0.1:1".into(),
+            })),
         ),
         (
             "RemoveMember",
-            code(
-                clu.remove_member(pb::RemoveMemberRequest { node_id: 1 })
-                    .await
-                    .map(|_| ()),
-            ),
+            code!(clu.remove_member(pb::RemoveMemberRequest { node_id: 1 })),
         ),
         (
             "KillInstance",
-            code(
-                demo.kill_instance(pb::KillInstanceRequest {
-                    master: true,
-                    ..Default::default()
-                })
-                .await
-                .map(|_| ()),
-            ),
+            code!(demo.kill_instance(pb::KillInstanceRequest {
+                master: true,
+                ..Default::default()
+            })),
         ),
         (
             "SetLinkState",
-            code(
-                demo.set_link_state(pb::SetLinkStateRequest {
-                    name: "sm1".into(),
-                    up: false,
-                })
-                .await
-                .map(|_| ()),
-            ),
+            code!(demo.set_link_state(pb::SetLinkStateRequest {
+                name: "sm1".into(),
+                up: false,
+            })),
         ),
         (
             "SetRaftIsolation",
-            code(
-                demo.set_raft_isolation(pb::SetRaftIsolationRequest {
-                    name: "sm1".into(),
-                    isolated: true,
-                    ..Default::default()
-                })
-                .await
-                .map(|_| ()),
-            ),
+            code!(demo.set_raft_isolation(pb::SetRaftIsolationRequest {
+                name: "sm1".into(),
+                isolated: true,
+                ..Default::default()
+            })),
         ),
     ]
 }

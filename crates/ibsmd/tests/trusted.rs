@@ -4,6 +4,8 @@
 //! counts it in its metrics, and refuses the Handover command to it with a clear error.
 //! The control run, without the setting, hands over to the priority-15 SM.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -12,20 +14,6 @@ use ibsm_transport::SharedSim;
 use ibsmd::demo::{pick_ca_ports, spawn_on_sim};
 use ibsmd::{Command, Instance, InstanceConfig};
 use tokio::sync::oneshot;
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match ok() {
-            Ok(()) => return,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => panic!("timed out waiting for {what}: {e}"),
-        }
-    }
-}
 
 fn handover(inst: &Instance, to: u64) -> Result<u64, String> {
     let (reply, rx) = oneshot::channel();
@@ -47,7 +35,7 @@ fn run(trusted: Option<BTreeSet<u64>>) -> (Instance, Instance, InstanceConfig) {
     let mut c1 = InstanceConfig::new("sm1", 5);
     c1.trusted_sm_guids = trusted;
     let sm1 = spawn_on_sim(&sim, *n1, *p1, c1.clone()).expect("sm1");
-    wait_for("sm1 MASTER", Duration::from_secs(30), || {
+    common::wait_for("sm1 MASTER", Duration::from_secs(30), || {
         let s = sm1.status();
         (s.state == SmState::Master && s.last_sweep.starts_with("master heavy sweep"))
             .then_some(())
@@ -61,11 +49,11 @@ fn run(trusted: Option<BTreeSet<u64>>) -> (Instance, Instance, InstanceConfig) {
 fn a_master_trusting_only_itself_keeps_mastership_beside_a_priority_15_sm() {
     let (sm1, sm2, c1) = run(Some(BTreeSet::new()));
     let mut sm2_guid = 0;
-    wait_for("sm2's port GUID", Duration::from_secs(30), || {
+    common::wait_for("sm2's port GUID", Duration::from_secs(30), || {
         sm2_guid = sm2.status().guid;
         (sm2_guid != 0).then_some(()).ok_or_else(String::new)
     });
-    wait_for(
+    common::wait_for(
         "sm1 to list sm2 as untrusted",
         Duration::from_secs(30),
         || {
@@ -109,7 +97,7 @@ fn a_master_trusting_only_itself_keeps_mastership_beside_a_priority_15_sm() {
 #[test]
 fn control_without_trusted_sm_guids_the_priority_15_sm_gets_mastership() {
     let (sm1, sm2, _) = run(None);
-    wait_for("sm2 MASTER, sm1 STANDBY", Duration::from_secs(30), || {
+    common::wait_for("sm2 MASTER, sm1 STANDBY", Duration::from_secs(30), || {
         let (a, b) = (sm1.status(), sm2.status());
         (a.state == SmState::Standby && b.state == SmState::Master)
             .then_some(())

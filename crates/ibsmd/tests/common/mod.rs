@@ -1,5 +1,7 @@
 //! What several integration tests of `ibsmd` share: a one-member replication cluster
-//! on a temporary data dir, and waiting for a condition with a deadline.
+//! on a temporary data dir, waiting for a condition with a deadline, and driving an
+//! embedded SM instance (subnet up, a sweep on demand, a master that sweeps only when
+//! asked).
 #![allow(dead_code)] // each test binary uses its own part of this
 
 use std::collections::BTreeMap;
@@ -7,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ibsmd::replication::ClusterConfig;
+use ibsmd::{Command, Instance, InstanceConfig};
 
 /// How long a condition may take before the test fails with its last explanation.
 pub const DEADLINE: Duration = Duration::from_secs(30);
@@ -39,8 +42,14 @@ pub async fn wait_async(what: &str, mut ok: impl FnMut() -> Result<(), String>) 
 }
 
 /// [`wait_async`] for a thread outside the runtime.
-pub fn wait_blocking(what: &str, mut ok: impl FnMut() -> Result<(), String>) {
-    let deadline = Instant::now() + DEADLINE;
+pub fn wait_blocking(what: &str, ok: impl FnMut() -> Result<(), String>) {
+    wait_for(what, DEADLINE, ok);
+}
+
+/// Poll `ok` from this thread until it holds; past `timeout`, panic with `what` and
+/// its last error.
+pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + timeout;
     loop {
         match ok() {
             Ok(()) => return,
@@ -48,4 +57,32 @@ pub fn wait_blocking(what: &str, mut ok: impl FnMut() -> Result<(), String>) {
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     }
+}
+
+/// Wait until `inst` finished a heavy sweep as MASTER (its subnet is up).
+pub fn subnet_up(inst: &Instance) {
+    wait_for("subnet up", Duration::from_secs(60), || {
+        let s = inst.status();
+        if s.last_sweep.starts_with("master heavy sweep") {
+            Ok(())
+        } else {
+            Err(format!("{s:?}"))
+        }
+    });
+}
+
+/// Ask `inst` for a sweep and wait for its answer.
+pub fn sweep(inst: &Instance, heavy: bool) -> String {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    inst.send(Command::Sweep { heavy, reply: tx })
+        .expect("command");
+    rx.blocking_recv().expect("sweep answered")
+}
+
+/// A master with no periodic sweeps to speak of: only what the test asks for.
+pub fn quiet_master(name: &str) -> InstanceConfig {
+    let mut c = InstanceConfig::new(name, 10);
+    c.subnet.sweep_interval = Duration::from_secs(3600);
+    c.master_heavy_sweep_interval = Duration::ZERO;
+    c
 }
