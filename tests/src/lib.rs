@@ -17,6 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -47,6 +48,52 @@ pub fn ctl_json_of(what: &str, out: &Output) -> Result<serde_json::Value> {
             String::from_utf8_lossy(&out.stdout)
         )
     })
+}
+
+/// Run `cmd` (killed after `timeout`); its stdout, or an error with its exit status,
+/// stdout and stderr.
+pub fn run_ok(cmd: &mut Command, timeout: Duration) -> Result<String> {
+    let out = ibsm_labkit::run_with_timeout(cmd, timeout)?;
+    if !out.status.success() {
+        bail!(
+            "{:?} failed ({}):\nstdout: {}\nstderr: {}",
+            cmd.get_program(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Wait until the ibsmd log at `log` contains `needle`; the error quotes the log.
+pub fn wait_log(log: &Path, needle: &str, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("no {needle:?} in the ibsmd log after {timeout:?}:\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `ibsmctl --endpoint <the gRPC address the ibsmd logged at log> <args> --json`,
+/// parsed.
+pub fn ctl_json_via_log(log: &Path, args: &[&str], timeout: Duration) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let addr = grpc_addr_in_log(&text)
+        .with_context(|| format!("no gRPC address in ibsmd's log:\n{text}"))?;
+    let mut cmd = Command::new(binary("ibsmctl")?);
+    cmd.arg("--endpoint")
+        .arg(format!("http://{addr}"))
+        .args(args)
+        .arg("--json");
+    let out = ibsm_labkit::run_with_timeout(&mut cmd, timeout)?;
+    ctl_json_of(&format!("{args:?}"), &out)
 }
 
 /// The binaries [`binary`] builds and can return.

@@ -33,17 +33,7 @@ const SUBNET_UP_TIMEOUT: Duration = Duration::from_secs(120);
 const M_KEY: &str = "0x5ec0000000c0ffee";
 
 fn run_ok(cmd: &mut std::process::Command) -> Result<String> {
-    let out = ibsm_labkit::run_with_timeout(cmd, RUN_TIMEOUT)?;
-    if !out.status.success() {
-        bail!(
-            "{:?} failed ({}):\nstdout: {}\nstderr: {}",
-            cmd.get_program(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    ibsm_integration::run_ok(cmd, RUN_TIMEOUT)
 }
 
 /// Every number after a word `lid` in ibnetdiscover's output (node and port lines).

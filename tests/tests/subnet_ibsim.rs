@@ -351,16 +351,7 @@ impl Lab {
 
     /// `ibsmctl --endpoint <ibsmd's gRPC address> <args> --json`, parsed.
     fn ctl_json(&self, args: &[&str]) -> Result<serde_json::Value> {
-        let log = self.log();
-        let addr = ibsm_integration::grpc_addr_in_log(&log)
-            .with_context(|| format!("no gRPC address in ibsmd's log:\n{log}"))?;
-        let mut cmd = Command::new(binary("ibsmctl")?);
-        cmd.arg("--endpoint")
-            .arg(format!("http://{addr}"))
-            .args(args)
-            .arg("--json");
-        let out = ibsm_labkit::run_with_timeout(&mut cmd, RUN_TIMEOUT)?;
-        ibsm_integration::ctl_json_of(&format!("{args:?}"), &out)
+        ibsm_integration::ctl_json_via_log(&self.log, args, RUN_TIMEOUT)
     }
 
     fn log(&self) -> String {
@@ -368,19 +359,7 @@ impl Lab {
     }
 
     fn wait_log(&self, needle: &str, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.log().contains(needle) {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "no {needle:?} in the ibsmd log after {timeout:?}:\n{}",
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        ibsm_integration::wait_log(&self.log, needle, timeout)
     }
 
     fn diag(&self, program: &str, args: &[&str]) -> Result<String> {
@@ -402,17 +381,7 @@ impl Lab {
 }
 
 fn run_ok(cmd: &mut Command) -> Result<String> {
-    let out = ibsm_labkit::run_with_timeout(cmd, RUN_TIMEOUT)?;
-    if !out.status.success() {
-        bail!(
-            "{:?} failed ({}):\nstdout: {}\nstderr: {}",
-            cmd.get_program(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    ibsm_integration::run_ok(cmd, RUN_TIMEOUT)
 }
 
 /// Deterministic CA pairs spread over the fabric.

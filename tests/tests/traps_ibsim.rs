@@ -72,33 +72,12 @@ impl Lab {
     }
 
     fn wait_log(&self, needle: &str, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.log().contains(needle) {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "no {needle:?} in the ibsmd log after {timeout:?}:\n{}",
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        ibsm_integration::wait_log(&self.log, needle, timeout)
     }
 
     /// `ibsmctl --endpoint <ibsmd> <args> --json`, parsed.
     fn ctl_json(&self, args: &[&str]) -> Result<serde_json::Value> {
-        let log = self.log();
-        let addr = ibsm_integration::grpc_addr_in_log(&log)
-            .with_context(|| format!("no gRPC address in ibsmd's log:\n{log}"))?;
-        let mut cmd = Command::new(binary("ibsmctl")?);
-        cmd.arg("--endpoint")
-            .arg(format!("http://{addr}"))
-            .args(args)
-            .arg("--json");
-        let out = ibsm_labkit::run_with_timeout(&mut cmd, RUN_TIMEOUT)?;
-        ibsm_integration::ctl_json_of(&format!("{args:?}"), &out)
+        ibsm_integration::ctl_json_via_log(&self.log, args, RUN_TIMEOUT)
     }
 
     /// A diag on `host`; its stdout (an error if it fails).

@@ -591,7 +591,8 @@ async fn run_daemon(
         .map_err(|e| anyhow::anyhow!("cannot listen for gRPC on {}: {e}", cli.grpc))?;
     let metrics_listener = match cli.metrics {
         Some(a) => Some(
-            std::net::TcpListener::bind(a)
+            tokio::net::TcpListener::bind(a)
+                .await
                 .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {a}: {e}"))?,
         ),
         None => None,
@@ -609,13 +610,13 @@ async fn run_daemon(
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;
     let inst = Arc::new(Instance::spawn(cfg, dev, keepalive)?);
     if let Some(l) = metrics_listener {
-        let addr = l.local_addr()?;
-        drop(l);
-        start_metrics(
-            Some(addr),
+        let bound = l.local_addr()?;
+        tracing::info!(addr = %bound, "Prometheus metrics on http://{bound}/metrics");
+        tokio::spawn(ibsmd::metrics::serve_on(
             vec![("ibsmd".to_string(), Arc::clone(&metrics))],
-        )
-        .await?;
+            l,
+            std::future::pending(),
+        ));
     }
     let slot = ibsmd::server::slot(Arc::clone(&inst));
     if let Some(r) = &repl {

@@ -433,8 +433,17 @@ pub async fn bind(
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {addr}: {e}"))?;
     let local = listener.local_addr()?;
+    Ok((local, serve_on(instances, listener, shutdown)))
+}
+
+/// Serve `GET /metrics` on an already bound `listener` until `shutdown` resolves.
+pub fn serve_on(
+    instances: Vec<(String, Arc<Metrics>)>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = ()> + Send + 'static {
     let instances = Arc::new(instances);
-    let fut = async move {
+    async move {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -455,8 +464,7 @@ pub async fn bind(
                 },
             }
         }
-    };
-    Ok((local, fut))
+    }
 }
 
 /// What the first line of a request asks for.
