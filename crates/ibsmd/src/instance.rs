@@ -1200,7 +1200,7 @@ impl Runtime {
         if info.guid == 0 || info.guid == self.port_guid {
             return;
         }
-        if info.state == SmState::Master {
+        if info.sm_state == SmState::Master {
             // Another master may be configuring the fabric: our discovery gets stale.
             self.fabric_changes += 1;
         }
@@ -1214,7 +1214,7 @@ impl Runtime {
             trusted: true,
         });
         entry.priority = info.priority;
-        entry.state = Some(info.state);
+        entry.state = Some(info.sm_state);
         entry.act_count = info.act_count;
     }
 

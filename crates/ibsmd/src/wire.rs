@@ -6,9 +6,7 @@
 use ibsm_core::election::{SmInfoMsg, SmRoute};
 use ibsm_mad::Smp;
 
-pub use ibsm_core::election::wire::{
-    arrival_route, decode, decode_for_election, state_from_mad, state_to_mad, WireError,
-};
+pub use ibsm_core::election::wire::{arrival_route, decode, decode_for_election, WireError};
 
 /// [`ibsm_core::election::wire::encode_request`]; `None` (logged) when it cannot be encoded.
 pub fn encode_request(dest: &SmRoute, msg: &SmInfoMsg) -> Option<(Smp, Option<u16>)> {

@@ -295,7 +295,7 @@ impl Election {
             sm_key: 0,
             act_count: self.act_count,
             priority: self.priority(),
-            state: self.state,
+            sm_state: self.state,
         }
     }
 
@@ -713,12 +713,12 @@ impl Election {
         if !self.known.contains_key(&info.guid) {
             return;
         }
-        let seen = (info.priority, info.state);
+        let seen = (info.priority, info.sm_state);
         if self.untrusted.insert(info.guid, seen) == Some(seen) {
             return;
         }
         let guid = format_args!("{:#018x}", info.guid);
-        if info.state == SmState::Master {
+        if info.sm_state == SmState::Master {
             tracing::warn!(
                 %guid,
                 priority = info.priority,
@@ -734,13 +734,13 @@ impl Election {
             tracing::warn!(
                 %guid,
                 priority = info.priority,
-                state = %info.state,
+                state = %info.sm_state,
                 "untrusted SM (not in trusted_sm_guids): not followed, never handed over to"
             );
             self.events.push_back(ElectionEvent::UntrustedSmSeen {
                 guid: info.guid,
                 priority: info.priority,
-                state: info.state,
+                state: info.sm_state,
             });
         }
     }
@@ -748,7 +748,7 @@ impl Election {
     /// Remembers a known SM port's answer (priority and state) for handover_to.
     fn note_peer(&mut self, info: &SmInfo) {
         if self.known.contains_key(&info.guid) {
-            self.peers.insert(info.guid, (info.priority, info.state));
+            self.peers.insert(info.guid, (info.priority, info.sm_state));
         }
     }
 
@@ -756,7 +756,7 @@ impl Election {
     fn request_payload(&self, state: SmState) -> SmInfo {
         SmInfo {
             sm_key: self.cfg.sm_key,
-            state,
+            sm_state: state,
             ..self.sm_info()
         }
     }
@@ -926,12 +926,12 @@ impl Election {
             missed: 0,
             poll_at: now + self.cfg.poll_interval,
             poll_tid: None,
-            last_act: (master.state == SmState::Master).then_some(master.act_count),
+            last_act: (master.sm_state == SmState::Master).then_some(master.act_count),
             last_act_change: now,
-            discovering_since: (master.state == SmState::Discovering).then_some(now),
+            discovering_since: (master.sm_state == SmState::Discovering).then_some(now),
         });
         // A newcomer that outranks the master tells it (IBA / OpenSM: trap 144).
-        if master.state == SmState::Master && self.outranks_master(master) {
+        if master.sm_state == SmState::Master && self.outranks_master(master) {
             self.send_trap144(now);
         }
     }
@@ -1068,8 +1068,8 @@ impl Election {
         let Some(round) = self.round.as_ref() else {
             return;
         };
-        let take_master = info.state == SmState::Master && better(&round.best_master, self);
-        let take_higher = matches!(info.state, SmState::Discovering | SmState::Standby)
+        let take_master = info.sm_state == SmState::Master && better(&round.best_master, self);
+        let take_higher = matches!(info.sm_state, SmState::Discovering | SmState::Standby)
             && outranks
             && better(&round.best_higher, self);
         if let Some(round) = self.round.as_mut() {
@@ -1227,14 +1227,14 @@ impl Election {
         if let Some((target, y)) = self.unconfirmed {
             if info.guid == target {
                 self.unconfirmed = None;
-                if info.state == SmState::Master {
+                if info.sm_state == SmState::Master {
                     self.handover_yield = Some(y);
                     self.complete_handover(now, target, route, info, false);
                     return;
                 }
             }
         }
-        if matches!(info.state, SmState::Master | SmState::Standby) && self.outranks_us(&info) {
+        if matches!(info.sm_state, SmState::Master | SmState::Standby) && self.outranks_us(&info) {
             self.handover = Some(info.guid);
             self.events
                 .push_back(ElectionEvent::HandoverStarted { to: info.guid });
@@ -1258,7 +1258,7 @@ impl Election {
     ) {
         let master = SmInfo {
             guid: target,
-            state: SmState::Master,
+            sm_state: SmState::Master,
             ..info
         };
         let route = self
@@ -1305,7 +1305,7 @@ impl Election {
         let Some(f) = self.following.as_mut() else {
             return;
         };
-        match info.state {
+        match info.sm_state {
             SmState::Master => {
                 f.missed = 0;
                 f.poll_tid = None;
@@ -1449,7 +1449,7 @@ impl Election {
             // A known SM's own word on its state and advertised priority, fresher than
             // our last master poll (a standby polls us every `poll_interval`): what
             // handover_to checks and computes its yield from.
-            if info.state != SmState::NotActive {
+            if info.sm_state != SmState::NotActive {
                 self.note_peer(info);
             }
             return;
@@ -1462,7 +1462,7 @@ impl Election {
         tracing::info!(
             guid = format_args!("{:#018x}", info.guid),
             priority = info.priority,
-            state = %info.state,
+            state = %info.sm_state,
             "an SM our sweeps have not found queried us: reading its SMInfo, heavy sweep"
         );
         self.unknown_requesters.insert(info.guid);
@@ -1582,7 +1582,7 @@ impl Election {
                     .map(|p| p.route.clone())
                     .unwrap_or_else(|| route_for_new_request(&from));
                 let master = SmInfo {
-                    state: SmState::Master,
+                    sm_state: SmState::Master,
                     ..info
                 };
                 self.enter_standby(now, &master, route, reason);
@@ -1623,7 +1623,7 @@ impl Election {
         if !key_ok {
             return Err(RejectReason::SmKeyMismatch);
         }
-        if info.state != packet.required_sender_state() {
+        if info.sm_state != packet.required_sender_state() {
             return Err(RejectReason::BadSenderState);
         }
         let waiting_ack = self.state == SmState::Master

@@ -32,7 +32,7 @@ fn peer_info(state: SmState, priority: u8, act_count: u32) -> SmInfo {
         sm_key: 0,
         act_count,
         priority,
-        state,
+        sm_state: state,
     }
 }
 
@@ -283,7 +283,11 @@ fn handover_in_standby_makes_master_and_acknowledges() {
     assert_eq!(ack[0].dest, SmRoute::Lid(PEER_LID));
     match &ack[0].msg {
         SmInfoMsg::Set { info, .. } => {
-            assert_eq!(info.state, SmState::Standby, "ACKNOWLEDGE carries STANDBY");
+            assert_eq!(
+                info.sm_state,
+                SmState::Standby,
+                "ACKNOWLEDGE carries STANDBY"
+            );
             assert_eq!(info.guid, ME);
         }
         m => panic!("unexpected {m:?}"),
@@ -313,7 +317,7 @@ fn handover_sent_completes_on_status_zero_without_acknowledge() {
         SmInfoMsg::Set { tid, info, .. } => (*tid, *info),
         m => panic!("{m:?}"),
     };
-    assert_eq!(info.state, SmState::Master, "HANDOVER carries MASTER");
+    assert_eq!(info.sm_state, SmState::Master, "HANDOVER carries MASTER");
     assert_eq!(info.sm_key, 1);
     // Lost once: retried with the same TID.
     e.handle_timeout(ms(11) + e.config().handover_timeout);
@@ -393,7 +397,7 @@ fn get_answer_carries_sm_key_only_to_authenticated_requesters() {
     let anon = ask(0, 0);
     assert_eq!(anon.sm_key, 0);
     assert_eq!(
-        (anon.guid, anon.priority, anon.state),
+        (anon.guid, anon.priority, anon.sm_state),
         (ME, 3, SmState::Master)
     );
     assert_eq!(ask(0x77, 0).sm_key, 0x1234, "M_Key matches our port's");
@@ -424,7 +428,7 @@ fn without_an_m_key_every_requester_reads_our_sm_key() {
                 sm_key: 0,
                 act_count: 0,
                 priority: 0,
-                state: SmState::NotActive,
+                sm_state: SmState::NotActive,
             },
         },
     );
@@ -818,7 +822,7 @@ fn a_round_after_the_followed_sm_stands_by_waits_for_a_fresh_sweep() {
                 sm_key: 0,
                 act_count: 7,
                 priority: 10,
-                state: SmState::Master,
+                sm_state: SmState::Master,
             },
         },
     );
@@ -1368,7 +1372,7 @@ fn handover_to_a_lower_standby_completes_and_sticks() {
     assert_eq!(e.handover_target(), Some(PEER));
     assert!(events(&mut e).contains(&ElectionEvent::HandoverStarted { to: PEER }));
     let (tid, info) = handover_set(&transmits(&mut e));
-    assert_eq!((info.state, info.sm_key), (SmState::Master, 1));
+    assert_eq!((info.sm_state, info.sm_key), (SmState::Master, 1));
     // Nothing changes before it is accepted.
     assert_eq!(e.priority(), 9);
     // A second one while it is outstanding is refused.
@@ -1664,7 +1668,7 @@ fn best_standby_is_the_highest_ranked_known_standby() {
                 sm_key: 0,
                 act_count: 0,
                 priority: prio,
-                state: st,
+                sm_state: st,
             },
         );
     };
@@ -1726,7 +1730,7 @@ fn master_learns_an_unknown_sm_that_queries_it() {
             sm_key: 0,
             act_count: 3,
             priority: 6,
-            state: SmState::Discovering,
+            sm_state: SmState::Discovering,
         },
     };
     e.handle_message(ms(20), SmRoute::Lid(PEER_LID), get(0xa, PEER));
@@ -1770,7 +1774,7 @@ fn master_learns_an_unknown_sm_that_queries_it() {
                 sm_key: 0,
                 act_count: 4,
                 priority: 6,
-                state: SmState::Standby,
+                sm_state: SmState::Standby,
             },
         },
     );
@@ -1793,7 +1797,7 @@ fn standby_ignores_unknown_requesters() {
                 sm_key: 0,
                 act_count: 0,
                 priority: 1,
-                state: SmState::Discovering,
+                sm_state: SmState::Discovering,
             },
         },
     );
@@ -2169,7 +2173,7 @@ fn set_from(e: &mut Election, from: SmRoute, packet: ControlPacket, guid: u64) -
                 sm_key: 1,
                 act_count: 1,
                 priority: 15,
-                state: packet.required_sender_state(),
+                sm_state: packet.required_sender_state(),
             },
         },
     );
@@ -2278,7 +2282,7 @@ fn sm_key_is_answered_only_to_requesters_known_to_be_trusted() {
                     sm_key: 0x1234,
                     act_count: 0,
                     priority: 0,
-                    state: SmState::Standby,
+                    sm_state: SmState::Standby,
                 },
             },
         );

@@ -72,48 +72,6 @@ pub enum WireError {
     },
 }
 
-/// Converts the codec's SMState to the election's.
-pub fn state_from_mad(s: ibsm_mad::SmState) -> SmState {
-    match s {
-        ibsm_mad::SmState::NotActive => SmState::NotActive,
-        ibsm_mad::SmState::Discovering => SmState::Discovering,
-        ibsm_mad::SmState::Standby => SmState::Standby,
-        ibsm_mad::SmState::Master => SmState::Master,
-    }
-}
-
-/// Converts the election's SMState to the codec's.
-pub fn state_to_mad(s: SmState) -> ibsm_mad::SmState {
-    match s {
-        SmState::NotActive => ibsm_mad::SmState::NotActive,
-        SmState::Discovering => ibsm_mad::SmState::Discovering,
-        SmState::Standby => ibsm_mad::SmState::Standby,
-        SmState::Master => ibsm_mad::SmState::Master,
-    }
-}
-
-/// The codec's SMInfo as the election's.
-pub fn info_from_mad(i: &ibsm_mad::SmInfo) -> SmInfo {
-    SmInfo {
-        guid: i.guid,
-        sm_key: i.sm_key,
-        act_count: i.act_count,
-        priority: i.priority,
-        state: state_from_mad(i.sm_state),
-    }
-}
-
-/// The election's SMInfo as the codec's.
-pub fn info_to_mad(i: &SmInfo) -> ibsm_mad::SmInfo {
-    ibsm_mad::SmInfo {
-        guid: i.guid,
-        sm_key: i.sm_key,
-        act_count: i.act_count,
-        priority: i.priority,
-        sm_state: state_to_mad(i.state),
-    }
-}
-
 fn msg_name(msg: &SmInfoMsg) -> &'static str {
     match msg {
         SmInfoMsg::Get { .. } => "SubnGet(SMInfo)",
@@ -145,8 +103,7 @@ pub fn arrival_route(smp: &Smp, lid_hint: u16) -> SmRoute {
 }
 
 fn sm_info_of(smp: &Smp) -> Result<SmInfo, WireError> {
-    smp.attribute::<ibsm_mad::SmInfo>()
-        .map(|i| info_from_mad(&i))
+    smp.attribute::<SmInfo>()
         .map_err(|source| WireError::Payload {
             tid: smp.tid,
             method: smp.method,
@@ -170,7 +127,7 @@ pub fn decode(smp: &Smp) -> Result<SmInfoMsg, WireError> {
                 sm_key: 0,
                 act_count: 0,
                 priority: 0,
-                state: SmState::NotActive,
+                sm_state: SmState::NotActive,
             }),
         }),
         (AttributeId::SM_INFO, Method::SET) => Ok(SmInfoMsg::Set {
@@ -264,7 +221,7 @@ pub fn encode_request(dest: &SmRoute, msg: &SmInfoMsg) -> Result<(Smp, Option<u1
                 AttributeId::SM_INFO,
                 0,
                 *tid,
-                SmpAttribute::encode(&info_to_mad(info)),
+                SmpAttribute::encode(info),
             )
         },
         SmInfoMsg::Set {
@@ -280,7 +237,7 @@ pub fn encode_request(dest: &SmRoute, msg: &SmInfoMsg) -> Result<(Smp, Option<u1
                 AttributeId::SM_INFO,
                 *attr_mod,
                 *tid,
-                SmpAttribute::encode(&info_to_mad(info)),
+                SmpAttribute::encode(info),
             )
         },
         SmInfoMsg::Trap144 {
@@ -320,10 +277,9 @@ pub fn encode_request(dest: &SmRoute, msg: &SmInfoMsg) -> Result<(Smp, Option<u1
 /// it answers.
 pub fn encode_response(request: &Smp, msg: &SmInfoMsg) -> Result<Smp, WireError> {
     match msg {
-        SmInfoMsg::GetResp { status, info, .. } => Ok(request
-            .response()
-            .with_attribute(&info_to_mad(info))
-            .with_status(*status)),
+        SmInfoMsg::GetResp { status, info, .. } => {
+            Ok(request.response().with_attribute(info).with_status(*status))
+        }
         SmInfoMsg::TrapRepress { .. } => {
             let mut r = request.response();
             r.method = Method::TRAP_REPRESS;
@@ -349,7 +305,7 @@ mod tests {
             sm_key: 1,
             act_count: 7,
             priority: 9,
-            state: SmState::Standby,
+            sm_state: SmState::Standby,
         };
         let msg = SmInfoMsg::Get {
             tid: 42,
@@ -453,7 +409,7 @@ mod tests {
                         sm_key: 0,
                         act_count: 0,
                         priority: 0,
-                        state: SmState::NotActive
+                        sm_state: SmState::NotActive
                     })
                 }
             ),
@@ -474,7 +430,7 @@ mod tests {
                 sm_key: 0,
                 act_count: 0,
                 priority: 0,
-                state: SmState::Discovering,
+                sm_state: SmState::Discovering,
             },
         };
         assert!(matches!(
@@ -501,7 +457,7 @@ mod tests {
     prop_compose! {
         fn info()(guid in any::<u64>(), sm_key in any::<u64>(), act_count in any::<u32>(),
                   priority in 0u8..=15, state in state()) -> SmInfo {
-            SmInfo { guid, sm_key, act_count, priority, state }
+            SmInfo { guid, sm_key, act_count, priority, sm_state: state }
         }
     }
 

@@ -46,6 +46,18 @@ impl From<SmState> for u8 {
     }
 }
 
+impl std::fmt::Display for SmState {
+    /// As OpenSM and `sminfo` print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SmState::NotActive => "NOTACTIVE",
+            SmState::Discovering => "DISCOVERING",
+            SmState::Standby => "STANDBY",
+            SmState::Master => "MASTER",
+        })
+    }
+}
+
 /// SMInfo (IBA 14.2.5.13, 21 bytes): GUID, SM_Key, ActCount, Priority (byte 20 bits
 /// 7:4) and SMState (byte 20 bits 3:0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
