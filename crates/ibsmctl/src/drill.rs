@@ -12,8 +12,16 @@
 //! fourth HCA of the fabric: a real umad client reading SMInfo through ibsim, not the
 //! embedded simulator's state. A kill is a SIGKILL plus dropping the dead process's
 //! ibsim client (what a kernel does when it closes the umad/issm files), a pulled
-//! cable is ibsim's `Unlink`; `raft-partition` is refused there (no fault switch in
-//! another process).
+//! cable is ibsim's `Unlink`, and `raft-partition` asks the member process itself
+//! (the demo starts its members with `--fault-injection`, see `ibsmd::demo_service`).
+//!
+//! `soak` (ibsim only, module `soak`) mixes six actions cycle by cycle from a seeded
+//! RNG (master kill, standby kill, Raft isolation, 5 % SMP loss on a cable, a link
+//! flap, a planned handover) and after every cycle reads LIDs and LFTs back from the
+//! fabric with infiniband-diags (`Demo/ReadFabric`) and the replicated state from every
+//! member; an LFT entry that changed where the master's routing did not ask for it
+//! breaks the run, as a LID change does. `--deadline-s` bounds any drill: no cycle
+//! starts after it, and the report says it stopped early.
 //!
 //! Per cycle: wait until the cluster is stable (one MASTER on the wire, every running
 //! instance answering, the master's own fabric view published), read the LIDs, act
@@ -315,6 +323,8 @@ pub struct Cycle {
     pub action: Option<&'static str>,
     pub lft_unasked: u64,
     pub lft_asked: u64,
+    /// link-flap: LFT entries routing moved around the unlinked cable.
+    pub lft_rerouted: Option<u64>,
     pub lft_detail: Vec<String>,
     pub guid2lid_detail: Vec<String>,
     pub dual_windows: u64,
@@ -351,6 +361,7 @@ impl Cycle {
             "action": self.action,
             "lft_unasked": self.lft_unasked,
             "lft_asked": self.lft_asked,
+            "lft_rerouted_with_cable_down": self.lft_rerouted,
             "lft_detail": self.lft_detail,
             "guid2lid_detail": self.guid2lid_detail,
             "dual_master_windows": self.dual_windows,

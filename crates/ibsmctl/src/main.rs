@@ -193,7 +193,7 @@ enum Command {
         #[arg(long, value_name = "MS", default_value_t = 0)]
         dual_master_bound_ms: u64,
         /// With --start-demo: the demo's fabric, e.g. ibsim:NETFILE (three ibsmd processes and an
-        /// SMInfo poller process on ibsim; raft-partition is refused there) [default: the demo's embedded fabric].
+        /// SMInfo poller process on ibsim; soak runs only there) [default: the demo's embedded fabric].
         #[arg(long, value_name = "FABRIC")]
         fabric: Option<String>,
         /// soak: the RNG seed that draws the actions and their targets (printed in the report; replay a run with it) [default: from the clock].

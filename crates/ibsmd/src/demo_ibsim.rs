@@ -17,9 +17,22 @@
 //! client; a kernel closes a dead process's umad/issm files, see
 //! `ibsm_labkit::Ibsim::reap_dead_clients`), `RestartInstance` runs the same command
 //! line again (it rejoins its Raft cluster from its data dir), `SetLinkState` is the
-//! console's `Unlink`/`Link` of the member's HCA port. `SetRaftIsolation` is refused
-//! (FAILED_PRECONDITION): the members are separate processes with no fault switch
-//! reachable from here.
+//! console's `Unlink`/`Link` of the member's HCA port. `SetRaftIsolation` is passed
+//! on to the member process: the members run with `--fault-injection` (a test
+//! facility, off by default), so their own `Demo/SetRaftIsolation` with no name and no
+//! GUID flips their replica's fault switch (see [`crate::demo_service`]). A TCP proxy
+//! in front of each member was the alternative without a flag, but Raft dials the
+//! addresses in the replicated membership, one per member, so a proxy cannot tell
+//! which peer a connection comes from and could only cut one direction.
+//!
+//! For the soak (`ibsmctl drill soak`), three more calls, on this demo only:
+//! `ListCables` (every cable of the net file, with the member whose CA port it is and
+//! whether the poller's directed routes cross it: a fault there would blind the
+//! judge), `SetCableFault` (`Unlink`/`Link` any cable, and its SMP loss with ibsim's
+//! `Error "node"[port] <rate%>`, rate 0 clearing it), and `ReadFabric`: `ibnetdiscover
+//! -p` and `ibroute LID` per switch run under umad2sim on the poller's HCA (ibsim
+//! serves several clients on one node), parsed into LIDs and unicast LFT entries, so
+//! the soak compares what the switches hold, not what an SM says.
 //!
 //! The Demo service has its own endpoint (the members are other processes, whose
 //! Demo service refuses drills); it is printed first, so `ibsmctl drill

@@ -417,6 +417,7 @@ impl Drill {
         action: Action,
         index: u32,
         rng: &mut Rng,
+        start: Option<&FabricSnap>,
     ) -> Result<Cycle, DrillError> {
         let master = self.wait_stable().await?;
         let before = self.lids(&master).await?;
@@ -502,6 +503,23 @@ impl Drill {
                 if self.resweep(&master, t0, RESWEEP_TIMEOUT).await?.is_none() {
                     c.note
                         .push_str("; no master re-sweep seen with the cable down");
+                } else if let Some(start) = start {
+                    // Rerouted around the cable: every change routing asked for, the
+                    // switches holding exactly what it wants.
+                    let mid = self.fabric_snap(&master).await?;
+                    let d = diff_fabric(start, &mid);
+                    c.lft_rerouted = Some(d.lft_asked);
+                    c.note.push_str(&format!(
+                        "; {} LFT entries rerouted with it down",
+                        d.lft_asked
+                    ));
+                    c.lft_unasked += d.lft_unasked;
+                    c.lft_detail.extend(
+                        d.detail
+                            .into_iter()
+                            .filter(|x| !x.starts_with("fabric:"))
+                            .map(|x| format!("with the cable down: {x}")),
+                    );
                 }
             }
         }
@@ -579,7 +597,11 @@ impl Drill {
             Action::KillMaster => self.cycle(super::Scenario::KillMaster, index).await?,
             Action::PlannedHandover => self.cycle(super::Scenario::PlannedHandover, index).await?,
             Action::RaftIsolation => self.cycle_raft_partition(index).await?,
-            _ => self.cycle_keep_master(action, index, rng).await?,
+            _ => {
+                let start = prev.clone();
+                self.cycle_keep_master(action, index, rng, start.as_ref())
+                    .await?
+            }
         };
         c.action = Some(action.name());
         if !action.moves_master() {
@@ -601,13 +623,10 @@ impl Drill {
                 .filter(|x| x.starts_with("fabric:"))
                 .cloned(),
         );
-        c.lft_unasked = d.lft_unasked;
+        c.lft_unasked += d.lft_unasked;
         c.lft_asked = d.lft_asked;
-        c.lft_detail = d
-            .detail
-            .into_iter()
-            .filter(|x| !x.starts_with("fabric:"))
-            .collect();
+        c.lft_detail
+            .extend(d.detail.into_iter().filter(|x| !x.starts_with("fabric:")));
         *prev = Some(now);
         let converged = self.wait_converged().await?;
         c.converged = Some(c.converged.unwrap_or(true) && converged);
@@ -686,6 +705,7 @@ pub fn report_part(cycles: &[Cycle], broken: &mut Vec<String>) -> Value {
         "actions": per,
         "lft_unasked": lft,
         "lft_asked": cycles.iter().map(|c| c.lft_asked).sum::<u64>(),
+        "lft_rerouted_during_flaps": cycles.iter().filter_map(|c| c.lft_rerouted).collect::<Vec<u64>>(),
         "dual_master_windows": windows,
         "replicas_converged_every_cycle": diverged.is_empty(),
         "guid2lid_mismatch_cycles": g2l,
