@@ -78,6 +78,7 @@ IBSMD=$TARGET/ibsmd
 IBSMCTL=$TARGET/ibsmctl
 
 WORK=$(mktemp -d /tmp/ibsm-soak.XXXXXX)
+USER_REPORT=$REPORT
 DRILL_PID=""
 cleanup() {
     # The drill stops its demo (SIGTERM, then SIGKILL); the demo's processes die with it.
@@ -86,7 +87,7 @@ cleanup() {
         sleep 2
         kill -9 "$DRILL_PID" 2>/dev/null || true
     fi
-    if [ -z "${IBSM_KEEP_BENCH:-}" ] && [ -z "$REPORT" ]; then rm -rf "$WORK"; else echo "kept $WORK" >&2; fi
+    if [ -z "${IBSM_KEEP_BENCH:-}" ] && [ -z "$USER_REPORT" ]; then rm -rf "$WORK"; else echo "kept $WORK" >&2; fi
 }
 trap cleanup EXIT
 
@@ -107,9 +108,11 @@ timeout $((MINUTES * 60 + 300)) "$IBSMCTL" drill soak --cycles "$CYCLES" --seed 
     --report-dir "$REPORT" >"$WORK/drill.out" 2>"$WORK/drill.err" &
 DRILL_PID=$!
 # Progress: one line per cycle from the drill's stderr.
-tail -n +1 -f "$WORK/drill.err" --pid "$DRILL_PID" 2>/dev/null | grep --line-buffered '^cycle ' | sed 's/^/  /' >&2 &
+tail -n +1 -f "$WORK/drill.err" --pid "$DRILL_PID" 2>/dev/null | grep --line-buffered '^cycle ' | sed -u 's/^/  /' >&2 &
+TAIL_PID=$!
 wait "$DRILL_PID"
 RC=$?
+wait "$TAIL_PID" 2>/dev/null || true
 DRILL_PID=""
 set -e
 END=$(date +%s)
@@ -128,7 +131,7 @@ f = r["failover_ms"]
 acts = ", ".join(f"{k} {v}" for k, v in r.get("actions", {}).items())
 stopped = r.get("stopped_early") or r.get("aborted")
 print()
-print(f"soak on ibsim, {r['fabric']}, seed {r['seed']}, {wall} s wall" + (f" ({stopped})" if stopped else ""))
+print(f"soak on ibsim, {r['fabric']}, seed {r['seed']}, {wall} s wall" + (f" ({stopped.splitlines()[0]})" if stopped else ""))
 rows = [
     ("cycles", f"{r['cycles_run']} of {r['cycles_planned']}"),
     ("LID changes", r["lid_changes"]),
@@ -136,9 +139,9 @@ rows = [
     ("two-master windows (sminfo poller)", f"{r['dual_master_windows']} ({r['dual_master_ms']} ms)"),
     ("acknowledged writes lost", r["writes_lost"]),
     ("failover ms min / median / max", f"{f['min']} / {f['median']} / {f['max']} (n={f['n']})"),
-    ("replicas converged every cycle", r["replicas_converged_every_cycle"]),
+    ("replicas converged every cycle", "yes" if r["replicas_converged_every_cycle"] else "NO"),
     ("actions", acts),
-    ("invariants", "ok" if r["invariants_ok"] else "BROKEN: " + "; ".join(r["broken"]) + (f"; {r['aborted']}" if r.get("aborted") else "")),
+    ("invariants", "ok" if r["invariants_ok"] else "BROKEN: " + "; ".join(x.splitlines()[0] for x in r["broken"] + [r.get("aborted") or ""] if x)),
 ]
 w = max(len(k) for k, _ in rows)
 print(f"| {'metric'.ljust(w)} | value")
@@ -147,5 +150,5 @@ for k, v in rows:
     print(f"| {k.ljust(w)} | {v}")
 print("(no OpenSM row: OpenSM has no replicated state to check; see the header)")
 EOF
-echo "report: $REPORT/report.txt" >&2
+if [ -n "$USER_REPORT" ] || [ -n "${IBSM_KEEP_BENCH:-}" ]; then echo "report: $REPORT/report.txt" >&2; fi
 exit "$RC"

@@ -36,6 +36,11 @@
 //!   after the cable is back the routing asks for its old choice (or a new one) and the
 //!   switches must hold exactly that. Changes routing asked for are counted apart
 //!   (`lft_asked`).
+//! - Reads settle first: a heavy sweep may still be programming the switches when the
+//!   master publishes its view (and a LID-routed `ibroute` fails while the path to a
+//!   switch is being reprogrammed), so the read is repeated every 500 ms until the
+//!   switches hold what routing wants, for at most 20 s; whatever still disagrees then
+//!   counts, and the note says how many reads it took.
 //! - Replicated state: every member at the same epoch and applied index (twice in a
 //!   row), every member's `GetLids` (a standby answers from its replica: guid2lid)
 //!   equal to the master's, and the cycle's marker partition listed by every member
@@ -62,6 +67,12 @@ const STANDBY_DOWN: Duration = Duration::from_secs(2);
 
 /// How long the master may take to re-sweep after a cable went down or came back.
 const RESWEEP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long the switches may take to hold what routing wants after a cycle.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Between two fabric reads while they settle.
+const SETTLE_STEP: Duration = Duration::from_millis(500);
 
 /// How long `Demo/ReadFabric` may take (one ibnetdiscover, one ibroute per switch).
 const READ_FABRIC_TIMEOUT: Duration = Duration::from_secs(120);
@@ -294,6 +305,26 @@ impl Drill {
         Ok(s)
     }
 
+    /// [`Drill::fabric_snap`] once the switches hold what the master's routing wants
+    /// (a heavy sweep may still be programming them, and a LID-routed `ibroute` fails
+    /// while the path to a switch is being reprogrammed): read again every
+    /// [`SETTLE_STEP`] until they agree or [`SETTLE_TIMEOUT`] passes, then the last
+    /// read (whatever still disagrees counts). The number of extra reads is returned.
+    async fn settled_snap(&mut self, master: &str) -> Result<(FabricSnap, u32), DrillError> {
+        let deadline = now_ms() + u64::try_from(SETTLE_TIMEOUT.as_millis()).unwrap_or(20_000);
+        let mut retries = 0;
+        loop {
+            let r = self.fabric_snap(master).await;
+            let agrees = r.as_ref().is_ok_and(|s| s.lft == s.intent);
+            if agrees || now_ms() > deadline {
+                return r.map(|s| (s, retries));
+            }
+            retries += 1;
+            self.poll().await?;
+            tokio::time::sleep(SETTLE_STEP).await;
+        }
+    }
+
     /// Every member's `GetLids` equal to the master's; the mismatches.
     async fn guid2lid_mismatches(&mut self, master: &str) -> Result<Vec<String>, DrillError> {
         let want = self.lids(master).await?;
@@ -379,13 +410,30 @@ impl Drill {
         Ok(())
     }
 
-    /// `name` answers GetTopology from a master view taken after `since`, within
-    /// `timeout` (the ms since `since`, or `None`).
+    /// `name`'s cable count in its master view (GetTopology), if it answers as master.
+    async fn links(&mut self, name: &str) -> Option<u32> {
+        let m = self.member(name).ok()?;
+        let t = m.target.clone();
+        unary(
+            &t,
+            "GetTopology",
+            m.fabric.get_topology(pb::GetTopologyRequest {}),
+        )
+        .await
+        .ok()
+        .filter(|v| v.source == "master")
+        .map(|v| v.links)
+    }
+
+    /// `name` answers GetTopology from a master view taken after `since` whose cable
+    /// count `links_ok` accepts (the cable seen down, or back), within `timeout` (the
+    /// ms since `since`, or `None`).
     async fn resweep(
         &mut self,
         name: &str,
         since: u64,
         timeout: Duration,
+        links_ok: impl Fn(u32) -> bool,
     ) -> Result<Option<u64>, DrillError> {
         let deadline = now_ms() + u64::try_from(timeout.as_millis()).unwrap_or(20_000);
         loop {
@@ -399,7 +447,7 @@ impl Drill {
             )
             .await
             {
-                if v.source == "master" && v.taken_unix_ms >= since {
+                if v.source == "master" && v.taken_unix_ms >= since && links_ok(v.links) {
                     return Ok(Some(now_ms().saturating_sub(since)));
                 }
             }
@@ -425,6 +473,7 @@ impl Drill {
         let marker = self.write_marker(&master, index).await?;
         let t = self.target.clone();
         let mut off_fabric = None;
+        let links_before = self.links(&master).await.unwrap_or(0);
         let t0 = self.poll().await?.max(now_ms());
         let (note, undo) = match action {
             Action::KillStandby => {
@@ -499,14 +548,19 @@ impl Drill {
             Action::KillStandby => self.hold(STANDBY_DOWN).await?,
             Action::SmpLoss => self.hold(SMP_LOSS_HOLD).await?,
             _ => {
-                // The master re-swept with the cable down (a trap, or its light sweep).
-                if self.resweep(&master, t0, RESWEEP_TIMEOUT).await?.is_none() {
+                // The master re-swept and saw the cable down (a trap, or its light sweep).
+                let down = |l: u32| l < links_before;
+                if self
+                    .resweep(&master, t0, RESWEEP_TIMEOUT, down)
+                    .await?
+                    .is_none()
+                {
                     c.note
                         .push_str("; no master re-sweep seen with the cable down");
                 } else if let Some(start) = start {
                     // Rerouted around the cable: every change routing asked for, the
                     // switches holding exactly what it wants.
-                    let mid = self.fabric_snap(&master).await?;
+                    let (mid, _) = self.settled_snap(&master).await?;
                     let d = diff_fabric(start, &mid);
                     c.lft_rerouted = Some(d.lft_asked);
                     c.note.push_str(&format!(
@@ -532,7 +586,7 @@ impl Drill {
                 self.cable_fault(&node, port, true, 0).await?;
                 if action == Action::LinkFlap
                     && self
-                        .resweep(&master, t_restore, RESWEEP_TIMEOUT)
+                        .resweep(&master, t_restore, RESWEEP_TIMEOUT, |l| l >= links_before)
                         .await?
                         .is_none()
                 {
@@ -591,7 +645,7 @@ impl Drill {
     ) -> Result<Cycle, DrillError> {
         if prev.is_none() {
             let m = self.wait_stable().await?;
-            *prev = Some(self.fabric_snap(&m).await?);
+            *prev = Some(self.settled_snap(&m).await?.0);
         }
         let mut c = match action {
             Action::KillMaster => self.cycle(super::Scenario::KillMaster, index).await?,
@@ -614,7 +668,13 @@ impl Drill {
         }
         // The fabric and the replicas, once stable.
         let master = self.wait_stable().await?;
-        let now = self.fabric_snap(&master).await?;
+        let (now, rereads) = self.settled_snap(&master).await?;
+        if rereads > 0 {
+            c.note.push_str(&format!(
+                "; fabric read {} times before it settled",
+                rereads + 1
+            ));
+        }
         let d = diff_fabric(prev.as_ref().unwrap_or(&now), &now);
         c.lid_changes += d.lid_changes;
         c.lid_change_detail.extend(
