@@ -274,15 +274,13 @@ impl DemoRpc for DemoService {
         let req = req.into_inner();
         if let Some(ib) = demo.ibsim() {
             let ib = ib.map_err(status_of)?;
-            let name = if req.name.is_empty() {
+            if req.name.is_empty() {
                 return Err(Status::invalid_argument(
                     "on ibsim, name the instance (sm1, sm2, ...)",
                 ));
-            } else {
-                req.name
-            };
+            }
             let out = ib
-                .set_raft_isolation(&name, req.isolated)
+                .set_raft_isolation(&req.name, req.isolated)
                 .await
                 .map_err(status_of)?;
             return Ok(Response::new(out));
@@ -348,5 +346,51 @@ impl DemoRpc for DemoService {
     ) -> Result<Response<pb::ReadFabricResponse>, Status> {
         let ib = self.ibsim_only("ReadFabric")?;
         Ok(Response::new(ib.read_fabric().await.map_err(status_of)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn isolate(name: &str, isolated: bool) -> Request<pb::SetRaftIsolationRequest> {
+        Request::new(pb::SetRaftIsolationRequest {
+            name: name.into(),
+            guid: 0,
+            isolated,
+        })
+    }
+
+    #[tokio::test]
+    async fn only_a_fault_injection_daemon_isolates_itself_and_only_itself() {
+        // A production daemon: refused like every drill.
+        let plain = DemoService::new(None);
+        let e = plain
+            .set_raft_isolation(isolate("", true))
+            .await
+            .err()
+            .map(|s| s.code());
+        assert_eq!(e, Some(tonic::Code::FailedPrecondition));
+        // --fault-injection: the daemon's own switch, no other instance.
+        let fault = ibsm_replica::FaultSwitch::default();
+        let svc = DemoService::new(None).with_own_fault_switch(Some(fault.clone()));
+        assert!(svc.set_raft_isolation(isolate("", true)).await.is_ok());
+        assert!(fault.is_isolated());
+        let e = svc
+            .set_raft_isolation(isolate("sm2", false))
+            .await
+            .err()
+            .map(|s| s.code());
+        assert_eq!(e, Some(tonic::Code::InvalidArgument));
+        assert!(fault.is_isolated(), "a refused call changes nothing");
+        assert!(svc.set_raft_isolation(isolate("", false)).await.is_ok());
+        assert!(!fault.is_isolated());
+        // The other drills stay refused.
+        let e = svc
+            .list_cables(Request::new(pb::ListCablesRequest {}))
+            .await
+            .err()
+            .map(|s| s.code());
+        assert_eq!(e, Some(tonic::Code::FailedPrecondition));
     }
 }
