@@ -188,6 +188,7 @@ pub fn require_lab() -> Result<()> {
         "ibsim",
         "opensm",
         "ibnetdiscover",
+        "ibroute",
         "sminfo",
         "smpquery",
         "smpdump",

@@ -12,8 +12,16 @@
 //! fourth HCA of the fabric: a real umad client reading SMInfo through ibsim, not the
 //! embedded simulator's state. A kill is a SIGKILL plus dropping the dead process's
 //! ibsim client (what a kernel does when it closes the umad/issm files), a pulled
-//! cable is ibsim's `Unlink`; `raft-partition` is refused there (no fault switch in
-//! another process).
+//! cable is ibsim's `Unlink`, and `raft-partition` asks the member process itself
+//! (the demo starts its members with `--fault-injection`, see `ibsmd::demo_service`).
+//!
+//! `soak` (ibsim only, module `soak`) mixes six actions cycle by cycle from a seeded
+//! RNG (master kill, standby kill, Raft isolation, 5 % SMP loss on a cable, a link
+//! flap, a planned handover) and after every cycle reads LIDs and LFTs back from the
+//! fabric with infiniband-diags (`Demo/ReadFabric`) and the replicated state from every
+//! member; an LFT entry that changed where the master's routing did not ask for it
+//! breaks the run, as a LID change does. `--deadline-s` bounds any drill: no cycle
+//! starts after it, and the report says it stopped early.
 //!
 //! Per cycle: wait until the cluster is stable (one MASTER on the wire, every running
 //! instance answering, the master's own fabric view published), read the LIDs, act
@@ -66,6 +74,8 @@ use serde_json::{json, Value};
 use crate::args::fmt_guid;
 use crate::control::{channel, unary, AuthChannel, CtlError, Target};
 
+mod soak;
+
 /// Exit code of a drill whose invariants broke.
 pub const EXIT_INVARIANT: u8 = 5;
 
@@ -104,6 +114,11 @@ pub enum Scenario {
     RaftPartition,
     /// Raise the lowest standby to priority 15, then give it its priority back.
     PriorityFlap,
+    /// On ibsim only: a seeded mix of master kill, standby kill, Raft isolation, 5 %
+    /// SMP loss on a cable, a link flap and a planned handover, with LIDs and LFTs read
+    /// back from the fabric (ibnetdiscover, ibroute) and every replica checked after
+    /// each cycle (see the `soak` module).
+    Soak,
 }
 
 impl Scenario {
@@ -114,6 +129,7 @@ impl Scenario {
             Scenario::MasterPortDown => "master-port-down",
             Scenario::RaftPartition => "raft-partition",
             Scenario::PriorityFlap => "priority-flap",
+            Scenario::Soak => "soak",
         }
     }
 }
@@ -129,6 +145,10 @@ pub struct DrillArgs {
     pub dual_master_bound_ms: u64,
     /// `--fabric` for the demo `--start-demo` starts (`None`: its default, embedded).
     pub fabric: Option<String>,
+    /// soak: the RNG seed (`None`: from the clock; the report prints it).
+    pub seed: Option<u64>,
+    /// Stop starting cycles after this long (the report says so); `None`: no bound.
+    pub deadline: Option<Duration>,
 }
 
 /// The `--fabric` prefix of the demo on ibsim.
@@ -151,11 +171,11 @@ impl DrillArgs {
                     .into(),
             ));
         }
-        if self.scenario == Scenario::RaftPartition && self.on_ibsim() {
+        if self.scenario == Scenario::Soak && self.start_demo && !self.on_ibsim() {
             return Err(DrillError::Setup(
-                "raft-partition is not available on ibsim: the members are separate \
-                 processes and the demo cannot cut one's Raft traffic (SetRaftIsolation); \
-                 run it on the embedded demo (no --fabric ibsim:)"
+                "soak runs on the demo on ibsim only (it reads LIDs and LFTs back with \
+                 ibnetdiscover/ibroute and faults cables through ibsim): give --fabric \
+                 ibsim:NETFILE"
                     .into(),
             ));
         }
@@ -213,13 +233,24 @@ fn state_of(s: &pb::SmInfoSample) -> Option<&'static str> {
     })
 }
 
-/// Time with no MASTER, the longest such stretch, and time with two or more MASTERs,
-/// within `[from, to)`, from a change timeline (states hold until the next change).
-pub fn master_gaps(changes: &[Change], from: u64, to: u64) -> (u64, u64, u64) {
+/// Time with no MASTER, the longest such stretch, time with two or more MASTERs and
+/// the number of separate stretches with two or more, within `[from, to)`, from a
+/// change timeline (states hold until the next change).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gaps {
+    pub none_total: u64,
+    pub none_max: u64,
+    pub dual: u64,
+    pub dual_windows: u64,
+}
+
+/// See [`Gaps`].
+pub fn master_gaps_windows(changes: &[Change], from: u64, to: u64) -> Gaps {
     let mut sorted: Vec<&Change> = changes.iter().collect();
     sorted.sort_by_key(|c| (c.at, c.seq));
     let mut state: BTreeMap<&str, Option<&str>> = BTreeMap::new();
     let (mut none_total, mut none_max, mut run, mut dual) = (0u64, 0u64, 0u64, 0u64);
+    let (mut windows, mut in_dual) = (0u64, false);
     let mut i = 0;
     while i < sorted.len() {
         let t = sorted.get(i).map_or(0, |c| c.at);
@@ -234,6 +265,10 @@ pub fn master_gaps(changes: &[Change], from: u64, to: u64) -> (u64, u64, u64) {
         }
         let masters = state.values().filter(|s| **s == Some("MASTER")).count();
         let d = b - a;
+        if masters > 1 && !in_dual {
+            windows += 1;
+        }
+        in_dual = masters > 1;
         if masters == 0 {
             none_total += d;
             run += d;
@@ -245,7 +280,12 @@ pub fn master_gaps(changes: &[Change], from: u64, to: u64) -> (u64, u64, u64) {
             }
         }
     }
-    (none_total, none_max, dual)
+    Gaps {
+        none_total,
+        none_max,
+        dual,
+        dual_windows: windows,
+    }
 }
 
 /// One cycle's measurements.
@@ -278,6 +318,16 @@ pub struct Cycle {
     pub degraded_ms: Option<u64>,
     pub heal_ms: Option<u64>,
     pub converged: Option<bool>,
+    /// soak: the action, LFT entries changed that routing did not ask for (and did),
+    /// members whose guid2lid differs from the master's, stretches with two MASTERs.
+    pub action: Option<&'static str>,
+    pub lft_unasked: u64,
+    pub lft_asked: u64,
+    /// link-flap: LFT entries routing moved around the unlinked cable.
+    pub lft_rerouted: Option<u64>,
+    pub lft_detail: Vec<String>,
+    pub guid2lid_detail: Vec<String>,
+    pub dual_windows: u64,
 }
 
 impl Cycle {
@@ -308,6 +358,13 @@ impl Cycle {
             "heal_ms": self.heal_ms,
             "degraded_cleared": self.heal_ms.is_some(),
             "converged": self.converged,
+            "action": self.action,
+            "lft_unasked": self.lft_unasked,
+            "lft_asked": self.lft_asked,
+            "lft_rerouted_with_cable_down": self.lft_rerouted,
+            "lft_detail": self.lft_detail,
+            "guid2lid_detail": self.guid2lid_detail,
+            "dual_master_windows": self.dual_windows,
         })
     }
 }
@@ -767,6 +824,9 @@ impl Drill {
                     Restore::Priority(lowest.0, lowest.1),
                 ))
             }
+            Scenario::Soak => Err(DrillError::Setup(
+                "soak is a mix of actions, not one action".into(),
+            )),
             Scenario::RaftPartition => {
                 unary(
                     &t,
@@ -1064,10 +1124,11 @@ impl Drill {
             .iter()
             .find(|x| x.name != master && matches!(x.state, Some("DISCOVERING" | "MASTER")))
             .map(|x| x.at.saturating_sub(t0));
-        let (none, none_max, dual) = master_gaps(&self.changes, t0, c.end_at);
-        c.masterless_ms = none;
-        c.masterless_max_ms = none_max;
-        c.dual_master_ms = dual;
+        let g = master_gaps_windows(&self.changes, t0, c.end_at);
+        c.masterless_ms = g.none_total;
+        c.masterless_max_ms = g.none_max;
+        c.dual_master_ms = g.dual;
+        c.dual_windows = g.dual_windows;
         Ok(c)
     }
 
@@ -1125,10 +1186,11 @@ impl Drill {
         let end = self.lids(&settled).await?;
         diff_lids(&before, &end, "after restore", None, &mut c);
         c.end_at = self.poll().await?;
-        let (none, none_max, dual) = master_gaps(&self.changes, t0, c.end_at);
-        c.masterless_ms = none;
-        c.masterless_max_ms = none_max;
-        c.dual_master_ms = dual;
+        let g = master_gaps_windows(&self.changes, t0, c.end_at);
+        c.masterless_ms = g.none_total;
+        c.masterless_max_ms = g.none_max;
+        c.dual_master_ms = g.dual;
+        c.dual_windows = g.dual_windows;
         Ok(c)
     }
 }
@@ -1291,18 +1353,62 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
     let mut cycles = Vec::new();
     let mut marks = Vec::new();
     let mut aborted = None;
+    let is_soak = args.scenario == Scenario::Soak;
+    let seed = args.seed.unwrap_or_else(now_ms);
+    let mut rng = soak::Rng::new(seed);
+    let plan = if is_soak {
+        soak::plan(&mut rng, args.cycles.max(1))
+    } else {
+        Vec::new()
+    };
+    if is_soak {
+        eprintln!(
+            "soak: seed {seed}, {} cycles: {}",
+            plan.len(),
+            plan.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
+        );
+    }
+    let mut snap = None;
+    let begun = std::time::Instant::now();
+    let mut stopped = None;
     for i in 1..=args.cycles.max(1) {
-        let c = match d.cycle(args.scenario, i).await {
+        if let Some(limit) = args.deadline.filter(|l| begun.elapsed() >= *l) {
+            stopped = Some(format!(
+                "deadline of {} s reached: stopped after {} of {} cycles",
+                limit.as_secs(),
+                i - 1,
+                args.cycles
+            ));
+            break;
+        }
+        let action = usize::try_from(i - 1)
+            .ok()
+            .and_then(|k| plan.get(k))
+            .copied();
+        let r = match action {
+            Some(a) => d.soak_cycle(a, i, &mut rng, &mut snap).await,
+            None => d.cycle(args.scenario, i).await,
+        };
+        let c = match r {
             Ok(c) => c,
-            // Still write the report of the cycles run (and this one's timeline).
+            // Still write the report of the cycles run (and this one's timeline); a
+            // soak reports whatever stopped it.
             Err(e @ DrillError::Invariant(_)) => {
                 aborted = Some(format!("cycle {i} aborted: {e}"));
+                break;
+            }
+            Err(e) if is_soak => {
+                aborted = Some(format!(
+                    "cycle {i} ({}) aborted: {e}",
+                    action.map_or("?", |a| a.name())
+                ));
                 break;
             }
             Err(e) => return Err(e),
         };
         eprintln!(
-            "cycle {i}: {} -> {}: failover {:?} ms, degraded {:?} ms, heal {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}, writes lost {}",
+            "cycle {i}{}: {} -> {}: failover {:?} ms, degraded {:?} ms, heal {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}, LFT unasked {}, writes lost {}",
+            c.action.map_or(String::new(), |a| format!(" {a}")),
             c.old_master,
             c.new_master.as_deref().unwrap_or("none"),
             c.failover_ms,
@@ -1311,6 +1417,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
             c.masterless_ms,
             c.dual_master_ms,
             c.lid_changes,
+            c.lft_unasked,
             c.writes_lost
         );
         marks.push((c.action_at, format!("#{i}")));
@@ -1320,6 +1427,12 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
     let end = d.poll().await?;
     let names: Vec<String> = d.members.iter().map(|m| m.name.clone()).collect();
     let (mut report, mut broken) = report(args, &cycles);
+    if is_soak {
+        report["seed"] = json!(seed);
+        report["cycles_planned"] = json!(args.cycles);
+        report["stopped_early"] = json!(stopped);
+        report["deadline_s"] = json!(args.deadline.map(|d| d.as_secs()));
+    }
     if let Some(why) = aborted {
         report["aborted"] = json!(why);
         report["invariants_ok"] = json!(false);
@@ -1383,9 +1496,11 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
     if lid_changes > 0 {
         broken.push(format!("{lid_changes} LID changes"));
     }
-    if !missing.is_empty() {
+    if !missing.is_empty() && args.scenario != Scenario::Soak {
         broken.push(format!("no new master in cycles {missing:?}"));
     }
+    let soak_part =
+        (args.scenario == Scenario::Soak).then(|| soak::report_part(cycles, &mut broken));
     if writes_lost > 0 {
         broken.push(format!("{writes_lost} acknowledged writes lost"));
     }
@@ -1424,7 +1539,7 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
             args.dual_master_bound_ms
         ));
     }
-    let v = json!({
+    let mut v = json!({
         "scenario": args.scenario.name(),
         "cycles": cycles.iter().map(Cycle::json).collect::<Vec<_>>(),
         "cycles_run": cycles.len(),
@@ -1449,6 +1564,9 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
         },
         "fabric": args.fabric.as_deref().unwrap_or("demo default (embedded)"),
     });
+    if let (Some(Value::Object(part)), Value::Object(map)) = (soak_part, &mut v) {
+        map.extend(part);
+    }
     let why = (!broken.is_empty()).then(|| broken.join("; "));
     (v, why)
 }
@@ -1458,6 +1576,9 @@ fn fmt_opt(v: Option<u64>) -> String {
 }
 
 fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> String {
+    if args.scenario == Scenario::Soak {
+        return soak::report_text(cycles, r);
+    }
     let mut out = format!("drill {} x{}\n", args.scenario.name(), cycles.len());
     out.push_str("CYCLE  OLD -> NEW   DETECT_MS  FAILOVER_MS  VERIFIED_MS  MASTERLESS_MS  DUAL_MS  LIDS_CHANGED  EPOCH\n");
     for c in cycles {
@@ -1568,12 +1689,21 @@ mod tests {
             ch(500, 6, "a", Some("MASTER")),
             ch(520, 7, "b", Some("STANDBY")),
         ];
-        let (none, none_max, dual) = master_gaps(&t, 0, 1000);
-        assert_eq!((none, none_max, dual), (300, 300, 20));
+        let g = master_gaps_windows(&t, 0, 1000);
+        assert_eq!(
+            (g.none_total, g.none_max, g.dual, g.dual_windows),
+            (300, 300, 20, 1)
+        );
         // Clipped to a window.
-        assert_eq!(master_gaps(&t, 200, 450), (200, 200, 0));
+        let g = master_gaps_windows(&t, 200, 450);
+        assert_eq!((g.none_total, g.none_max, g.dual), (200, 200, 0));
         // Nothing seen yet is not "no master": the timeline starts at the first round.
-        assert_eq!(master_gaps(&[], 0, 10), (0, 0, 0));
+        assert_eq!(master_gaps_windows(&[], 0, 10), Gaps::default());
+        // Two separate stretches with two masters are two windows.
+        let mut two = t.clone();
+        two.push(ch(600, 8, "b", Some("MASTER")));
+        two.push(ch(610, 9, "b", Some("STANDBY")));
+        assert_eq!(master_gaps_windows(&two, 0, 1000).dual_windows, 2);
     }
 
     #[test]
@@ -1588,6 +1718,8 @@ mod tests {
             report_dir: PathBuf::from("x"),
             dual_master_bound_ms: 0,
             fabric: None,
+            seed: None,
+            deadline: None,
         };
         let ok = Cycle {
             index: 1,
@@ -1614,7 +1746,7 @@ mod tests {
     }
 
     #[test]
-    fn raft_partition_and_a_fabric_without_start_demo_are_refused_up_front() {
+    fn soak_off_ibsim_and_a_fabric_without_start_demo_are_refused_up_front() {
         let mut args = DrillArgs {
             scenario: Scenario::RaftPartition,
             cycles: 1,
@@ -1623,22 +1755,26 @@ mod tests {
             report_dir: PathBuf::from("x"),
             dual_master_bound_ms: 0,
             fabric: Some("ibsim:/n".into()),
+            seed: None,
+            deadline: None,
         };
         assert!(args.on_ibsim());
-        let e = args
-            .check()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(e.contains("not available on ibsim"), "{e}");
-        args.scenario = Scenario::KillMaster;
+        // raft-partition runs on ibsim too now (--fault-injection on the members).
+        assert!(args.check().is_ok());
+        args.scenario = Scenario::Soak;
         assert!(args.check().is_ok());
         args.start_demo = false;
         assert!(args.check().is_err());
         args.fabric = Some("gen:fat-tree:4".into());
         args.start_demo = true;
-        args.scenario = Scenario::RaftPartition;
         assert!(!args.on_ibsim());
+        let e = args
+            .check()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("ibsim only"), "{e}");
+        args.scenario = Scenario::RaftPartition;
         assert!(args.check().is_ok());
     }
 
@@ -1658,6 +1794,8 @@ mod tests {
             report_dir: PathBuf::from("x"),
             dual_master_bound_ms: 0,
             fabric: None,
+            seed: None,
+            deadline: None,
         };
         let lost = Cycle {
             index: 1,

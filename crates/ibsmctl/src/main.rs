@@ -193,9 +193,15 @@ enum Command {
         #[arg(long, value_name = "MS", default_value_t = 0)]
         dual_master_bound_ms: u64,
         /// With --start-demo: the demo's fabric, e.g. ibsim:NETFILE (three ibsmd processes and an
-        /// SMInfo poller process on ibsim; raft-partition is refused there) [default: the demo's embedded fabric].
+        /// SMInfo poller process on ibsim; soak runs only there) [default: the demo's embedded fabric].
         #[arg(long, value_name = "FABRIC")]
         fabric: Option<String>,
+        /// soak: the RNG seed that draws the actions and their targets (printed in the report; replay a run with it) [default: from the clock].
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Start no new cycle after this many seconds (the report says it stopped early).
+        #[arg(long, value_name = "SECONDS")]
+        deadline_s: Option<u64>,
     },
     /// Print a shell completion script (e.g. `ibsmctl completions bash > /etc/bash_completion.d/ibsmctl`).
     Completions {
@@ -304,7 +310,11 @@ fn main() -> ExitCode {
             report_dir,
             dual_master_bound_ms,
             fabric,
+            seed,
+            deadline_s,
         } => Some(drill::DrillArgs {
+            seed: *seed,
+            deadline: deadline_s.map(std::time::Duration::from_secs),
             fabric: fabric.clone(),
             scenario: *scenario,
             cycles: *cycles,

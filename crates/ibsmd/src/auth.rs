@@ -61,6 +61,8 @@ pub const READ_ONLY_METHODS: &[&str] = &[
     "/ibsm.v1.Cluster/ListMembers",
     "/ibsm.v1.Demo/ListInstances",
     "/ibsm.v1.Demo/PollSmInfo",
+    "/ibsm.v1.Demo/ListCables",
+    "/ibsm.v1.Demo/ReadFabric",
 ];
 
 /// Path prefix of the Raft service, which authenticates its callers itself.

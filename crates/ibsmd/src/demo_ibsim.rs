@@ -17,9 +17,22 @@
 //! client; a kernel closes a dead process's umad/issm files, see
 //! `ibsm_labkit::Ibsim::reap_dead_clients`), `RestartInstance` runs the same command
 //! line again (it rejoins its Raft cluster from its data dir), `SetLinkState` is the
-//! console's `Unlink`/`Link` of the member's HCA port. `SetRaftIsolation` is refused
-//! (FAILED_PRECONDITION): the members are separate processes with no fault switch
-//! reachable from here.
+//! console's `Unlink`/`Link` of the member's HCA port. `SetRaftIsolation` is passed
+//! on to the member process: the members run with `--fault-injection` (a test
+//! facility, off by default), so their own `Demo/SetRaftIsolation` with no name and no
+//! GUID flips their replica's fault switch (see [`crate::demo_service`]). A TCP proxy
+//! in front of each member was the alternative without a flag, but Raft dials the
+//! addresses in the replicated membership, one per member, so a proxy cannot tell
+//! which peer a connection comes from and could only cut one direction.
+//!
+//! For the soak (`ibsmctl drill soak`), three more calls, on this demo only:
+//! `ListCables` (every cable of the net file, with the member whose CA port it is and
+//! whether the poller's directed routes cross it: a fault there would blind the
+//! judge), `SetCableFault` (`Unlink`/`Link` any cable, and its SMP loss with ibsim's
+//! `Error "node"[port] <rate%>`, rate 0 clearing it), and `ReadFabric`: `ibnetdiscover
+//! -p` and `ibroute LID` per switch run under umad2sim on the poller's HCA (ibsim
+//! serves several clients on one node), parsed into LIDs and unicast LFT entries, so
+//! the soak compares what the switches hold, not what an SM says.
 //!
 //! The Demo service has its own endpoint (the members are other processes, whose
 //! Demo service refuses drills); it is printed first, so `ibsmctl drill
@@ -53,6 +66,12 @@ pub const IBSIM_PREFIX: &str = "ibsim:";
 
 /// How long the members may take to open their gRPC ports at start.
 const MEMBER_START: Duration = Duration::from_secs(60);
+
+/// How long the demo waits for a member's own Demo service (Raft isolation).
+const MEMBER_RPC: Duration = Duration::from_secs(5);
+
+/// How long one infiniband-diags command may run.
+const DIAG_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Log filter of the member processes.
 const MEMBER_LOG: &str = "info,openraft=warn,ibsm_core::election=warn";
@@ -166,6 +185,7 @@ pub struct IbsimShared {
     poller: SmInfoPoller,
     poller_proc: Mutex<Option<ChildGuard>>,
     poller_host: String,
+    cables: Mutex<Vec<pb::Cable>>,
 }
 
 fn pb_state(s: Option<SmState>) -> pb::SmState {
@@ -380,14 +400,136 @@ impl IbsimShared {
         Ok(self.poller.since(after_seq))
     }
 
-    /// Why `SetRaftIsolation` is refused here.
-    pub fn raft_isolation_refused(&self) -> DemoError {
-        DemoError::FailedPrecondition(
-            "SetRaftIsolation is not available on ibsim: the members are separate processes \
-             (no replica fault switch reachable from the demo); run raft-partition on the \
-             embedded demo"
-                .into(),
+    /// Cut or heal member `name`'s Raft traffic: `Demo/SetRaftIsolation` (name and
+    /// GUID empty) on the member's own endpoint, which it accepts because the demo
+    /// started it with `--fault-injection`.
+    pub async fn set_raft_isolation(
+        &self,
+        name: &str,
+        isolated: bool,
+    ) -> Result<pb::DemoInstance, DemoError> {
+        let _drill = self.drills.lock().await;
+        let endpoint = {
+            let mut members = self.members.lock().unwrap_or_else(|p| p.into_inner());
+            let i = self.find(&members, &Selector::Name(name.to_string()))?;
+            let m = members
+                .get_mut(i)
+                .ok_or_else(|| DemoError::NotFound("member vanished".into()))?;
+            if !m.running() {
+                return Err(DemoError::FailedPrecondition(format!(
+                    "{name} is not running"
+                )));
+            }
+            m.endpoint
+        };
+        let unavailable = |e: String| DemoError::Unavailable(format!("{name} at {endpoint}: {e}"));
+        let mut client = tokio::time::timeout(
+            MEMBER_RPC,
+            pb::demo_client::DemoClient::connect(format!("http://{endpoint}")),
         )
+        .await
+        .map_err(|_| unavailable("connect timed out".into()))?
+        .map_err(|e| unavailable(e.to_string()))?;
+        tokio::time::timeout(
+            MEMBER_RPC,
+            client.set_raft_isolation(pb::SetRaftIsolationRequest {
+                isolated,
+                ..Default::default()
+            }),
+        )
+        .await
+        .map_err(|_| unavailable("SetRaftIsolation timed out".into()))?
+        .map_err(|e| unavailable(e.message().to_string()))?;
+        tracing::warn!(sm = %name, isolated, "ibsim demo drill: Raft traffic of the member set");
+        let mut members = self.members.lock().unwrap_or_else(|p| p.into_inner());
+        let i = self.find(&members, &Selector::Name(name.to_string()))?;
+        let m = members
+            .get_mut(i)
+            .ok_or_else(|| DemoError::NotFound("member vanished".into()))?;
+        Ok(self.pb(m))
+    }
+
+    /// The cables of the net file, as the drills left them.
+    pub fn cables(&self) -> Vec<pb::Cable> {
+        self.cables
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Take the cable at `node`[`port`] (either end) down or up, and set the SMP loss
+    /// through its first end (`Error "node"[port] <rate%>`; 0 clears it).
+    pub async fn set_cable_fault(
+        &self,
+        node: &str,
+        port: u8,
+        up: bool,
+        loss_percent: u8,
+    ) -> Result<(), DemoError> {
+        let _drill = self.drills.lock().await;
+        let cable = {
+            let cables = self.cables.lock().unwrap_or_else(|p| p.into_inner());
+            cables
+                .iter()
+                .find(|c| {
+                    (c.node == node && c.port == u32::from(port))
+                        || (c.remote == node && c.remote_port == u32::from(port))
+                })
+                .cloned()
+                .ok_or_else(|| {
+                    DemoError::NotFound(format!("no cable at \"{node}\"[{port}] in the net file"))
+                })?
+        };
+        let (a, ap) = (cable.node.clone(), u8::try_from(cable.port).unwrap_or(0));
+        let (b, bp) = (
+            cable.remote.clone(),
+            u8::try_from(cable.remote_port).unwrap_or(0),
+        );
+        let was_up = cable.up;
+        let sim = Arc::clone(&self.sim);
+        let answers = self
+            .sup
+            .run(move || -> Result<Vec<String>, ibsm_labkit::LabError> {
+                let mut out = Vec::new();
+                if !up {
+                    if was_up {
+                        out.push(sim.unlink(&a, Some(ap))?);
+                    }
+                    return Ok(out);
+                }
+                if !was_up {
+                    out.push(sim.link(&a, ap, &b, bp)?);
+                }
+                out.push(sim.error_rate(&a, ap, loss_percent, None)?);
+                Ok(out)
+            })
+            .await?
+            .map_err(|e| DemoError::Unavailable(format!("ibsim console: {e}")))?;
+        tracing::warn!(node = %cable.node, port = cable.port, up, loss_percent,
+            answer = %answers.join(" / ").trim(), "ibsim demo drill: cable fault set");
+        let mut cables = self.cables.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = cables
+            .iter_mut()
+            .find(|c| c.node == cable.node && c.port == cable.port)
+        {
+            c.up = up;
+            if up {
+                c.loss_percent = u32::from(loss_percent);
+            }
+        }
+        Ok(())
+    }
+
+    /// LIDs and LFTs as the switches hold them: `ibnetdiscover -p`, then `ibroute LID`
+    /// for each switch, under umad2sim on the poller's HCA (ibsim serves several
+    /// clients on one node).
+    pub async fn read_fabric(&self) -> Result<pb::ReadFabricResponse, DemoError> {
+        let sim = Arc::clone(&self.sim);
+        let host = self.poller_host.clone();
+        self.sup
+            .run(move || read_fabric_with(&sim, &host))
+            .await?
+            .map_err(DemoError::Unavailable)
     }
 
     /// Wait until every member accepts TCP connections on its gRPC port (the drill
@@ -485,6 +627,56 @@ struct Plan {
     hosts: Vec<(String, u8, String, u8)>,
     poller_host: String,
     paths: Vec<Vec<u8>>,
+    /// Every cable once, with what a fault on it would hit.
+    cables: Vec<pb::Cable>,
+}
+
+/// Every cable of `t` once (from its lower (node, port) end), marked with the member
+/// whose CA port it is and whether the poller's directed routes (from `spare`) cross it.
+fn cables_of(
+    t: &ibsm_fabric::Topology,
+    hosts: &[(ibsm_fabric::NodeIdx, u8, String)],
+    spare: (ibsm_fabric::NodeIdx, u8),
+    paths: &[Vec<u8>],
+) -> Vec<pb::Cable> {
+    let mut judged = std::collections::HashSet::new();
+    for path in paths {
+        let mut at = spare.0;
+        for p in path {
+            let Some(next) = t.node(at).and_then(|n| n.port(*p)).and_then(|q| q.remote) else {
+                break;
+            };
+            judged.insert(((at, *p).min(next), (at, *p).max(next)));
+            at = next.0;
+        }
+    }
+    let name_of = |i| t.node(i).map(|n| n.name.clone()).unwrap_or_default();
+    let mut out = Vec::new();
+    for (idx, node) in t.iter() {
+        for (p, port) in node.physical_ports() {
+            let Some(r) = port.remote else { continue };
+            if (idx, p) > r {
+                continue;
+            }
+            let sm = hosts
+                .iter()
+                .position(|(h, hp, _)| (*h, *hp) == (idx, p) || (*h, *hp) == r)
+                .map_or(String::new(), |i| format!("sm{}", i + 1));
+            out.push(pb::Cable {
+                node: node.name.clone(),
+                port: u32::from(p),
+                remote: name_of(r.0),
+                remote_port: u32::from(r.1),
+                switch_to_switch: node.is_switch()
+                    && t.node(r.0).is_some_and(ibsm_fabric::Node::is_switch),
+                sm,
+                judge_path: judged.contains(&((idx, p), r)),
+                up: true,
+                loss_percent: 0,
+            });
+        }
+    }
+    out
 }
 
 fn plan(netfile: &Path) -> anyhow::Result<Plan> {
@@ -530,11 +722,109 @@ fn plan(netfile: &Path) -> anyhow::Result<Plan> {
     if out.iter().any(|h| h.0.is_empty()) || name_of(spare.0).is_empty() {
         anyhow::bail!("net file {}: a CA without a node id", netfile.display());
     }
+    let cables = cables_of(&t, &hosts, (spare.0, spare.1), &paths);
     Ok(Plan {
         hosts: out,
         poller_host: name_of(spare.0),
         paths,
+        cables,
     })
+}
+
+/// Run `ibnetdiscover -p` and `ibroute LID` for each switch on `host`; parse them.
+fn read_fabric_with(sim: &Ibsim, host: &str) -> Result<pb::ReadFabricResponse, String> {
+    let run = |args: &[&str]| -> Result<String, String> {
+        let tool = args.first().copied().unwrap_or_default();
+        ibsm_labkit::require_tool(tool).map_err(|e| e.to_string())?;
+        let mut cmd = sim.command_on(host, tool);
+        cmd.args(args.get(1..).unwrap_or(&[]))
+            .stdin(Stdio::null())
+            .env_remove("RUST_LOG");
+        let out = sim
+            .run(&mut cmd, DIAG_TIMEOUT)
+            .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} on {host} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let mut commands = vec![format!("SIM_HOST={host} ibnetdiscover -p")];
+    let lids = parse_ibnetdiscover_ports(&run(&["ibnetdiscover", "-p"])?);
+    let mut switches = Vec::new();
+    for l in lids.iter().filter(|l| l.kind == "SW") {
+        let lid = l.lid.to_string();
+        commands.push(format!("SIM_HOST={host} ibroute {lid}"));
+        let text = run(&["ibroute", &lid])?;
+        switches.push(pb::SwitchLft {
+            node_guid: l.port_guid,
+            lid: l.lid,
+            description: l.description.clone(),
+            entries: parse_ibroute(&text),
+        });
+    }
+    Ok(pb::ReadFabricResponse {
+        lids,
+        switches,
+        commands,
+    })
+}
+
+/// The ports `ibnetdiscover -p` lists, one per port GUID (a switch once, by its port
+/// 0 GUID and LID): `CA  3  1 0x000000000010000a 4x SDR - SW ... ( 'Hca4' - 'Switch2' )`.
+pub fn parse_ibnetdiscover_ports(text: &str) -> Vec<pb::FabricLid> {
+    let mut seen = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let mut w = line.split_whitespace();
+        let (Some(kind), Some(lid), Some(_port), Some(guid)) =
+            (w.next(), w.next(), w.next(), w.next())
+        else {
+            continue;
+        };
+        if kind != "CA" && kind != "SW" {
+            continue;
+        }
+        let (Ok(lid), Some(Ok(guid))) = (
+            lid.parse::<u32>(),
+            guid.strip_prefix("0x").map(|g| u64::from_str_radix(g, 16)),
+        ) else {
+            continue;
+        };
+        let description = line
+            .split('\'')
+            .nth(1)
+            .map(str::to_string)
+            .unwrap_or_default();
+        seen.entry(guid).or_insert(pb::FabricLid {
+            port_guid: guid,
+            lid,
+            kind: kind.to_string(),
+            description,
+        });
+    }
+    seen.into_values().collect()
+}
+
+/// The entries `ibroute` prints: `0x0003 002 : (Channel Adapter portguid ...)`.
+pub fn parse_ibroute(text: &str) -> Vec<pb::LftEntry> {
+    text.lines()
+        .filter_map(|line| {
+            let mut w = line.split_whitespace();
+            let lid = w.next()?.strip_prefix("0x")?;
+            let port = w.next()?;
+            if w.next() != Some(":") {
+                return None;
+            }
+            Some(pb::LftEntry {
+                lid: u32::from_str_radix(lid, 16).ok()?,
+                port: port.parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 /// `--target` value of `ibsmd sminfo-poll`: `NAME=P1,P2,...`.
@@ -649,6 +939,8 @@ impl IbsimDemo {
                     .unwrap_or_default(),
                 "--node-id",
                 &id.to_string(),
+                // Demo/SetRaftIsolation reaches the member's own replica switch.
+                "--fault-injection",
                 "--data-dir",
             ]
             .iter()
@@ -734,6 +1026,7 @@ impl IbsimDemo {
             poller,
             poller_proc: Mutex::new(Some(poller_proc)),
             poller_host: plan.poller_host.clone(),
+            cables: Mutex::new(plan.cables.clone()),
         });
         shared.wait_members_listening(MEMBER_START).await?;
         let handle = DemoHandle::of_ibsim(Arc::downgrade(&shared));
@@ -860,6 +1153,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn diag_output_is_parsed_into_lids_and_lft_entries() {
+        let disc = "CA     3  1 0x000000000010000a 4x SDR - SW     2  2 0x0000000000200001 ( 'Hca4' - 'Switch2' )\n\
+SW     2  8 0x0000000000200001 4x SDR                                    'Switch2'\n\
+SW     2  5 0x0000000000200001 4x SDR - SW     4  5 0x0000000000200000 ( 'Switch2' - 'Switch1' )\n\
+# garbage\nCA x 1 0xzz\n";
+        let l = parse_ibnetdiscover_ports(disc);
+        assert_eq!(l.len(), 2, "{l:?}");
+        let hca = l.iter().find(|x| x.kind == "CA").expect("CA");
+        assert_eq!(
+            (hca.port_guid, hca.lid, hca.description.as_str()),
+            (0x10000a, 3, "Hca4")
+        );
+        let sw = l.iter().find(|x| x.kind == "SW").expect("SW");
+        assert_eq!(
+            (sw.port_guid, sw.lid, sw.description.as_str()),
+            (0x200001, 2, "Switch2")
+        );
+        let route = "Unicast lids [0x0-0x6] of switch Lid 2 guid 0x0000000000200001 (Switch2):\n  Lid  Out   Destination\n       Port     Info \n0x0001 001 : (Channel Adapter portguid 0x0000000000100004: 'Hca2')\n0x0002 000 : (Switch portguid 0x0000000000200001: 'Switch2')\n6 valid lids dumped \n";
+        let e = parse_ibroute(route);
+        assert_eq!(
+            e.iter().map(|x| (x.lid, x.port)).collect::<Vec<_>>(),
+            [(1, 1), (2, 0)]
+        );
+        assert!(parse_ibroute("nonsense\n0x zz : x\n").is_empty());
+    }
+
+    #[test]
     fn targets_round_trip_and_bad_ones_are_refused() {
         let t = format_target("sm2", &[1, 3, 1]);
         assert_eq!(t, "sm2=1,3,1");
@@ -890,6 +1210,19 @@ mod tests {
         assert_eq!(p.paths[1].len(), 3);
         assert_eq!(p.paths[1].last(), Some(&1));
         assert_eq!(p.paths[2].last(), Some(&2));
+        // Cables: 4 CA cables and 2 between the switches, one of those on the judge's
+        // routes (the poller reaches Switch2 over it), the other free to fault.
+        assert_eq!(p.cables.len(), 6, "{:?}", p.cables);
+        let isl: Vec<&pb::Cable> = p.cables.iter().filter(|c| c.switch_to_switch).collect();
+        assert_eq!(isl.len(), 2);
+        assert_eq!(isl.iter().filter(|c| c.judge_path).count(), 1, "{isl:?}");
+        let sms: Vec<&str> = p
+            .cables
+            .iter()
+            .map(|c| c.sm.as_str())
+            .filter(|s| !s.is_empty())
+            .collect();
+        assert_eq!(sms.len(), 3, "{:?}", p.cables);
         // A net file with too few CAs is refused with a reason.
         let small = dir.path().join("small");
         std::fs::write(

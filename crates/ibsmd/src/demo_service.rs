@@ -4,6 +4,15 @@
 //! control surface is unchanged and clients generated before it keep working. Every
 //! server registers it; outside the demo it answers `FAILED_PRECONDITION` to every
 //! call, so a drill can never stop a production SM.
+//!
+//! One exception, a test facility that is off by default: a member daemon started with
+//! `--fault-injection` (and replication) accepts `SetRaftIsolation` with no name and
+//! no GUID, meaning "this daemon", and flips its own replica's
+//! [`ibsm_replica::FaultSwitch`]. The demo on ibsim ([`crate::demo_ibsim`]) runs its
+//! members that way, because they are separate processes whose fault switch it cannot
+//! reach otherwise; a production daemon never has the flag, so the call is refused
+//! (`FAILED_PRECONDITION`) there like every other drill. It is an admin-only call
+//! (not in [`crate::auth::READ_ONLY_METHODS`]).
 
 use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::demo_server::Demo as DemoRpc;
@@ -15,12 +24,36 @@ use crate::demo::{DemoError, DemoHandle, MemberInfo, Selector};
 #[derive(Debug, Clone)]
 pub struct DemoService {
     demo: Option<DemoHandle>,
+    /// `--fault-injection`: this daemon's own replica fault switch.
+    own_fault: Option<ibsm_replica::FaultSwitch>,
 }
 
 impl DemoService {
     /// Serve drills for `demo` (or refuse them all with `None`).
     pub fn new(demo: Option<DemoHandle>) -> DemoService {
-        DemoService { demo }
+        DemoService {
+            demo,
+            own_fault: None,
+        }
+    }
+
+    /// `--fault-injection`: accept `SetRaftIsolation` for this daemon itself (name and
+    /// GUID empty), on `fault` (its replica's switch).
+    pub fn with_own_fault_switch(mut self, fault: Option<ibsm_replica::FaultSwitch>) -> Self {
+        self.own_fault = fault;
+        self
+    }
+
+    fn ibsim_only(
+        &self,
+        what: &str,
+    ) -> Result<std::sync::Arc<crate::demo_ibsim::IbsimShared>, Status> {
+        match self.demo()?.ibsim() {
+            Some(ib) => ib.map_err(status_of),
+            None => Err(Status::failed_precondition(format!(
+                "{what} is only available on the demo on ibsim (ibsmd demo --fabric ibsim:NETFILE)"
+            ))),
+        }
     }
 
     fn demo(&self) -> Result<&DemoHandle, Status> {
@@ -213,11 +246,45 @@ impl DemoRpc for DemoService {
         &self,
         req: Request<pb::SetRaftIsolationRequest>,
     ) -> Result<Response<pb::DemoInstance>, Status> {
-        let demo = self.demo()?;
-        if let Some(ib) = demo.ibsim() {
-            return Err(status_of(ib.map_err(status_of)?.raft_isolation_refused()));
+        if self.demo.is_none() {
+            let req = req.into_inner();
+            let Some(fault) = &self.own_fault else {
+                return Err(Status::failed_precondition(
+                    "demo drills are only available in `ibsmd demo`; this daemon manages a real \
+                     fabric (a replicated member started with --fault-injection, a test \
+                     facility, accepts SetRaftIsolation for itself)",
+                ));
+            };
+            if !req.name.is_empty() || req.guid != 0 {
+                return Err(Status::invalid_argument(
+                    "--fault-injection isolates this daemon only: leave name and guid empty",
+                ));
+            }
+            fault.set_isolated(req.isolated);
+            tracing::warn!(
+                isolated = req.isolated,
+                "fault injection: this daemon's Raft traffic set (Demo/SetRaftIsolation)"
+            );
+            return Ok(Response::new(pb::DemoInstance {
+                running: true,
+                ..pb::DemoInstance::default()
+            }));
         }
+        let demo = self.demo()?;
         let req = req.into_inner();
+        if let Some(ib) = demo.ibsim() {
+            let ib = ib.map_err(status_of)?;
+            if req.name.is_empty() {
+                return Err(Status::invalid_argument(
+                    "on ibsim, name the instance (sm1, sm2, ...)",
+                ));
+            }
+            let out = ib
+                .set_raft_isolation(&req.name, req.isolated)
+                .await
+                .map_err(status_of)?;
+            return Ok(Response::new(out));
+        }
         let sel = match (req.name.is_empty(), req.guid) {
             (false, 0) => Selector::Name(req.name),
             (true, g) if g != 0 => Selector::Guid(g),
@@ -236,5 +303,94 @@ impl DemoRpc for DemoService {
             .set_raft_isolation(&sel, req.isolated)
             .map_err(status_of)?;
         Ok(Response::new(pb_instance(&m)))
+    }
+
+    async fn list_cables(
+        &self,
+        _req: Request<pb::ListCablesRequest>,
+    ) -> Result<Response<pb::ListCablesResponse>, Status> {
+        let ib = self.ibsim_only("ListCables")?;
+        Ok(Response::new(pb::ListCablesResponse {
+            cables: ib.cables(),
+        }))
+    }
+
+    async fn set_cable_fault(
+        &self,
+        req: Request<pb::SetCableFaultRequest>,
+    ) -> Result<Response<pb::ListCablesResponse>, Status> {
+        let ib = self.ibsim_only("SetCableFault")?;
+        let req = req.into_inner();
+        let port = u8::try_from(req.port)
+            .map_err(|_| Status::invalid_argument(format!("port {} is not a port", req.port)))?;
+        let loss = u8::try_from(req.loss_percent)
+            .ok()
+            .filter(|l| *l <= 100)
+            .ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "loss_percent {} is not 0..=100",
+                    req.loss_percent
+                ))
+            })?;
+        ib.set_cable_fault(&req.node, port, req.up, loss)
+            .await
+            .map_err(status_of)?;
+        Ok(Response::new(pb::ListCablesResponse {
+            cables: ib.cables(),
+        }))
+    }
+
+    async fn read_fabric(
+        &self,
+        _req: Request<pb::ReadFabricRequest>,
+    ) -> Result<Response<pb::ReadFabricResponse>, Status> {
+        let ib = self.ibsim_only("ReadFabric")?;
+        Ok(Response::new(ib.read_fabric().await.map_err(status_of)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn isolate(name: &str, isolated: bool) -> Request<pb::SetRaftIsolationRequest> {
+        Request::new(pb::SetRaftIsolationRequest {
+            name: name.into(),
+            guid: 0,
+            isolated,
+        })
+    }
+
+    #[tokio::test]
+    async fn only_a_fault_injection_daemon_isolates_itself_and_only_itself() {
+        // A production daemon: refused like every drill.
+        let plain = DemoService::new(None);
+        let e = plain
+            .set_raft_isolation(isolate("", true))
+            .await
+            .err()
+            .map(|s| s.code());
+        assert_eq!(e, Some(tonic::Code::FailedPrecondition));
+        // --fault-injection: the daemon's own switch, no other instance.
+        let fault = ibsm_replica::FaultSwitch::default();
+        let svc = DemoService::new(None).with_own_fault_switch(Some(fault.clone()));
+        assert!(svc.set_raft_isolation(isolate("", true)).await.is_ok());
+        assert!(fault.is_isolated());
+        let e = svc
+            .set_raft_isolation(isolate("sm2", false))
+            .await
+            .err()
+            .map(|s| s.code());
+        assert_eq!(e, Some(tonic::Code::InvalidArgument));
+        assert!(fault.is_isolated(), "a refused call changes nothing");
+        assert!(svc.set_raft_isolation(isolate("", false)).await.is_ok());
+        assert!(!fault.is_isolated());
+        // The other drills stay refused.
+        let e = svc
+            .list_cables(Request::new(pb::ListCablesRequest {}))
+            .await
+            .err()
+            .map(|s| s.code());
+        assert_eq!(e, Some(tonic::Code::FailedPrecondition));
     }
 }

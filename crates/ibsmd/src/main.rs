@@ -79,6 +79,11 @@ struct Cli {
     /// Run the gRPC API with no authentication at all (loud warning at start).
     #[arg(long)]
     insecure_plaintext: bool,
+    /// Test facility, never for production: let an admin cut and heal this member's Raft
+    /// traffic through Demo/SetRaftIsolation (name and guid empty); needs replication
+    /// (--node-id). The demo on ibsim starts its members with it for its Raft drills.
+    #[arg(long)]
+    fault_injection: bool,
     /// Master: LMC, 2^LMC LIDs per end port, 0..=7 [default: 0].
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
     lmc: Option<u8>,
@@ -210,6 +215,7 @@ struct DaemonSettings {
     subnet: ibsm_core::subnet::SubnetConfig,
     master_heavy_sweep_interval: Duration,
     trusted_sm_guids: Option<std::collections::BTreeSet<u64>>,
+    fault_injection: bool,
 }
 
 fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
@@ -263,6 +269,7 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
         Some(cli.trusted_sm_guids)
     };
     Ok(DaemonSettings {
+        fault_injection: cli.fault_injection,
         trusted_sm_guids: trusted_sm_guids.map(|v| v.into_iter().collect()),
         subnet,
         master_heavy_sweep_interval,
@@ -589,6 +596,12 @@ async fn run_daemon(
     let listener = tokio::net::TcpListener::bind(cli.grpc)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen for gRPC on {}: {e}", cli.grpc))?;
+    if cli.fault_injection {
+        tracing::warn!(
+            replicated = cli.node_id.is_some(),
+            "--fault-injection: an admin can cut this member's Raft traffic (Demo/SetRaftIsolation); a test facility, never for production"
+        );
+    }
     let metrics_listener = match cli.metrics {
         Some(a) => Some(
             tokio::net::TcpListener::bind(a)
@@ -631,6 +644,7 @@ async fn run_daemon(
         ibsmd::server::ServeOptions {
             security,
             replication: repl.clone(),
+            fault_injection: cli.fault_injection,
             ..ibsmd::server::ServeOptions::default()
         },
     )

@@ -554,6 +554,9 @@ pub struct ServeOptions {
     /// The replica: its Raft service and `ibsm.v1.Cluster` are served too, and
     /// `GetStatus` reports its epoch and Raft view.
     pub replication: Option<Arc<Replication>>,
+    /// `--fault-injection` (a test facility, off by default): the Demo service accepts
+    /// `SetRaftIsolation` for this daemon's own replica (see [`DemoService`]).
+    pub fault_injection: bool,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -563,6 +566,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("demo", &self.demo)
             .field("extra_services", &self.extra_services.is_some())
             .field("replication", &self.replication)
+            .field("fault_injection", &self.fault_injection)
             .finish()
     }
 }
@@ -674,7 +678,12 @@ pub async fn serve_listener(
         // member certificates itself, see crate::replication ("Security").
         .add_optional_service(opts.replication.as_ref().map(|r| r.grpc_service()))
         .add_service(ibsm_proto::v1::demo_server::DemoServer::new(
-            DemoService::new(opts.demo.clone()),
+            DemoService::new(opts.demo.clone()).with_own_fault_switch(
+                opts.replication
+                    .as_ref()
+                    .filter(|_| opts.fault_injection)
+                    .map(|r| r.replica().fault_switch()),
+            ),
         ));
     let router = match &opts.extra_services {
         Some(hook) => hook(router, icpt),
