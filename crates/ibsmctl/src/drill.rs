@@ -903,26 +903,37 @@ impl Drill {
         let p_key = MARKER_P_KEY;
         let m = self.member(master)?;
         let t = m.target.clone();
+        let request = pb::SetPartitionRequest {
+            partition: Some(pb::PartitionEntry {
+                name: name.clone(),
+                p_key,
+                members: vec![pb::PartitionMemberEntry {
+                    port_guid: guid,
+                    full: true,
+                }],
+            }),
+        };
         let acked = if guid == 0 {
             Err(format!("{master} did not tell its port GUID"))
         } else {
-            unary(
-                &t,
-                "SetPartition",
-                m.fabric.set_partition(pb::SetPartitionRequest {
-                    partition: Some(pb::PartitionEntry {
-                        name: name.clone(),
-                        p_key,
-                        members: vec![pb::PartitionMemberEntry {
-                            port_guid: guid,
-                            full: true,
-                        }],
-                    }),
-                }),
-            )
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            // As any client of the API would: an UNAVAILABLE answer (no Raft leader
+            // for the moment, the write timed out) or a call that timed out is tried
+            // again; SetPartition is idempotent, so a retry cannot write twice.
+            let mut failures = Vec::new();
+            loop {
+                let r = unary(&t, "SetPartition", m.fabric.set_partition(request.clone())).await;
+                let retry = match &r {
+                    Ok(_) => break Ok(()),
+                    Err(CtlError::Rpc { status, .. }) => status.code() == tonic::Code::Unavailable,
+                    Err(CtlError::Timeout { .. }) => true,
+                    Err(_) => false,
+                };
+                failures.push(r.err().map(|e| e.to_string()).unwrap_or_default());
+                if !retry || failures.len() >= MARKER_ATTEMPTS {
+                    break Err(failures.join("; then "));
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
         };
         Ok(Marker { name, p_key, acked })
     }
@@ -1213,6 +1224,10 @@ impl Cycle {
         }
     }
 }
+
+/// How many times a drill tries to write its marker before the cycle says it was not
+/// acknowledged.
+const MARKER_ATTEMPTS: usize = 4;
 
 /// The P_Key of the drills' marker partition (the highest one below the default
 /// 0x7fff, out of the way of hand-made partitions).
