@@ -78,6 +78,12 @@
 //! every `snapshot_after_logs` entries, then the log is purged behind them. The store
 //! passes `openraft::testing::Suite` (tests/storage_suite.rs).
 //!
+//! A write that fails (a full disk) is fatal to openraft's core: it stops rather than
+//! acknowledge what is not on disk ([`ReplicaMetrics::stopped`] says why). The core is
+//! therefore swappable: [`Replica::restart_core`] opens the store again and starts a
+//! new core on it, keeping the in-memory state machine (everything it applied was
+//! committed, so it is in the log), and the gRPC service follows the new core.
+//!
 //! # Transport ([`network`], proto/ibsm/v1/raft.proto)
 //!
 //! tonic, one lazily connected channel per peer reused by every RPC. Bodies are bincode

@@ -573,10 +573,20 @@ impl RaftNetwork<TypeConfig> for PeerClient {
     }
 }
 
+/// The member's openraft core, shared by the [`crate::Replica`] and its gRPC service.
+/// Swappable: openraft stops its core for good on a storage error, and
+/// `Replica::restart_core` puts a new one on the same store in its place.
+pub type RaftCell = Arc<std::sync::RwLock<openraft::Raft<TypeConfig>>>;
+
+/// The current core in `cell` (a cheap handle clone).
+pub(crate) fn current(cell: &RaftCell) -> openraft::Raft<TypeConfig> {
+    cell.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 /// The tonic service: add it to a tonic server with [`crate::Replica::grpc_service`].
 #[derive(Clone)]
 pub struct RaftGrpc {
-    pub(crate) raft: openraft::Raft<TypeConfig>,
+    pub(crate) raft: RaftCell,
     pub(crate) fault: FaultSwitch,
     pub(crate) auth: PeerAuth,
     /// Where a snapshot being received is spooled.
@@ -700,7 +710,11 @@ impl RaftGrpc {
         let Caller::Node(id) = caller else {
             return Ok(());
         };
-        let m = self.raft.metrics().borrow().membership_config.clone();
+        let m = current(&self.raft)
+            .metrics()
+            .borrow()
+            .membership_config
+            .clone();
         if m.membership().nodes().any(|(n, _)| *n == id) {
             Ok(())
         } else {
@@ -746,8 +760,7 @@ impl pb::raft_server::Raft for RaftGrpc {
         let req: VoteRequest<NodeId> =
             from_payload("vote request", request.get_ref()).map_err(bad)?;
         Self::speaks_for(caller, "vote", req.vote.leader_id().voted_for())?;
-        let resp = self
-            .raft
+        let resp = current(&self.raft)
             .vote(req)
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
@@ -765,8 +778,7 @@ impl pb::raft_server::Raft for RaftGrpc {
             from_payload("append entries request", request.get_ref()).map_err(bad)?;
         Self::speaks_for(caller, "append entries", req.vote.leader_id().voted_for())?;
         self.check_cluster(&request, true)?;
-        let resp = self
-            .raft
+        let resp = current(&self.raft)
             .append_entries(req)
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
@@ -802,7 +814,7 @@ impl pb::raft_server::Raft for RaftGrpc {
             if head.is_none() {
                 let vote: Vote<NodeId> = decode_bytes("snapshot vote", &chunk.vote).map_err(bad)?;
                 Self::speaks_for(caller, "snapshot", vote.leader_id().voted_for())?;
-                let current = self.raft.metrics().borrow().vote;
+                let current = current(&self.raft).metrics().borrow().vote;
                 if vote < current {
                     // A deposed leader: answer with our vote on the first chunk, read
                     // nothing more.
@@ -860,8 +872,7 @@ impl pb::raft_server::Raft for RaftGrpc {
             meta,
             snapshot: Box::new(Cursor::new(data)),
         };
-        let resp = self
-            .raft
+        let resp = current(&self.raft)
             .install_full_snapshot(vote, snapshot)
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
@@ -880,7 +891,7 @@ impl pb::raft_server::Raft for RaftGrpc {
         let req: ForwardRequest =
             from_payload("forward request", request.get_ref()).map_err(bad)?;
         forward_allowed(&req).map_err(Status::permission_denied)?;
-        let r = crate::replica::execute_local(&self.raft, req).await;
+        let r = crate::replica::execute_local(&current(&self.raft), req).await;
         Ok(Response::new(to_payload("forward reply", &r).map_err(bad)?))
     }
 
@@ -891,8 +902,7 @@ impl pb::raft_server::Raft for RaftGrpc {
         let caller = self.authorize(&request)?;
         self.check_cluster(&request, false)?;
         self.is_member(caller)?;
-        let applied = self
-            .raft
+        let applied = current(&self.raft)
             .metrics()
             .borrow()
             .last_applied

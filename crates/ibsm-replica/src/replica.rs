@@ -13,8 +13,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::network::{
-    FaultSwitch, ForwardError, ForwardReply, ForwardRequest, NetworkFactory, PeerAuth, Peers,
-    RaftGrpc, MAX_MESSAGE_BYTES,
+    current, FaultSwitch, ForwardError, ForwardReply, ForwardRequest, NetworkFactory, PeerAuth,
+    Peers, RaftCell, RaftGrpc, MAX_MESSAGE_BYTES,
 };
 use crate::pb::raft_server::RaftServer;
 use crate::state::{Command, FabricState, Outcome, Refusal};
@@ -228,6 +228,15 @@ pub struct ReplicaMetrics {
     pub stopped: Option<String>,
 }
 
+/// The parts of a Raft core that outlive it.
+struct CoreParts {
+    config: Arc<Config>,
+    net: NetworkFactory,
+    db_path: PathBuf,
+    /// One restart at a time.
+    restarting: tokio::sync::Mutex<()>,
+}
+
 struct Server {
     shutdown: Option<oneshot::Sender<()>>,
     join: Option<JoinHandle<Result<(), tonic::transport::Error>>>,
@@ -236,7 +245,9 @@ struct Server {
 /// A running instance. See the crate doc for how the daemon uses it.
 pub struct Replica {
     node_id: NodeId,
-    raft: openraft::Raft<TypeConfig>,
+    raft: RaftCell,
+    /// What [`Replica::restart_core`] needs to build a new core on the same store.
+    core: CoreParts,
     sm: Arc<RwLock<SmData>>,
     peers: Arc<Peers>,
     fault: FaultSwitch,
@@ -289,26 +300,7 @@ impl Replica {
         let cluster_id: crate::network::ClusterIdCell =
             Arc::new(std::sync::RwLock::new(known_cluster.clone()));
         let path = cfg.data_dir.join("replica.redb");
-        // A replica of this process that was just shut down may still be releasing the
-        // file (its Raft tasks drop their store handles asynchronously): wait a little.
-        let mut tries = 0;
-        let db = loop {
-            match open_db(&path) {
-                Ok(db) => break db,
-                Err(StoreError::Redb(e))
-                    if matches!(*e, redb::Error::DatabaseAlreadyOpen) && tries < 100 =>
-                {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(source) => {
-                    return Err(ReplicaError::Store {
-                        path: path.clone(),
-                        source: Box::new(source),
-                    })
-                }
-            }
-        };
+        let db = open_db_waiting(&path).await?;
         let sm = StateMachineStore::open(db.clone()).map_err(|source| ReplicaError::Store {
             path: path.clone(),
             source: Box::new(source),
@@ -326,12 +318,19 @@ impl Replica {
             peers: peers.clone(),
             fault: fault.clone(),
         };
-        let raft = openraft::Raft::new(cfg.node_id, config, net, LogStore::new(db), sm)
-            .await
-            .map_err(|e| ReplicaError::Raft(e.to_string()))?;
+        let raft = openraft::Raft::new(
+            cfg.node_id,
+            Arc::clone(&config),
+            net.clone(),
+            LogStore::new(db),
+            sm,
+        )
+        .await
+        .map_err(|e| ReplicaError::Raft(e.to_string()))?;
+        let cell: RaftCell = Arc::new(RwLock::new(raft.clone()));
 
         let svc_state = RaftGrpc {
-            raft: raft.clone(),
+            raft: Arc::clone(&cell),
             fault: fault.clone(),
             auth: cfg.peer_auth.clone(),
             spool_dir: cfg.data_dir.clone(),
@@ -429,7 +428,13 @@ impl Replica {
         }
         Ok(Replica {
             node_id: cfg.node_id,
-            raft,
+            raft: cell,
+            core: CoreParts {
+                config,
+                net,
+                db_path: path,
+                restarting: tokio::sync::Mutex::new(()),
+            },
             sm: sm_data,
             peers,
             fault,
@@ -480,9 +485,44 @@ impl Replica {
         self.fault.clone()
     }
 
-    /// The underlying openraft handle, for what this API does not cover.
-    pub fn raft(&self) -> &openraft::Raft<TypeConfig> {
-        &self.raft
+    /// The underlying openraft handle (the current core), for what this API does not
+    /// cover.
+    pub fn raft(&self) -> openraft::Raft<TypeConfig> {
+        current(&self.raft)
+    }
+
+    /// Put a new Raft core in place of one that openraft stopped on an error (a full
+    /// disk, an I/O error): the store is opened again (redb repairs an interrupted
+    /// commit), the state machine keeps what it had applied (every entry it applied
+    /// was committed, so durable in the log), and openraft replays the log from there.
+    /// The gRPC service and every later call use the new core. `Ok(false)` when the
+    /// core is running (nothing to do); an error when the store cannot be opened yet
+    /// (the old one stays in place, stopped, and a later call tries again).
+    pub async fn restart_core(&self) -> Result<bool, ReplicaError> {
+        let _one = self.core.restarting.lock().await;
+        let old = current(&self.raft);
+        if old.metrics().borrow().running_state.is_ok() {
+            return Ok(false);
+        }
+        // Already stopped: this only waits for its tasks to let go of the store.
+        let _ = old.shutdown().await;
+        let db = open_db_waiting(&self.core.db_path).await?;
+        let sm = StateMachineStore::with_data(db.clone(), Arc::clone(&self.sm));
+        let raft = openraft::Raft::new(
+            self.node_id,
+            Arc::clone(&self.core.config),
+            self.core.net.clone(),
+            LogStore::new(db),
+            sm,
+        )
+        .await
+        .map_err(|e| ReplicaError::Raft(e.to_string()))?;
+        *self.raft.write().unwrap_or_else(|p| p.into_inner()) = raft;
+        tracing::warn!(
+            node_id = self.node_id,
+            "the Raft core was restarted on its store"
+        );
+        Ok(true)
     }
 
     /// Commit `cmd` (forwarded to the leader if needed) and return once it is applied on
@@ -551,7 +591,8 @@ impl Replica {
             if left.is_zero() {
                 return Err(ReplicaError::Timeout(limit));
             }
-            let r = match tokio::time::timeout(left, execute_local(&self.raft, req.clone())).await {
+            let r = match tokio::time::timeout(left, execute_local(&self.raft(), req.clone())).await
+            {
                 Ok(r) => r,
                 Err(_) => return Err(ReplicaError::Timeout(limit)),
             };
@@ -582,7 +623,7 @@ impl Replica {
             }
             let attempt = async {
                 match &target {
-                    None => execute_local(&self.raft, req.clone()).await,
+                    None => execute_local(&self.raft(), req.clone()).await,
                     Some((id, addr)) => self.peers.forward(*id, addr, &req).await,
                 }
             };
@@ -622,7 +663,7 @@ impl Replica {
 
     /// This instance's Raft view.
     pub fn metrics(&self) -> ReplicaMetrics {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.raft().metrics().borrow().clone();
         to_metrics(&m)
     }
 
@@ -632,7 +673,7 @@ impl Replica {
         timeout: Duration,
         pred: impl Fn(&ReplicaMetrics) -> bool,
     ) -> Result<ReplicaMetrics, ReplicaError> {
-        let mut rx = self.raft.metrics();
+        let mut rx = self.raft().metrics();
         let fut = async {
             loop {
                 let m = to_metrics(&rx.borrow_and_update().clone());
@@ -652,7 +693,7 @@ impl Replica {
     /// Build a snapshot now (compaction then purges the log up to it, keeping
     /// `logs_kept_after_snapshot` entries).
     pub async fn trigger_snapshot(&self) -> Result<(), ReplicaError> {
-        self.raft
+        self.raft()
             .trigger()
             .snapshot()
             .await
@@ -661,7 +702,7 @@ impl Replica {
 
     /// Purge the log up to `upto` (only entries already in a snapshot are purged).
     pub async fn purge_log(&self, upto: u64) -> Result<(), ReplicaError> {
-        self.raft
+        self.raft()
             .trigger()
             .purge_log(upto)
             .await
@@ -670,7 +711,7 @@ impl Replica {
 
     /// Stop Raft and the standalone server. The store stays on disk for a restart.
     pub async fn shutdown(&self) -> Result<(), ReplicaError> {
-        let r = self.raft.shutdown().await;
+        let r = self.raft().shutdown().await;
         let mut s = self.server.lock().await;
         if let Some(tx) = s.shutdown.take() {
             let _ = tx.send(());
@@ -680,6 +721,30 @@ impl Replica {
             let _ = j.await;
         }
         r.map_err(|e| ReplicaError::Raft(e.to_string()))
+    }
+}
+
+/// Open the store at `path`. A core of this process that was just shut down may still
+/// be releasing the file (its tasks drop their store handles asynchronously): wait a
+/// little for it.
+async fn open_db_waiting(path: &std::path::Path) -> Result<Arc<redb::Database>, ReplicaError> {
+    let mut tries = 0;
+    loop {
+        match open_db(path) {
+            Ok(db) => return Ok(db),
+            Err(StoreError::Redb(e))
+                if matches!(*e, redb::Error::DatabaseAlreadyOpen) && tries < 100 =>
+            {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(source) => {
+                return Err(ReplicaError::Store {
+                    path: path.to_path_buf(),
+                    source: Box::new(source),
+                })
+            }
+        }
     }
 }
 

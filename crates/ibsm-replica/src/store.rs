@@ -348,6 +348,17 @@ impl StateMachineStore {
         })
     }
 
+    /// A store on `db` around in-memory data that an earlier store of the same
+    /// replica applied (see `Replica::restart_core`): what was applied stays, and
+    /// openraft replays the log after it.
+    pub fn with_data(db: Arc<Database>, data: Arc<RwLock<SmData>>) -> Self {
+        Self {
+            db,
+            data,
+            snapshot_seq: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
     /// Shared handle on the in-memory data.
     pub fn data(&self) -> Arc<RwLock<SmData>> {
         self.data.clone()

@@ -108,6 +108,9 @@ pub const DEPOSED_RECLAIM: Duration = Duration::from_millis(1000);
 /// A Raft leader without a quorum acknowledgement for this long counts as without
 /// quorum (10 heartbeats).
 pub const QUORUM_LOST: Duration = Duration::from_millis(500);
+/// How often a Raft core that stopped on a storage error is replaced by a new one on
+/// the same store (which stops again at once while the disk stays full).
+pub const CORE_RETRY: Duration = Duration::from_secs(5);
 /// How long one claim or write may wait for a quorum before the master is degraded.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -416,8 +419,12 @@ struct Shared {
     degraded_reason: String,
     /// Set once the data dir was found deleted.
     data_dir_lost: Option<String>,
-    /// The Raft core's stop was logged (it is logged once).
+    /// The Raft core's stop was logged (once per stop).
     core_stop_logged: bool,
+    /// A restart of the core is under way.
+    core_restarting: bool,
+    /// When the next restart of a stopped core may be tried.
+    core_retry_at: Option<std::time::Instant>,
     data_dir_checked: Option<std::time::Instant>,
     /// When a newer epoch deposed this master (see [`DEPOSED_RECLAIM`]).
     deposed: Option<std::time::Instant>,
@@ -441,6 +448,8 @@ pub struct Replication {
     /// The replicated partitions, decoded off the SM thread (see [`PartitionCache`]).
     partitions: Arc<Mutex<PartitionCache>>,
     refresher: Mutex<Option<JoinHandle<()>>>,
+    /// Restarts a Raft core that stopped on an error (see [`Replication::check_core`]).
+    core_watch: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The `partition/` keys of the replica, decoded. Decoding up to
@@ -576,7 +585,7 @@ impl Replication {
                 }
             })
         };
-        Ok(Arc::new(Replication {
+        let me = Arc::new(Replication {
             replica,
             shared,
             wake,
@@ -586,7 +595,23 @@ impl Replication {
             watcher: Mutex::new(None),
             partitions,
             refresher: Mutex::new(Some(refresher)),
-        }))
+            core_watch: Mutex::new(None),
+        });
+        // Watches the Raft core whether or not an SM instance is followed.
+        let watch = {
+            let weak = Arc::downgrade(&me);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    match weak.upgrade() {
+                        Some(me) => me.check_core(),
+                        None => return,
+                    }
+                }
+            })
+        };
+        *me.core_watch.lock().unwrap_or_else(|p| p.into_inner()) = Some(watch);
+        Ok(me)
     }
 
     /// The replicated partitions as last decoded, with the generation of that set
@@ -701,8 +726,10 @@ impl Replication {
         // keeps running on what it holds, but this member no longer replicates.
         let core_stopped = m.stopped.as_ref().map(|e| {
             format!(
-                "the Raft core stopped on a storage error ({e}): this member no longer \
-                 replicates; free the data dir's disk and restart ibsmd"
+                "the Raft core stopped on a storage error ({e}): this member does not \
+                 replicate; it starts a new core every {} s until its store takes writes \
+                 again (free the data dir's disk)",
+                CORE_RETRY.as_secs()
             )
         });
         let degraded = s.data_dir_lost.is_some()
@@ -763,16 +790,45 @@ impl Replication {
         }
     }
 
-    /// Log, once, that the Raft core stopped on an error (see [`Self::status`]).
-    fn check_core(&self) {
+    /// A Raft core that openraft stopped on an error: log it (once per stop) and put a
+    /// new core on the store every [`CORE_RETRY`] until one keeps running (see
+    /// [`Self::status`]).
+    fn check_core(self: &Arc<Self>) {
         let Some(why) = self.replica.metrics().stopped else {
             return;
         };
-        let mut s = lock(&self.shared);
-        if !s.core_stop_logged {
-            s.core_stop_logged = true;
-            tracing::error!(error = %why, "replication: the Raft core stopped; this member no longer replicates until ibsmd is restarted");
+        let now = std::time::Instant::now();
+        {
+            let mut s = lock(&self.shared);
+            if !s.core_stop_logged {
+                s.core_stop_logged = true;
+                tracing::error!(error = %why, retry_s = CORE_RETRY.as_secs(), "replication: the Raft core stopped; this member does not replicate until a new core can write to its store");
+            }
+            // The first new core a retry period after the stop, too: a disk that just
+            // filled up rarely has room a moment later.
+            let retry_at = *s.core_retry_at.get_or_insert(now + CORE_RETRY);
+            if s.core_restarting || now < retry_at {
+                return;
+            }
+            s.core_restarting = true;
         }
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            let r = me.replica.restart_core().await;
+            let mut s = lock(&me.shared);
+            s.core_restarting = false;
+            s.core_retry_at = Some(std::time::Instant::now() + CORE_RETRY);
+            match r {
+                Ok(_) => {
+                    s.core_stop_logged = false;
+                    s.core_retry_at = None;
+                    tracing::info!("replication: a new Raft core runs on the store");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "replication: the Raft core cannot be restarted yet")
+                }
+            }
+        });
     }
 
     /// Publish the degraded state to `m` (`ibsm_replication_degraded`) while following.
@@ -809,7 +865,6 @@ impl Replication {
                     return;
                 }
                 me.check_data_dir();
-                me.check_core();
                 let m = me.metrics.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 if let Some(m) = m {
                     m.set_degraded(me.status().degraded);
@@ -899,6 +954,10 @@ impl Replication {
                 .unwrap_or_else(|p| p.into_inner())
                 .take(),
             self.refresher
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+            self.core_watch
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .take(),

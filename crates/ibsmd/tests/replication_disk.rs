@@ -3,7 +3,8 @@
 //! `degraded`, with the reason, not a member that looks healthy while replicating
 //! nothing. The test runs itself again as a child with `IBSM_DISK_FULL_CHILD` set; the
 //! child sets RLIMIT_FSIZE to 0 once its claim has committed, which makes every later
-//! write to a regular file fail with EFBIG, as a full disk fails it with ENOSPC.
+//! write to a regular file fail with EFBIG, as a full disk fails it with ENOSPC, and
+//! lifts the limit again: a new core must then run on the store and writes commit.
 
 mod common;
 
@@ -13,7 +14,7 @@ use ibsm_replica::LidRange;
 use ibsmd::replication::{FabricRecord, Replication};
 
 const CHILD: &str = "IBSM_DISK_FULL_CHILD";
-const NAME: &str = "a_full_disk_makes_the_member_degraded_with_the_reason";
+const NAME: &str = "a_full_disk_makes_the_member_degraded_with_the_reason_until_it_has_room";
 
 fn child() {
     const OURS: u64 = 0x0002_c903_0000_0001;
@@ -73,11 +74,42 @@ fn child() {
         repl.replica().with_state(|s| s.guid2lid.is_empty()),
         "a write that could not be persisted was applied"
     );
+
+    // Room on the disk again: a new core runs on the store, and writes commit.
+    // SAFETY: as above.
+    unsafe {
+        let lim = libc::rlimit {
+            rlim_cur: libc::RLIM_INFINITY,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0, "setrlimit");
+    }
+    common::wait_blocking("a new Raft core runs", || {
+        let m = repl.metrics();
+        m.stopped.is_none().then_some(()).ok_or(format!("{m:?}"))
+    });
+    let mut record = FabricRecord::default();
+    record.guid2lid.insert(
+        OURS,
+        LidRange {
+            min_lid: 2,
+            max_lid: 2,
+        },
+    );
+    repl.publish(record);
+    common::wait_blocking("the write after the restart commits", || {
+        let st = repl.status();
+        let n = repl.replica().with_state(|s| s.guid2lid.len());
+        (n == 1 && !st.degraded)
+            .then_some(())
+            .ok_or(format!("{n} guid2lid entries, {st:?}"))
+    });
+    eprintln!("RECOVERED");
     std::process::exit(0);
 }
 
 #[test]
-fn a_full_disk_makes_the_member_degraded_with_the_reason() {
+fn a_full_disk_makes_the_member_degraded_with_the_reason_until_it_has_room() {
     if std::env::var_os(CHILD).is_some() {
         child();
         return;
@@ -94,4 +126,5 @@ fn a_full_disk_makes_the_member_degraded_with_the_reason() {
         stderr.contains("DEGRADED: the Raft core stopped on a storage error"),
         "the reason names the storage error: {stderr}"
     );
+    assert!(stderr.contains("RECOVERED"), "{stderr}");
 }
