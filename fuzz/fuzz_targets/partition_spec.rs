@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert!(!p.name.is_empty() && p.name.trim() == p.name && !p.name.contains('='));
-    assert!(p.pkey <= 0x7FFF);
+    assert!(p.p_key <= 0x7FFF);
     assert!(!p.members.is_empty());
     let members: Vec<String> = p
         .members
@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
             format!("0x{:x}:{kind}", m.port_guid)
         })
         .collect();
-    let written = format!("{}=0x{:04x}:{}", p.name, p.pkey, members.join(","));
+    let written = format!("{}=0x{:04x}:{}", p.name, p.p_key, members.join(","));
     assert_eq!(parse_partition(&written).as_ref(), Ok(&p), "{written}");
     let opts = SubnetOptions {
         partitions: vec![text.to_string()],
@@ -39,9 +39,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(cfg) = opts.to_config() {
         assert_eq!(cfg.partitions, vec![p.clone()]);
         assert!(
-            (1..=0x7FFE).contains(&p.pkey),
+            (1..=0x7FFE).contains(&p.p_key),
             "configurator took P_Key {:#x}",
-            p.pkey
+            p.p_key
         );
     }
 });

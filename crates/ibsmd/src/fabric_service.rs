@@ -233,7 +233,7 @@ fn route_status(e: RouteError) -> Status {
 fn partition_entry(p: &ibsm_core::subnet::Partition) -> pb::PartitionEntry {
     pb::PartitionEntry {
         name: p.name.clone(),
-        p_key: u32::from(p.pkey),
+        p_key: u32::from(p.p_key),
         members: p
             .members
             .iter()
@@ -249,7 +249,7 @@ fn partition_entry(p: &ibsm_core::subnet::Partition) -> pb::PartitionEntry {
 fn core_partition(p: &pb::PartitionEntry) -> Option<ibsm_core::subnet::Partition> {
     Some(ibsm_core::subnet::Partition {
         name: p.name.clone(),
-        pkey: u16::try_from(p.p_key).ok()?,
+        p_key: u16::try_from(p.p_key).ok()?,
         members: p
             .members
             .iter()
@@ -496,7 +496,7 @@ impl Fabric for FabricService {
             )
         })?;
         let replicated = repl.replica().with_state(crate::replication::partitions_in);
-        let Some(old) = replicated.iter().find(|q| q.pkey == pkey) else {
+        let Some(old) = replicated.iter().find(|q| q.p_key == pkey) else {
             return Err(Status::not_found(format!(
                 "no partition with P_Key {pkey:#06x} was set through the API (start-up partitions come from --partition or the config file)"
             )));
@@ -555,12 +555,12 @@ impl FabricService {
                 crate::replication::effective_partitions(&snap.startup_partitions, &replicated);
             partitions = wanted;
             let mut sorted = programmed;
-            sorted.sort_by_key(|p| p.pkey);
+            sorted.sort_by_key(|p| p.p_key);
             if partitions != sorted || source != "master" {
                 source = "replica";
             }
         }
-        partitions.sort_by_key(|p| p.pkey);
+        partitions.sort_by_key(|p| p.p_key);
         Ok(pb::ListPartitionsResponse {
             source: source.into(),
             partitions: partitions.iter().map(partition_entry).collect(),
@@ -593,23 +593,23 @@ fn check_set_partition(
     let mut replicated = repl.replica().with_state(crate::replication::partitions_in);
     if let Some(other) = replicated
         .iter()
-        .find(|q| q.name == part.name && q.pkey != part.pkey)
+        .find(|q| q.name == part.name && q.p_key != part.p_key)
     {
         return Err(Status::invalid_argument(format!(
             "partition name {:?} is already used by P_Key {:#06x}: pick another name",
-            part.name, other.pkey
+            part.name, other.p_key
         )));
     }
-    replicated.retain(|q| q.pkey != part.pkey);
+    replicated.retain(|q| q.p_key != part.p_key);
     replicated.push(part.clone());
     let (_, skipped) = crate::replication::effective_partitions(&configured, &replicated);
-    if let Some(s) = skipped.iter().find(|s| s.partition.pkey == part.pkey) {
+    if let Some(s) = skipped.iter().find(|s| s.partition.p_key == part.p_key) {
         return Err(Status::invalid_argument(format!(
             "partition {:?} P_Key {:#06x} cannot be programmed with the others: {}",
-            part.name, part.pkey, s.why
+            part.name, part.p_key, s.why
         )));
     }
-    let key = crate::replication::partition_key(part.pkey);
+    let key = crate::replication::partition_key(part.p_key);
     let value = crate::replication::encode_partition(&part);
     // The limits every replica enforces (partition count, members, name, size),
     // checked here first so the operator gets the reason before anything is written.

@@ -105,9 +105,7 @@ use ibsm_core::election::{
     ControlPacket, DrRoute, Election, ElectionConfig, ElectionError, ElectionEvent, SmPort,
     SmRoute, SmState,
 };
-use ibsm_core::subnet::{
-    RoutingDone, RoutingJob, SubnetConfig, SubnetEvent, SubnetManager, SweepKind as SubnetSweep,
-};
+use ibsm_core::subnet::{RoutingDone, RoutingJob, SubnetConfig, SubnetEvent, SubnetManager};
 use ibsm_core::transactions::{Event, Transactions, TransactionsConfig};
 use ibsm_mad::attr::PortState;
 use ibsm_mad::{
@@ -1734,7 +1732,7 @@ impl Runtime {
                 let _ = self.events.send(record("sweep", text, None, None));
             }
             SubnetEvent::SweepDone {
-                kind: SubnetSweep::Heavy,
+                kind: SweepKind::Heavy,
                 phases,
                 report,
             } => {
@@ -2046,7 +2044,7 @@ impl Runtime {
                 .subnet
                 .partitions()
                 .iter()
-                .map(|p| format!("{:#06x}", p.pkey))
+                .map(|p| format!("{:#06x}", p.p_key))
                 .collect();
             let text = format!(
                 "partitions changed in the replica: programming P_Keys [{}] (heavy sweep)",

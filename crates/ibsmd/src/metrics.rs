@@ -27,14 +27,9 @@ const MAX_REQUEST_HEAD: usize = 8 * 1024;
 /// How long a client may take to send its request head.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Which sweep, for `ibsm_sweeps_total{kind}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepKind {
-    /// Discovery + probe (+ configuration as MASTER).
-    Heavy,
-    /// Probe of known ports only.
-    Light,
-}
+/// Which sweep, for `ibsm_sweeps_total{kind}`: the configurator's own kinds (one type
+/// for one thing), which a standby's sweeps use as well.
+pub use ibsm_core::subnet::SweepKind;
 
 /// Counters and gauges of one SM instance. Cheap to share (`Arc`), all methods take
 /// `&self`.

@@ -125,7 +125,7 @@ pub use ibsm_replica::config_keys::{partition_key, PARTITION_KEY};
 /// format; this converts from the configurator's type).
 pub fn encode_partition(p: &Partition) -> String {
     ibsm_replica::config_keys::encode_partition(&ibsm_replica::Partition {
-        p_key: p.pkey,
+        p_key: p.p_key,
         name: p.name.clone(),
         members: p
             .members
@@ -145,7 +145,7 @@ pub fn decode_partition(key: &str, value: &str) -> Option<Partition> {
     let p = ibsm_replica::config_keys::decode_partition(key, value).ok()?;
     Some(Partition {
         name: p.name,
-        pkey: p.p_key,
+        p_key: p.p_key,
         members: p
             .members
             .into_iter()
@@ -194,11 +194,11 @@ pub fn effective_partitions(
     let mut out: Vec<Partition> = configured.to_vec();
     let mut skipped = Vec::new();
     let mut rep: Vec<&Partition> = replicated.iter().collect();
-    rep.sort_by_key(|p| p.pkey);
+    rep.sort_by_key(|p| p.p_key);
     for p in rep {
         let mut next: Vec<Partition> = out
             .iter()
-            .filter(|q| q.pkey != p.pkey && !(q.name == p.name && configured.contains(q)))
+            .filter(|q| q.p_key != p.p_key && !(q.name == p.name && configured.contains(q)))
             .cloned()
             .collect();
         next.push(p.clone());
@@ -214,7 +214,7 @@ pub fn effective_partitions(
             }),
         }
     }
-    out.sort_by_key(|p| p.pkey);
+    out.sort_by_key(|p| p.p_key);
     (out, skipped)
 }
 
@@ -261,7 +261,7 @@ pub fn apply_partitions(
     for s in &skipped {
         tracing::warn!(
             partition = %s.partition.name,
-            pkey = format_args!("{:#06x}", s.partition.pkey),
+            pkey = format_args!("{:#06x}", s.partition.p_key),
             why = %s.why,
             "replicated partition not programmed"
         );
@@ -1350,7 +1350,7 @@ mod tests {
     fn part(name: &str, pkey: u16, members: &[u64]) -> Partition {
         Partition {
             name: name.into(),
-            pkey,
+            p_key: pkey,
             members: members
                 .iter()
                 .map(|&port_guid| PartitionMember {
@@ -1400,9 +1400,11 @@ mod tests {
         ];
         let (got, skipped) = effective_partitions(&configured, &replicated);
         assert_eq!(got.len(), 32);
-        assert!(got.iter().any(|p| p.pkey == 0x200));
-        let why: Vec<(u16, &ConfigError)> =
-            skipped.iter().map(|s| (s.partition.pkey, &s.why)).collect();
+        assert!(got.iter().any(|p| p.p_key == 0x200));
+        let why: Vec<(u16, &ConfigError)> = skipped
+            .iter()
+            .map(|s| (s.partition.p_key, &s.why))
+            .collect();
         assert!(
             matches!(
                 why.as_slice(),
@@ -1419,7 +1421,7 @@ mod tests {
     fn the_replicated_form_round_trips_and_lists_only_partition_keys() {
         let p = Partition {
             name: "mixed".into(),
-            pkey: 0x7ffe,
+            p_key: 0x7ffe,
             members: vec![
                 PartitionMember {
                     port_guid: 0x0002_c903_0000_0011,
@@ -1431,7 +1433,7 @@ mod tests {
                 },
             ],
         };
-        let key = partition_key(p.pkey);
+        let key = partition_key(p.p_key);
         assert_eq!(key, "partition/7ffe");
         assert_eq!(
             decode_partition(&key, &encode_partition(&p)).as_ref(),

@@ -121,7 +121,7 @@ pub fn parse_partition(text: &str) -> Result<Partition, SubnetOptError> {
     }
     Ok(Partition {
         name: name.to_string(),
-        pkey,
+        p_key: pkey,
         members: out,
     })
 }
@@ -222,7 +222,7 @@ mod tests {
         let p = parse_partition("storage=0x8010:0x2c90000000001, 0x2c90000000002:limited,7:FULL")
             .expect("valid");
         assert_eq!(p.name, "storage");
-        assert_eq!(p.pkey, 0x0010);
+        assert_eq!(p.p_key, 0x0010);
         assert_eq!(
             p.members,
             vec![

@@ -134,7 +134,7 @@ async fn the_replicated_partition_set_changes_generation_only_when_a_partition_d
 
     let part = Partition {
         name: "storage".into(),
-        pkey: 0x0123,
+        p_key: 0x0123,
         members: vec![PartitionMember {
             port_guid: 0x0002_c903_0000_0042,
             membership: Membership::Full,
@@ -142,7 +142,7 @@ async fn the_replicated_partition_set_changes_generation_only_when_a_partition_d
     };
     let set = |key: String, value: String| Command::Config(ConfigChange::Set { key, value });
     repl.replica()
-        .write(set(partition_key(part.pkey), encode_partition(&part)))
+        .write(set(partition_key(part.p_key), encode_partition(&part)))
         .await
         .expect("the partition commits");
     common::wait_async("the new set is decoded", || {

@@ -30,7 +30,7 @@ pub struct Partition {
     /// Name, for logs and the operator.
     pub name: String,
     /// The 15-bit P_Key base (membership bit is added per member); 1..=0x7FFE.
-    pub pkey: u16,
+    pub p_key: u16,
     /// The member ports.
     pub members: Vec<PartitionMember>,
 }
@@ -254,10 +254,10 @@ impl SubnetConfig {
         let mut keys = HashSet::new();
         let mut per_port: std::collections::HashMap<u64, usize> = Default::default();
         for p in &self.partitions {
-            if p.pkey == 0 || p.pkey >= 0x7FFF {
+            if p.p_key == 0 || p.p_key >= 0x7FFF {
                 return Err(ConfigError::PKey {
                     name: p.name.clone(),
-                    pkey: p.pkey,
+                    pkey: p.p_key,
                 });
             }
             if !names.insert(p.name.as_str()) {
@@ -266,7 +266,7 @@ impl SubnetConfig {
                     what: "name",
                 });
             }
-            if !keys.insert(p.pkey) {
+            if !keys.insert(p.p_key) {
                 return Err(ConfigError::Duplicate {
                     name: p.name.clone(),
                     what: "P_Key",

@@ -766,7 +766,7 @@ impl SubnetManager {
             partitions = partitions.len(),
             pkeys = ?partitions
                 .iter()
-                .map(|p| format!("{:#06x}", p.pkey))
+                .map(|p| format!("{:#06x}", p.p_key))
                 .collect::<Vec<_>>(),
             master = self.active,
             "partitions changed at run time"

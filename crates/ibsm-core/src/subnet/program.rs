@@ -490,7 +490,7 @@ pub(super) fn pkey_table(cfg: &SubnetConfig, port_guid: u64) -> PKeyTable {
             continue;
         };
         if let Some(slot) = keys.get_mut(i) {
-            *slot = PKey::new(part.pkey, m.membership == Membership::Full);
+            *slot = PKey::new(part.p_key, m.membership == Membership::Full);
             i += 1;
         }
     }

@@ -539,7 +539,7 @@ fn fat_tree_comes_up_with_lmc_and_partitions() {
     c.partitions = vec![
         Partition {
             name: "storage".into(),
-            pkey: 0x0010,
+            p_key: 0x0010,
             members: vec![
                 PartitionMember {
                     port_guid: cas[1],
@@ -553,7 +553,7 @@ fn fat_tree_comes_up_with_lmc_and_partitions() {
         },
         Partition {
             name: "compute".into(),
-            pkey: 0x0020,
+            p_key: 0x0020,
             members: vec![PartitionMember {
                 port_guid: cas[2],
                 membership: Membership::Full,
@@ -862,7 +862,7 @@ fn config_is_validated() {
     let c = SubnetConfig {
         partitions: vec![Partition {
             name: "x".into(),
-            pkey: 0x7FFF,
+            p_key: 0x7FFF,
             members: vec![],
         }],
         ..SubnetConfig::default()
@@ -873,11 +873,11 @@ fn config_is_validated() {
     ));
     let p = Partition {
         name: "x".into(),
-        pkey: 1,
+        p_key: 1,
         members: vec![],
     };
     let c = SubnetConfig {
-        partitions: vec![p.clone(), Partition { pkey: 2, ..p }],
+        partitions: vec![p.clone(), Partition { p_key: 2, ..p }],
         ..SubnetConfig::default()
     };
     assert!(matches!(
@@ -963,7 +963,7 @@ fn two_partitions(cas: &[u64]) -> Vec<Partition> {
     vec![
         Partition {
             name: "storage".into(),
-            pkey: 0x0010,
+            p_key: 0x0010,
             members: vec![
                 PartitionMember {
                     port_guid: cas[1],
@@ -977,7 +977,7 @@ fn two_partitions(cas: &[u64]) -> Vec<Partition> {
         },
         Partition {
             name: "compute".into(),
-            pkey: 0x0020,
+            p_key: 0x0020,
             members: vec![PartitionMember {
                 port_guid: cas[2],
                 membership: Membership::Full,
@@ -1546,7 +1546,7 @@ fn expected_keys(parts: &[Partition], guid: u64) -> Vec<u16> {
         .chain(parts.iter().filter_map(|p| {
             let m = p.members.iter().find(|m| m.port_guid == guid)?;
             Some(
-                p.pkey
+                p.p_key
                     | if m.membership == Membership::Full {
                         0x8000
                     } else {
@@ -1560,7 +1560,7 @@ fn expected_keys(parts: &[Partition], guid: u64) -> Vec<u16> {
 fn gpu_partition(cas: &[u64]) -> Partition {
     Partition {
         name: "gpu".into(),
-        pkey: 0x0030,
+        p_key: 0x0030,
         members: vec![
             PartitionMember {
                 port_guid: cas[3],
@@ -1642,7 +1642,7 @@ fn partitions_set_at_run_time_are_programmed_and_removed() {
     let mut bad_key = removed.clone();
     bad_key.push(Partition {
         name: "default".into(),
-        pkey: 0x7FFF,
+        p_key: 0x7FFF,
         members: vec![],
     });
     assert!(matches!(
@@ -1652,7 +1652,7 @@ fn partitions_set_at_run_time_are_programmed_and_removed() {
     let crowded: Vec<Partition> = (1..=32u16)
         .map(|k| Partition {
             name: format!("p{k}"),
-            pkey: 0x100 + k,
+            p_key: 0x100 + k,
             members: vec![PartitionMember {
                 port_guid: cas[0],
                 membership: Membership::Full,
