@@ -130,6 +130,7 @@
 //! fabric).
 
 pub mod config_keys;
+pub mod forward;
 pub mod identity;
 pub mod network;
 pub mod payload;

@@ -47,13 +47,14 @@ use openraft::raft::{
     SnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft::{BasicNode, Snapshot, SnapshotMeta, Vote};
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Serialize};
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
+pub use crate::forward::{ForwardError, ForwardReply, ForwardRequest};
 use crate::pb;
 use crate::pb::raft_client::RaftClient;
-use crate::state::{Command, Outcome};
+use crate::state::Command;
 use crate::{NodeId, TypeConfig};
 
 /// `RaftPayload.format` of this release: bincode v1.
@@ -224,34 +225,6 @@ impl FaultSwitch {
     pub fn is_isolated(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
-}
-
-/// A request a follower forwards to the leader (or the leader runs itself).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum ForwardRequest {
-    Write(Command),
-    AddMember { node_id: NodeId, addr: String },
-    RemoveMember { node_id: NodeId },
-}
-
-/// The leader's answer to a [`ForwardRequest`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum ForwardReply {
-    Written { log_index: u64, outcome: Outcome },
-    MembershipChanged { log_index: u64 },
-}
-
-/// Why a forwarded request did not go through.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum ForwardError {
-    /// Ask that node instead (or retry later if unknown).
-    NotLeader { leader: Option<(NodeId, String)> },
-    /// The peer could not be reached.
-    Unreachable(String),
-    /// A membership change is still in progress: retry shortly.
-    Busy(String),
-    /// Raft refused the request.
-    Failed(String),
 }
 
 /// One tonic channel per peer, created on first use and reused afterwards (a channel
@@ -891,7 +864,7 @@ impl pb::raft_server::Raft for RaftGrpc {
         let req: ForwardRequest =
             from_payload("forward request", request.get_ref()).map_err(bad)?;
         forward_allowed(&req).map_err(Status::permission_denied)?;
-        let r = crate::replica::execute_local(&current(&self.raft), req).await;
+        let r = crate::forward::execute_local(&current(&self.raft), req).await;
         Ok(Response::new(to_payload("forward reply", &r).map_err(bad)?))
     }
 

@@ -7,11 +7,11 @@ use std::str::FromStr;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
-use openraft::{BasicNode, ChangeMembers, Config, ServerState, SnapshotPolicy};
+use openraft::{BasicNode, Config, ServerState, SnapshotPolicy};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::forward::execute_local;
 use crate::network::{
     current, FaultSwitch, ForwardError, ForwardReply, ForwardRequest, NetworkFactory, PeerAuth,
     Peers, RaftCell, RaftGrpc, MAX_MESSAGE_BYTES,
@@ -798,61 +798,5 @@ fn to_metrics(m: &openraft::RaftMetrics<NodeId, BasicNode>) -> ReplicaMetrics {
             Ok(()) | Err(openraft::error::Fatal::Stopped) => None,
             Err(e) => Some(e.to_string()),
         },
-    }
-}
-
-fn forward_err(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> ForwardError {
-    match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ForwardError::NotLeader {
-            leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)),
-        },
-        RaftError::APIError(ClientWriteError::ChangeMembershipError(
-            ChangeMembershipError::InProgress(p),
-        )) => ForwardError::Busy(p.to_string()),
-        other => ForwardError::Failed(other.to_string()),
-    }
-}
-
-/// Run a request on this node's Raft (it must be the leader, else `NotLeader`).
-pub(crate) async fn execute_local(
-    raft: &openraft::Raft<TypeConfig>,
-    req: ForwardRequest,
-) -> Result<ForwardReply, ForwardError> {
-    match req {
-        ForwardRequest::Write(cmd) => {
-            let r = raft.client_write(cmd).await.map_err(forward_err)?;
-            Ok(ForwardReply::Written {
-                log_index: r.log_id.index,
-                outcome: r.data,
-            })
-        }
-        ForwardRequest::AddMember { node_id, addr } => {
-            raft.add_learner(node_id, BasicNode::new(addr), true)
-                .await
-                .map_err(forward_err)?;
-            let r = raft
-                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([node_id])), false)
-                .await
-                .map_err(forward_err)?;
-            Ok(ForwardReply::MembershipChanged {
-                log_index: r.log_id.index,
-            })
-        }
-        ForwardRequest::RemoveMember { node_id } => {
-            let m = raft.metrics().borrow().membership_config.clone();
-            let is_voter = m.membership().voter_ids().any(|v| v == node_id);
-            let change = if is_voter {
-                ChangeMembers::RemoveVoters(BTreeSet::from([node_id]))
-            } else {
-                ChangeMembers::RemoveNodes(BTreeSet::from([node_id]))
-            };
-            let r = raft
-                .change_membership(change, false)
-                .await
-                .map_err(forward_err)?;
-            Ok(ForwardReply::MembershipChanged {
-                log_index: r.log_id.index,
-            })
-        }
     }
 }

@@ -1,0 +1,99 @@
+//! What a member forwards to the Raft leader over the `Forward` RPC, and how the
+//! leader (or a member that is the leader itself) runs it on its core.
+//!
+//! Why a module of its own: both the Raft service ([`crate::network`], which runs what
+//! a peer forwards) and [`crate::Replica`] (which runs its own writes) execute these
+//! requests; here, neither has to import the other.
+
+use std::collections::BTreeSet;
+
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers};
+use serde::{Deserialize, Serialize};
+
+use crate::state::{Command, Outcome};
+use crate::{NodeId, TypeConfig};
+
+/// A request a follower forwards to the leader (or the leader runs itself).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ForwardRequest {
+    Write(Command),
+    AddMember { node_id: NodeId, addr: String },
+    RemoveMember { node_id: NodeId },
+}
+
+/// The leader's answer to a [`ForwardRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ForwardReply {
+    Written { log_index: u64, outcome: Outcome },
+    MembershipChanged { log_index: u64 },
+}
+
+/// Why a forwarded request did not go through.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ForwardError {
+    /// Ask that node instead (or retry later if unknown).
+    NotLeader { leader: Option<(NodeId, String)> },
+    /// The peer could not be reached.
+    Unreachable(String),
+    /// A membership change is still in progress: retry shortly.
+    Busy(String),
+    /// Raft refused the request.
+    Failed(String),
+}
+
+fn forward_err(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> ForwardError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ForwardError::NotLeader {
+            leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)),
+        },
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(p),
+        )) => ForwardError::Busy(p.to_string()),
+        other => ForwardError::Failed(other.to_string()),
+    }
+}
+
+/// Run a request on this node's Raft (it must be the leader, else `NotLeader`).
+pub(crate) async fn execute_local(
+    raft: &openraft::Raft<TypeConfig>,
+    req: ForwardRequest,
+) -> Result<ForwardReply, ForwardError> {
+    match req {
+        ForwardRequest::Write(cmd) => {
+            let r = raft.client_write(cmd).await.map_err(forward_err)?;
+            Ok(ForwardReply::Written {
+                log_index: r.log_id.index,
+                outcome: r.data,
+            })
+        }
+        ForwardRequest::AddMember { node_id, addr } => {
+            raft.add_learner(node_id, BasicNode::new(addr), true)
+                .await
+                .map_err(forward_err)?;
+            let r = raft
+                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([node_id])), false)
+                .await
+                .map_err(forward_err)?;
+            Ok(ForwardReply::MembershipChanged {
+                log_index: r.log_id.index,
+            })
+        }
+        ForwardRequest::RemoveMember { node_id } => {
+            let m = raft.metrics().borrow().membership_config.clone();
+            let is_voter = m.membership().voter_ids().any(|v| v == node_id);
+            let change = if is_voter {
+                ChangeMembers::RemoveVoters(BTreeSet::from([node_id]))
+            } else {
+                ChangeMembers::RemoveNodes(BTreeSet::from([node_id]))
+            };
+            let r = raft
+                .change_membership(change, false)
+                .await
+                .map_err(forward_err)?;
+            Ok(ForwardReply::MembershipChanged {
+                log_index: r.log_id.index,
+            })
+        }
+    }
+}
