@@ -115,21 +115,18 @@ impl Action {
     }
 }
 
-/// SplitMix64: small, seeded, the same sequence on every machine.
+/// The fabric generator's SplitMix64 (seeded, the same sequence on every machine),
+/// with the soak's own `below`, so a seed replays the plans it always did.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(ibsm_fabric::gen::SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(ibsm_fabric::gen::SplitMix64::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// 0..n (0 when n is 0).
