@@ -73,6 +73,7 @@ fn main() {
                 timeout: Duration::from_millis(500),
                 retries: 3,
                 tid_high: 1,
+                tid_low: ibsm_core::transactions::TidRange::ALL,
             },
             switch_sl2vl,
             ..SubnetConfig::default()

@@ -969,6 +969,7 @@ mod tests {
             timeout: Duration::from_millis(10),
             retries: 2,
             tid_high: 1,
+            tid_low: crate::transactions::TidRange::ALL,
         };
         let mut now = Duration::ZERO;
         let mut agent = DiscoveryAgent::new(now, tx, cfg);

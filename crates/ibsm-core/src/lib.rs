@@ -16,6 +16,10 @@
 //!   emits requests and consumes outcomes; the MAD agent sits between it and
 //!   the wire, so many SMPs are in flight at once.
 //!
+//! * [`node`]: one whole SM instance on one port (election, standby sweeps, the
+//!   MASTER's configurator, start-up, the watch of its link) behind one
+//!   input/output contract, driven alike by the daemon and the simulations.
+//!
 //! Layers talk through tokens, not callbacks: the discovery hands the agent a
 //! token with every request and gets it back with the response or failure.
 //! That keeps ownership simple (no shared mutable state) and makes every step
@@ -23,5 +27,6 @@
 
 pub mod discovery;
 pub mod election;
+pub mod node;
 pub mod subnet;
 pub mod transactions;

@@ -5,7 +5,10 @@
 //!
 //! * **TIDs.** Each transmission gets a fresh TransactionID. The high 32 bits
 //!   are a per-agent constant ([`TransactionsConfig::tid_high`]), the low 32
-//!   bits a counter that skips values still in flight. Responses are matched on
+//!   bits a counter inside the agent's own [`TidRange`]
+//!   ([`TransactionsConfig::tid_low`]) that skips values still in flight. Several
+//!   agents sharing one port get disjoint ranges, so whoever reads the port can
+//!   tell by the low half alone whose answer a response is. Responses are matched on
 //!   the **low 32 bits only**: the Linux umad driver overwrites the high half of
 //!   a request's TID with its own agent id (and gives it back in the response),
 //!   so a match on the full 64 bits would fail on real hardware.
@@ -59,6 +62,42 @@ pub struct TransactionsConfig {
     pub retries: u32,
     /// The high 32 bits of every TID this agent allocates.
     pub tid_high: u32,
+    /// The low 32 bits of every TID this agent allocates lie in this range
+    /// (default: all of them).
+    pub tid_low: TidRange,
+}
+
+/// A range of low TID halves, `base..base + 2^bits` (`bits` 1..=32, `base` a
+/// multiple of `2^bits`), that one MAD initiator allocates in and wraps around in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TidRange {
+    /// First low half of the range.
+    pub base: u32,
+    /// log2 of the range's size.
+    pub bits: u32,
+}
+
+impl TidRange {
+    /// Every low half.
+    pub const ALL: TidRange = TidRange { base: 0, bits: 32 };
+
+    fn mask(self) -> u32 {
+        match self.bits {
+            0 => 0,
+            b if b >= 32 => u32::MAX,
+            b => (1u32 << b) - 1,
+        }
+    }
+
+    /// Whether a low half is in this range.
+    pub fn contains(self, low: u32) -> bool {
+        low & !self.mask() == self.base & !self.mask()
+    }
+
+    /// The `n`th low half of the range (wrapping).
+    pub fn nth(self, n: u32) -> u32 {
+        (self.base & !self.mask()) | (n & self.mask())
+    }
 }
 
 impl Default for TransactionsConfig {
@@ -69,6 +108,7 @@ impl Default for TransactionsConfig {
             timeout: Duration::from_millis(200),
             retries: 3,
             tid_high: 0x1b5a_0000,
+            tid_low: TidRange::ALL,
         }
     }
 }
@@ -393,11 +433,12 @@ impl<T> Transactions<T> {
         self.in_flight.insert(low, entry);
     }
 
-    /// A low TID half that is not 0 and not in flight. The window is far
-    /// smaller than 2^32, so this terminates after a step or two.
+    /// A low TID half in the agent's range that is not 0 and not in flight. The
+    /// window is far smaller than any range a caller gives (2^16 and up), so this
+    /// terminates after a step or two.
     fn alloc_low(&mut self) -> u32 {
         loop {
-            let low = self.next_low;
+            let low = self.cfg.tid_low.nth(self.next_low);
             self.next_low = self.next_low.wrapping_add(1);
             if low != 0 && !self.in_flight.contains_key(&low) {
                 return low;
@@ -425,11 +466,35 @@ mod tests {
             timeout: 10 * MS,
             retries,
             tid_high: 0xabcd,
+            tid_low: crate::transactions::TidRange::ALL,
         }
     }
 
     fn get(hops: u8) -> Smp {
         Smp::get_dr(&vec![1; usize::from(hops)], AttributeId::NODE_INFO, 0, 0)
+    }
+
+    #[test]
+    fn tids_stay_in_the_agents_low_range_across_a_wrap() {
+        let range = TidRange {
+            base: 0x4000_0000,
+            bits: 16,
+        };
+        let mut tx = Transactions::new(TransactionsConfig {
+            tid_low: range,
+            ..cfg(1, 0)
+        });
+        for i in 0..70_000u32 {
+            tx.submit(Duration::ZERO, get(1), i);
+            let sent = tx.poll_transmit().unwrap();
+            let low = Smp::peek_tid(&sent).unwrap() as u32;
+            assert!(range.contains(low), "{low:#x} outside the range");
+            assert_ne!(low, 0);
+            tx.handle_incoming(Duration::ZERO, &answer(&sent));
+            assert!(matches!(tx.poll_event(), Some(Event::Response { token, .. }) if token == i));
+        }
+        assert!(!TidRange { base: 0, bits: 30 }.contains(range.nth(5)));
+        assert!(TidRange::ALL.contains(u32::MAX));
     }
 
     #[test]

@@ -667,6 +667,11 @@ impl Replica {
         to_metrics(&m)
     }
 
+    /// The last applied log index (cheap: no copy of the metrics).
+    pub fn last_applied(&self) -> Option<u64> {
+        self.raft().metrics().borrow().last_applied.map(|l| l.index)
+    }
+
     /// Wait until `pred` holds on the metrics, or `timeout`.
     pub async fn wait_metrics(
         &self,

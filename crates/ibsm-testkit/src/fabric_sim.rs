@@ -1,7 +1,7 @@
 //! A deterministic multi-SM simulation on the embedded fabric (`ibsm-sim`), replayable
 //! from a seed.
 //!
-//! N SMs ([`SmNode`]: election + subnet manager + TID routing, as in the daemon) are
+//! N SMs ([`SmNode`]: the shipped `ibsm_core::node::Node`, driven as the daemon does) are
 //! attached at HCAs under different leaf switches of a generated 2-level fat tree. One
 //! event loop advances virtual time to the next thing due (a delivery, a timer of any
 //! SM, a fault) and steps the simulator and the SMs; nothing reads a clock and nothing
@@ -50,8 +50,8 @@ use ibsm_fabric::{gen, NodeIdx, Topology};
 use ibsm_mad::PortState;
 use ibsm_sim::{Sim, SimConfig};
 
-pub use crate::fabric_sim_node::{NodeNote, NodeTimers, SmNode};
 use crate::rng::Rng;
+pub use crate::sim_driver::{NodeNote, NodeTimers, SmNode};
 
 /// Settings of a fabric simulation run.
 #[derive(Clone, Debug)]
@@ -449,6 +449,7 @@ impl<'a> Run<'a> {
             ecfg,
             self.cfg.subnet.clone(),
             self.cfg.timers.clone(),
+            &mut self.sim,
         )?;
         let c = client.0 as usize;
         if self.client_slot.len() <= c {

@@ -37,12 +37,12 @@
 //!   order is not seedable, see the module doc).
 
 pub mod fabric_sim;
-mod fabric_sim_node;
 pub mod model;
 pub mod raft_sim;
 pub mod raft_sim_net;
 pub mod rng;
 pub mod sim;
+mod sim_driver;
 pub mod world;
 
 pub use world::{SmSpec, World};

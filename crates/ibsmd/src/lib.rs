@@ -2,8 +2,9 @@
 //!
 //! An instance ([`instance::Instance`]) is one SM on one port: a dedicated OS thread
 //! that owns the port's [`ibsm_transport::MadDevice`] (a umad port, or a client of the
-//! embedded simulator), an `ibsm_core::transactions::Transactions` agent and the
-//! sans-IO `ibsm_core::election::Election`. It sweeps the fabric, takes part in the
+//! embedded simulator) and drives the sans-IO `ibsm_core::node::Node`, where all SM
+//! policy lives (the election, its own sweeps, the configurator, start-up, the watch of
+//! its link). It sweeps the fabric, takes part in the
 //! SMInfo election (with other ibsmd instances and with OpenSM) and, as MASTER only,
 //! keeps the ports it manages addressed and Active. Every state transition is logged at
 //! INFO as exactly one line `sm state: STANDBY -> DISCOVERING (reason)`.

@@ -47,12 +47,13 @@
 //! `partition/<pkey>` = `name|guid:full,guid:limited` ([`encode_partition`]), on any
 //! member. The MASTER programs its start-up partitions (`--partition`, config file)
 //! plus the replicated ones ([`effective_partitions`]: the replicated one wins on the
-//! same P_Key or name). Its instance thread re-reads them from the local replica every
-//! [`PARTITION_POLL`] while MASTER (a local read, no Raft round trip, so a commit made
-//! through any member reaches the fabric once this replica applies it) and hands a
-//! changed set to `SubnetManager::set_partitions`, whose heavy sweep reprograms the
-//! P_Key tables. A new master reads them in [`take_over`] before its first heavy
-//! sweep, which is how a partition set through the API survives a failover.
+//! same P_Key or name). The instance thread hands the SM node the replicated state
+//! ([`replicated_fabric`], a local read, no Raft round trip) whenever this replica's
+//! applied index moves, so a commit made through any member reaches the fabric once
+//! this replica applies it; a MASTER node hands a changed set to
+//! `SubnetManager::set_partitions`, whose heavy sweep reprograms the P_Key tables. A
+//! new master applies them before its first heavy sweep, which is how a partition set
+//! through the API survives a failover.
 //!
 //! # Planned handover
 //!
@@ -80,9 +81,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ibsm_core::election::SmState;
+use ibsm_core::node::ReplicatedFabric;
 use ibsm_core::subnet::{
-    lft_digest, links_of, ConfigError, Inherited, Link, Membership, Partition, PartitionMember,
-    SubnetConfig, SubnetManager,
+    lft_digest, links_of, Inherited, Link, Membership, Partition, PartitionMember, SubnetManager,
 };
 use ibsm_replica::{
     Command, ConfigChange, FabricState, LftDigest, LidRange, Listen, NodeId, Op, RaftTimers,
@@ -113,9 +114,6 @@ pub const QUORUM_LOST: Duration = Duration::from_millis(500);
 pub const CORE_RETRY: Duration = Duration::from_secs(5);
 /// How long one claim or write may wait for a quorum before the master is degraded.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// How often a MASTER re-reads the replicated partitions from its local replica.
-pub const PARTITION_POLL: Duration = Duration::from_millis(250);
 
 /// Config key prefix of replicated partitions (`partition/<pkey, 4 hex digits>`).
 pub use ibsm_replica::config_keys::{partition_key, PARTITION_KEY};
@@ -171,117 +169,7 @@ pub fn partitions_in(state: &FabricState) -> Vec<Partition> {
         .collect()
 }
 
-/// A replicated partition the MASTER leaves out, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkippedPartition {
-    /// The partition.
-    pub partition: Partition,
-    /// What the configurator's validation says about the set with it.
-    pub why: ConfigError,
-}
-
-/// What a MASTER programs: its start-up partitions (`configured`) with the
-/// `replicated` ones on top, in P_Key order. A replicated partition replaces a
-/// configured one with the same P_Key or the same name (the operator redefined it
-/// through the API). Each replicated partition is added only if the set stays valid
-/// for `SubnetConfig::validate` (duplicate names, more than 31 partitions on a
-/// port...); the ones that would break it are returned as skipped, so one bad entry
-/// never stops the others from being programmed.
-pub fn effective_partitions(
-    configured: &[Partition],
-    replicated: &[Partition],
-) -> (Vec<Partition>, Vec<SkippedPartition>) {
-    let mut out: Vec<Partition> = configured.to_vec();
-    let mut skipped = Vec::new();
-    let mut rep: Vec<&Partition> = replicated.iter().collect();
-    rep.sort_by_key(|p| p.p_key);
-    for p in rep {
-        let mut next: Vec<Partition> = out
-            .iter()
-            .filter(|q| q.p_key != p.p_key && !(q.name == p.name && configured.contains(q)))
-            .cloned()
-            .collect();
-        next.push(p.clone());
-        let check = SubnetConfig {
-            partitions: next,
-            ..SubnetConfig::default()
-        };
-        match check.validate() {
-            Ok(()) => out = check.partitions,
-            Err(why) => skipped.push(SkippedPartition {
-                partition: p.clone(),
-                why,
-            }),
-        }
-    }
-    out.sort_by_key(|p| p.p_key);
-    (out, skipped)
-}
-
-/// [`effective_partitions`] of `configured` and this replica's partitions; the
-/// skipped ones are logged (at warn, once per distinct set: the caller compares).
-pub fn programmed_partitions(
-    r: &Replication,
-    configured: &[Partition],
-) -> (Vec<Partition>, Vec<SkippedPartition>) {
-    let (_, replicated) = r.replicated_partitions();
-    effective_partitions(configured, &replicated)
-}
-
-/// [`apply_partitions`] when the replicated set changed since the generation in
-/// `seen` (None: never applied; it is updated), so a MASTER's periodic poll costs a
-/// comparison unless an operator changed a partition.
-pub fn apply_partitions_if_changed(
-    r: &Replication,
-    subnet: &mut SubnetManager,
-    configured: &[Partition],
-    now: Duration,
-    seen: &mut Option<u64>,
-) -> bool {
-    let (generation, _) = r.replicated_partitions();
-    if *seen == Some(generation) {
-        return false;
-    }
-    *seen = Some(generation);
-    apply_partitions(r, subnet, configured, now)
-}
-
-/// Hand the partitions a MASTER must program (start-up plus replicated) to `subnet`
-/// if they differ from what it has; true if they changed.
-pub fn apply_partitions(
-    r: &Replication,
-    subnet: &mut SubnetManager,
-    configured: &[Partition],
-    now: Duration,
-) -> bool {
-    let (want, skipped) = programmed_partitions(r, configured);
-    if want.as_slice() == subnet.partitions() {
-        return false;
-    }
-    for s in &skipped {
-        tracing::warn!(
-            partition = %s.partition.name,
-            pkey = format_args!("{:#06x}", s.partition.p_key),
-            why = %s.why,
-            "replicated partition not programmed"
-        );
-    }
-    match subnet.set_partitions(now, want) {
-        Ok(()) => {
-            tracing::info!(
-                partitions = subnet.partitions().len(),
-                skipped = skipped.len(),
-                "partitions from the replica handed to the configurator"
-            );
-            true
-        }
-        Err(e) => {
-            // effective_partitions validated them; kept as a guard.
-            tracing::error!(%e, "partitions from the replica refused by the configurator");
-            false
-        }
-    }
-}
+pub use ibsm_core::node::{effective_partitions, SkippedPartition};
 
 /// The replicated-config key that maps an SM port GUID to its Raft node id.
 pub fn sm_node_key(guid: u64) -> String {
@@ -454,7 +342,7 @@ pub struct Replication {
 
 /// The `partition/` keys of the replica, decoded. Decoding up to
 /// `MAX_PARTITIONS` partitions of up to `MAX_PARTITION_MEMBERS` members each is too
-/// much for the SM thread every [`PARTITION_POLL`], so a task redoes it in the
+/// much for a gRPC handler, so a task redoes it in the
 /// blocking pool when the applied index moves, and bumps `generation` when the set
 /// changed; the SM thread compares generations.
 #[derive(Debug, Default)]
@@ -1170,82 +1058,31 @@ async fn register(replica: &Replica, shared: &Mutex<Shared>, guid: u64) -> Next 
     Next::Again
 }
 
-/// A new MASTER takes over from its local replica: the replicated guid2lid seeds
-/// the LID manager (no replicated LID is reassigned), the replicated LFT digests
-/// and cabling make the first heavy sweep read the switches' LFTs back and rewrite
-/// only what differs (`ibsm_core::subnet::Inherited`), and the epoch claim starts
-/// in the background. The partitions set through the API (replicated) join the
-/// start-up ones (`configured`) before the first heavy sweep programs them. Call
-/// just before `SubnetManager::become_master`.
-pub fn take_over(
-    r: &Replication,
-    subnet: &mut SubnetManager,
-    port_guid: u64,
-    configured: &[Partition],
-    now: Duration,
-) {
-    let seed = r.seed();
-    seed_subnet(&seed, subnet);
-    apply_partitions(r, subnet, configured, now);
-    r.become_master(port_guid);
-}
-
-/// The read-only half of a takeover, started while the election is still
-/// DISCOVERING after losing its master: LIDs seeded from the local replica and
-/// [`SubnetManager::prepare_takeover`] (discovery and LFT read-back, nothing
-/// written, no Raft claim). Returns the seed's guid2lid it used, so the caller
-/// can tell at MASTER whether the LIDs it assigned still hold (see
-/// [`take_over`], which re-reads the seed; the digests are compared then).
-pub fn prepare_take_over(
-    r: &Replication,
-    subnet: &mut SubnetManager,
-    now: Duration,
-) -> BTreeMap<u64, LidRange> {
-    let seed = r.seed();
-    seed_m_key(&seed, subnet);
-    if !seed.guid2lid.is_empty() {
-        if let Err(e) = subnet.import_guid2lid(&seed.guid2lid_file) {
-            tracing::warn!(%e, "takeover preparation: replicated guid2lid refused");
-        }
+/// The replicated state as the SM node inherits it ([`ReplicatedFabric`]): LIDs as
+/// OpenSM's guid2lid text, LFT digests and cabling, the fabric's M_Key and the
+/// replicated partitions, read from the local replica now.
+pub fn replicated_fabric(r: &Replication) -> ReplicatedFabric {
+    let (seed, partitions) = r.replica.with_state(|s| {
+        (
+            Seed {
+                epoch: s.epoch,
+                guid2lid: s.guid2lid.clone(),
+                guid2lid_file: s.guid2lid_file(),
+                topology: s.topology.clone(),
+                lft_digests: s.lft_digests.clone(),
+                m_key: s.m_key,
+            },
+            partitions_in(s),
+        )
+    });
+    ReplicatedFabric {
+        epoch: seed.epoch,
+        guid2lid_ports: seed.guid2lid.len(),
+        inherited: inherited_of(&seed),
+        guid2lid_file: seed.guid2lid_file,
+        m_key: seed.m_key,
+        partitions,
     }
-    subnet.prepare_takeover(now, inherited_of(&seed));
-    seed.guid2lid
-}
-
-/// The replica's guid2lid as it is now (compared with what a prepared takeover used).
-pub fn replicated_guid2lid(r: &Replication) -> BTreeMap<u64, LidRange> {
-    r.replica.with_state(|s| s.guid2lid.clone())
-}
-
-/// The replicated M_Key into the configurator: tried after the configured one, so
-/// ports the previous master protected can be reached and, if the operator
-/// configured a new key, rekeyed (the configured key wins; see deploy/README.md).
-fn seed_m_key(seed: &Seed, subnet: &mut SubnetManager) {
-    if seed.m_key != 0 && seed.m_key != subnet.m_key().key {
-        tracing::warn!(
-            epoch = seed.epoch,
-            "the fabric holds another M_Key than the configured one: reprogramming it with the configured key"
-        );
-    }
-    subnet.set_fabric_m_key(seed.m_key);
-}
-
-/// LIDs and inherited LFT digests from `seed` into the configurator.
-fn seed_subnet(seed: &Seed, subnet: &mut SubnetManager) {
-    seed_m_key(seed, subnet);
-    if !seed.guid2lid.is_empty() {
-        match subnet.import_guid2lid(&seed.guid2lid_file) {
-            Ok(n) => tracing::info!(
-                ports = n,
-                epoch = seed.epoch,
-                "new master: LIDs seeded from the replica"
-            ),
-            Err(e) => {
-                tracing::warn!(%e, "new master: replicated guid2lid refused; LIDs are kept from the fabric only")
-            }
-        }
-    }
-    subnet.inherit(inherited_of(seed));
 }
 
 /// The core's view of what the previous master left.
@@ -1346,6 +1183,7 @@ pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ibsm_core::subnet::{ConfigError, SubnetConfig};
 
     fn part(name: &str, pkey: u16, members: &[u64]) -> Partition {
         Partition {

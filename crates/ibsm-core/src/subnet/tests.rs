@@ -26,6 +26,7 @@ fn cfg() -> SubnetConfig {
             timeout: 20 * MS,
             retries: 2,
             tid_high: 7,
+            tid_low: crate::transactions::TidRange::ALL,
         },
         sweep_interval: Duration::from_secs(1),
         switch_sl2vl: true,
