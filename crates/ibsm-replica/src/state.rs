@@ -109,9 +109,12 @@ pub struct FabricState {
     pub master_guid: Option<u64>,
     /// Port GUID -> LIDs (OpenSM's guid2lid).
     pub guid2lid: BTreeMap<u64, LidRange>,
-    /// P_Key -> partition.
+    /// P_Key -> partition, as the master programmed them at its last heavy sweep
+    /// (its start-up partitions plus the requests set through the API, which live in
+    /// `config` under `partition/`).
     pub partitions: BTreeMap<u16, Partition>,
-    /// SM port GUID -> last SMInfo.
+    /// SM port GUID -> the SMInfo the master last read of it (itself included), as of
+    /// its last heavy sweep; ActCount is as of the last change of priority or state.
     pub sm_roster: BTreeMap<u64, SmRosterEntry>,
     pub topology: Option<TopologySummary>,
     /// Switch node GUID -> digest of its LFT.
@@ -314,7 +317,9 @@ impl FabricState {
         }
     }
 
-    fn apply_op(&mut self, op: &Op) {
+    /// One op of an accepted [`Command::Update`] (no epoch check: [`Self::apply`]
+    /// does that for the whole command).
+    pub fn apply_op(&mut self, op: &Op) {
         match op {
             Op::SetGuid2Lid { port_guid, range } => {
                 self.guid2lid.insert(*port_guid, *range);

@@ -687,7 +687,9 @@ impl Driver {
             return;
         };
         if let Some(r) = &self.cfg.replication {
-            r.publish(crate::replication::record_of(subnet));
+            let mut rec = crate::replication::record_of(subnet);
+            rec.sm_roster = Some(crate::replication::roster_of(&self.node.status().sms));
+            r.publish(rec);
         }
         // The partitions this sweep programmed (start-up plus replicated).
         let view = crate::fabric_view::FabricView::of(

@@ -231,6 +231,12 @@ pub struct FabricRecord {
     pub lft_digests: BTreeMap<u64, LftDigest>,
     /// The M_Key the sweep programmed (None: leave the replicated one alone).
     pub m_key: Option<u64>,
+    /// The partitions the sweep programmed (start-up plus replicated requests), by
+    /// P_Key; None: leave the replicated ones alone.
+    pub partitions: Option<BTreeMap<u16, ibsm_replica::Partition>>,
+    /// The SM ports the master knows (itself included) with their last SMInfo; None:
+    /// leave the replicated roster alone.
+    pub sm_roster: Option<BTreeMap<u64, ibsm_replica::SmRosterEntry>>,
 }
 
 /// What a new master takes over from its local replica.
@@ -429,6 +435,32 @@ pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
     }
     if let Some(k) = want.m_key.filter(|k| *k != have.m_key) {
         ops.push(Op::SetMKey { m_key: k });
+    }
+    if let Some(parts) = &want.partitions {
+        for (k, p) in parts {
+            if have.partitions.get(k) != Some(p) {
+                ops.push(Op::SetPartition(p.clone()));
+            }
+        }
+        for k in have.partitions.keys().filter(|k| !parts.contains_key(k)) {
+            ops.push(Op::RemovePartition { p_key: *k });
+        }
+    }
+    if let Some(roster) = &want.sm_roster {
+        // ActCount moves all the time: an entry is rewritten when its priority or
+        // state changed, not for its ActCount alone.
+        for (g, e) in roster {
+            let same = have
+                .sm_roster
+                .get(g)
+                .is_some_and(|h| h.priority == e.priority && h.sm_state == e.sm_state);
+            if !same {
+                ops.push(Op::SetSm(*e));
+            }
+        }
+        for g in have.sm_roster.keys().filter(|g| !roster.contains_key(g)) {
+            ops.push(Op::RemoveSm { guid: *g });
+        }
     }
     ops
 }
@@ -1177,13 +1209,123 @@ pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
             },
         );
     }
+    rec.partitions = Some(
+        subnet
+            .sweep_partitions()
+            .iter()
+            .map(|p| {
+                let members = p
+                    .members
+                    .iter()
+                    .map(|m| ibsm_replica::PartitionMember {
+                        port_guid: m.port_guid,
+                        full: m.membership == Membership::Full,
+                    })
+                    .collect();
+                (
+                    p.p_key,
+                    ibsm_replica::Partition {
+                        p_key: p.p_key,
+                        name: p.name.clone(),
+                        members,
+                    },
+                )
+            })
+            .collect(),
+    );
     rec
+}
+
+/// The roster a master replicates: every SM port it knows, itself included, with the
+/// SMInfo it last read (an SM that never answered is left out: no state to record).
+pub fn roster_of(sms: &[ibsm_core::node::PeerView]) -> BTreeMap<u64, ibsm_replica::SmRosterEntry> {
+    sms.iter()
+        .filter_map(|p| {
+            let sm_state = match p.state? {
+                SmState::NotActive => ibsm_replica::SmState::NotActive,
+                SmState::Discovering => ibsm_replica::SmState::Discovering,
+                SmState::Standby => ibsm_replica::SmState::Standby,
+                SmState::Master => ibsm_replica::SmState::Master,
+            };
+            Some((
+                p.guid,
+                ibsm_replica::SmRosterEntry {
+                    guid: p.guid,
+                    priority: p.priority,
+                    sm_state,
+                    act_count: p.act_count,
+                },
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use ibsm_core::subnet::{ConfigError, SubnetConfig};
+
+    #[test]
+    fn the_programmed_partitions_and_the_sm_roster_are_replicated_and_pruned() {
+        let entry = |guid, priority, sm_state| ibsm_replica::SmRosterEntry {
+            guid,
+            priority,
+            sm_state,
+            act_count: 7,
+        };
+        let part = |p_key| ibsm_replica::Partition {
+            p_key,
+            name: format!("p{p_key:x}"),
+            members: vec![ibsm_replica::PartitionMember {
+                port_guid: 9,
+                full: true,
+            }],
+        };
+        let mut have = FabricState::default();
+        have.partitions.insert(0x7fff, part(0x7fff));
+        have.partitions.insert(0x10, part(0x10));
+        have.sm_roster
+            .insert(1, entry(1, 10, ibsm_replica::SmState::Master));
+        have.sm_roster
+            .insert(3, entry(3, 5, ibsm_replica::SmState::Standby));
+        let want = FabricRecord {
+            partitions: Some([(0x7fff, part(0x7fff)), (0x20, part(0x20))].into()),
+            sm_roster: Some(
+                [
+                    // Only the ActCount moved: not rewritten.
+                    (
+                        1,
+                        ibsm_replica::SmRosterEntry {
+                            act_count: 99,
+                            ..entry(1, 10, ibsm_replica::SmState::Master)
+                        },
+                    ),
+                    (2, entry(2, 8, ibsm_replica::SmState::Standby)),
+                ]
+                .into(),
+            ),
+            ..FabricRecord::default()
+        };
+        let ops = diff_ops(&have, &want);
+        assert_eq!(
+            ops,
+            vec![
+                Op::SetPartition(part(0x20)),
+                Op::RemovePartition { p_key: 0x10 },
+                Op::SetSm(entry(2, 8, ibsm_replica::SmState::Standby)),
+                Op::RemoveSm { guid: 3 },
+            ]
+        );
+        for op in &ops {
+            have.apply_op(op);
+        }
+        assert!(
+            diff_ops(&have, &want).is_empty(),
+            "applied: nothing left to write"
+        );
+        // A record that says nothing about them leaves them alone.
+        assert!(diff_ops(&have, &FabricRecord::default()).is_empty());
+    }
 
     fn part(name: &str, pkey: u16, members: &[u64]) -> Partition {
         Partition {
