@@ -24,7 +24,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 
-use ibsm_fabric::{NodeIdx, Topology};
+use ibsm_fabric::NodeIdx;
 use ibsm_transport::{FabricSpec, SharedSim};
 use tokio::sync::oneshot;
 
@@ -37,80 +37,10 @@ use crate::server::{InstanceSlot, ServeOptions};
 /// Priorities of the demo's instances: distinct, so the expected master is obvious.
 pub const DEMO_PRIORITIES: [u8; 3] = [10, 8, 6];
 
-/// Detaches a simulator client when the instance thread ends: its port stops
-/// advertising IsSM and SMPs for it go unanswered, as when an SM process dies.
-struct SimClientGuard {
-    sim: SharedSim,
-    client: ibsm_sim::ClientId,
-}
-
-impl Drop for SimClientGuard {
-    fn drop(&mut self) {
-        let client = self.client;
-        let _ = self.sim.with_sim(|s| {
-            let _ = s.set_is_sm(client, false);
-            s.detach(client)
-        });
-    }
-}
-
-/// Start an SM instance on CA port (`node`, `port`) of a shared simulator.
-pub fn spawn_on_sim(
-    sim: &SharedSim,
-    node: NodeIdx,
-    port: u8,
-    cfg: InstanceConfig,
-) -> anyhow::Result<Instance> {
-    spawn_on_sim_client(sim, node, port, cfg).map(|(inst, _)| inst)
-}
-
-/// [`spawn_on_sim`], also returning the simulator client, so a drill can cut the SM
-/// off its port at once ([`ibsm_sim::Sim::detach`]) before it stops the thread.
-pub fn spawn_on_sim_client(
-    sim: &SharedSim,
-    node: NodeIdx,
-    port: u8,
-    cfg: InstanceConfig,
-) -> anyhow::Result<(Instance, ibsm_sim::ClientId)> {
-    let dev = sim.attach(node, port)?;
-    let client = dev.client();
-    sim.with_sim(|s| s.set_is_sm(client, true))?
-        .map_err(|e| anyhow::anyhow!("set IsSM: {e}"))?;
-    let guard = SimClientGuard {
-        sim: sim.clone(),
-        client,
-    };
-    Ok((
-        Instance::spawn(cfg, Box::new(dev), Box::new(guard))?,
-        client,
-    ))
-}
-
-/// `count` CA ports with a cable, spread over the fabric (first, middle, last...).
-pub fn pick_ca_ports(topology: &Topology, count: usize) -> Vec<(NodeIdx, u8, String)> {
-    let cas: Vec<(NodeIdx, u8, String)> = topology
-        .iter()
-        .filter(|(_, n)| !n.is_switch())
-        .filter_map(|(idx, n)| {
-            n.physical_ports()
-                .find(|(_, p)| p.remote.is_some())
-                .map(|(p, _)| (idx, p, n.description.clone()))
-        })
-        .collect();
-    if cas.len() <= count {
-        return cas;
-    }
-    (0..count)
-        .filter_map(|i| {
-            let at = if count > 1 {
-                i * (cas.len() - 1) / (count - 1)
-            } else {
-                0
-            };
-            cas.get(at).cloned()
-        })
-        .collect()
-}
+// The embedded-fabric helpers moved to `crate::embedded` (the daemon's
+// `--fabric sim:` needs them, the demo is only one user); re-exported for the demo's
+// callers.
+pub use crate::embedded::{pick_ca_ports, spawn_on_sim, spawn_on_sim_client};
 
 /// Why a drill was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

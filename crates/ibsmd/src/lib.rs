@@ -50,7 +50,11 @@
 //! `--smp-window` ([`subnet_opts`]). How the configurator, the election and the
 //! runtime's own agent share the device (disjoint TID ranges) is in [`instance`].
 //!
-//! # Demo
+//! # Embedded fabric and demo
+//!
+//! [`embedded`] attaches an instance to a port of the embedded simulator; it is what
+//! `--fabric sim:NETFILE|gen:...` ([`open_fabric`]) and the tests use, apart from the
+//! demo.
 //!
 //! [`demo::Demo`] runs three instances in one process on one embedded fabric (the
 //! simulator is in-process), each with its own gRPC endpoint, and the `ibsm.v1.Demo`
@@ -92,6 +96,7 @@ pub mod demo;
 pub mod demo_ibsim;
 pub mod demo_poller;
 pub mod demo_service;
+pub mod embedded;
 pub mod fabric_service;
 pub mod fabric_view;
 pub mod instance;
@@ -135,7 +140,7 @@ pub fn open_fabric(
             let topology = spec
                 .topology()?
                 .ok_or_else(|| anyhow::anyhow!("not an embedded fabric"))?;
-            let (node, port, _) = demo::pick_ca_ports(&topology, 1)
+            let (node, port, _) = embedded::pick_ca_ports(&topology, 1)
                 .into_iter()
                 .next()
                 .ok_or_else(|| anyhow::anyhow!("the fabric has no CA port with a cable"))?;

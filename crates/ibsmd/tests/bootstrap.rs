@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ibsm_mad::{AttributeId, DirectedRoute, Method, Smp, SmpRoute, MAD_SIZE};
 use ibsm_transport::{MadDevice, ReceivedMad, SharedSim, SimDevice, TransportError};
-use ibsmd::demo::pick_ca_ports;
+use ibsmd::embedded::pick_ca_ports;
 use ibsmd::{Instance, InstanceConfig};
 
 const FOREIGN_TID: u64 = 0x0000_0000_1234_5678;

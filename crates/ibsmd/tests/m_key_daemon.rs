@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ibsm_mad::PortState;
 use ibsm_transport::SharedSim;
-use ibsmd::demo::{pick_ca_ports, spawn_on_sim};
+use ibsmd::embedded::{pick_ca_ports, spawn_on_sim};
 use ibsmd::InstanceConfig;
 
 const M_KEY: u64 = 0x5EC0_0000_C0FF_EE01;

@@ -16,7 +16,7 @@ use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_mad::PortState;
 use ibsm_sim::Sim;
 use ibsm_transport::SharedSim;
-use ibsmd::demo::{pick_ca_ports, spawn_on_sim};
+use ibsmd::embedded::{pick_ca_ports, spawn_on_sim};
 use ibsmd::InstanceConfig;
 
 /// Every CA port LID, and whether the LFTs lead there from every switch, avoiding

@@ -43,13 +43,13 @@ impl Drop for Served {
 async fn serve(security: Security) -> Served {
     let spec = FabricSpec::parse("gen:fat-tree:4").expect("spec");
     let topo = spec.topology().expect("topology").expect("embedded");
-    let (node, port, _) = ibsmd::demo::pick_ca_ports(&topo, 1)
+    let (node, port, _) = ibsmd::embedded::pick_ca_ports(&topo, 1)
         .into_iter()
         .next()
         .expect("a CA port");
     let sim = SharedSim::new(&topo);
     let inst = Arc::new(
-        ibsmd::demo::spawn_on_sim(&sim, node, port, InstanceConfig::new("sec", 10))
+        ibsmd::embedded::spawn_on_sim(&sim, node, port, InstanceConfig::new("sec", 10))
             .expect("instance"),
     );
     let (tx, rx) = oneshot::channel::<()>();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use ibsm_fabric::NodeIdx;
 use ibsm_mad::{AttributeId, Method, PortInfo, SmInfo, SmState, Smp, SmpRoute, MAD_SIZE};
 use ibsm_transport::{MadDevice, ReceivedMad, SharedSim, SimDevice, TransportError};
-use ibsmd::demo::pick_ca_ports;
+use ibsmd::embedded::pick_ca_ports;
 use ibsmd::{Instance, InstanceConfig};
 
 /// A simulator device that behaves like a umad port for LID-routed MADs.

@@ -19,7 +19,7 @@ use ibsm_mad::{AttributeId, Method, MAD_SIZE};
 use ibsm_transport::{
     run_discovery, DiscoverConfig, MadDevice, ReceivedMad, SharedSim, SimDevice, TransportError,
 };
-use ibsmd::demo::pick_ca_ports;
+use ibsmd::embedded::pick_ca_ports;
 use ibsmd::{Instance, InstanceConfig};
 
 /// Counts the SubnGet(NodeInfo) a device sends.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use ibsm_core::election::SmState;
 use ibsm_transport::SharedSim;
-use ibsmd::demo::{pick_ca_ports, spawn_on_sim};
+use ibsmd::embedded::{pick_ca_ports, spawn_on_sim};
 use ibsmd::{Command, Instance, InstanceConfig};
 use tokio::sync::oneshot;
 
