@@ -503,7 +503,7 @@ impl Demo {
             let inst = Arc::new(inst);
             let (stop_tx, stop_rx) = oneshot::channel::<()>();
             let slot = crate::server::slot(inst);
-            repl.follow(Arc::clone(&slot));
+            repl.follow(crate::server::followed_sm(Arc::clone(&slot)));
             let (endpoint, serve) = crate::server::serve_listener(
                 Arc::clone(&slot),
                 &name,

@@ -29,7 +29,7 @@ use tonic::{Request, Response, Status};
 use crate::fabric_view::{FabricView, RouteError};
 use crate::instance::Snapshot;
 use crate::replication::Replication;
-use crate::server::InstanceSlot;
+use crate::slot::InstanceSlot;
 
 pub use crate::replication::PARTITION_KEY;
 

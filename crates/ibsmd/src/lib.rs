@@ -103,6 +103,7 @@ pub mod instance;
 pub mod metrics;
 pub mod replication;
 pub mod server;
+pub mod slot;
 pub mod subnet_opts;
 pub mod wire;
 

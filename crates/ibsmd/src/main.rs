@@ -634,7 +634,7 @@ async fn run_daemon(
     let slot = ibsmd::server::slot(Arc::clone(&inst));
     if let Some(r) = &repl {
         r.set_metrics(Arc::clone(&metrics));
-        r.follow(Arc::clone(&slot));
+        r.follow(ibsmd::server::followed_sm(Arc::clone(&slot)));
     }
     let (addr, serve) = ibsmd::server::serve_listener(
         slot,

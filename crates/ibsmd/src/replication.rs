@@ -93,8 +93,6 @@ use ibsm_replica::{
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::server::InstanceSlot;
-
 /// How often the writer retries a claim or write that did not commit.
 pub const RETRY: Duration = Duration::from_millis(250);
 
@@ -756,25 +754,20 @@ impl Replication {
         *self.metrics.lock().unwrap_or_else(|p| p.into_inner()) = Some(m);
     }
 
-    /// Follow the SM instance in `slot` (it may be replaced, as by a demo restart):
-    /// register its port GUID, and become / stop being the writing master with its
-    /// SMInfo state. Replaces an earlier watcher.
-    pub fn follow(self: &Arc<Self>, slot: InstanceSlot) {
+    /// Follow an SM instance: `sm` tells, when asked, its port GUID and SMInfo state
+    /// while it runs (`None` when it does not; see `server::followed_sm`, which reads an
+    /// instance slot that a demo restart may refill). Registers its port GUID and
+    /// becomes / stops being the writing master with its state. Replaces an earlier
+    /// watcher.
+    pub fn follow(self: &Arc<Self>, sm: impl Fn() -> Option<(u64, SmState)> + Send + 'static) {
         let me = Arc::clone(self);
         let task = tokio::spawn(async move {
             loop {
-                let inst = match slot.read() {
-                    Ok(s) => s.clone(),
-                    Err(p) => p.into_inner().clone(),
-                };
-                match inst {
-                    Some(inst) if inst.is_running() => {
-                        let st = inst.status();
-                        if st.guid != 0 {
-                            me.register_sm(st.guid);
-                        }
-                        if st.state == SmState::Master && st.guid != 0 {
-                            me.become_master(st.guid);
+                match sm() {
+                    Some((guid, state)) if guid != 0 => {
+                        me.register_sm(guid);
+                        if state == SmState::Master {
+                            me.become_master(guid);
                         } else {
                             me.stop_master();
                         }

@@ -19,7 +19,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ibsm_core::election::{ControlPacket, SmState};
@@ -36,13 +36,7 @@ use crate::demo_service::DemoService;
 use crate::instance::{Command, CommandError, EventRecord, Instance, Snapshot};
 use crate::replication::Replication;
 
-/// Where a server finds its instance; `None` while it is stopped (demo kill).
-pub type InstanceSlot = Arc<RwLock<Option<Arc<Instance>>>>;
-
-/// A slot holding `inst`.
-pub fn slot(inst: Arc<Instance>) -> InstanceSlot {
-    Arc::new(RwLock::new(Some(inst)))
-}
+pub use crate::slot::{followed_sm, slot, InstanceSlot};
 
 /// How long Handover and SendControl wait for the outcome before answering "pending".
 const OUTCOME_WAIT: Duration = Duration::from_secs(5);

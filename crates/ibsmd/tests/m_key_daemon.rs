@@ -140,7 +140,7 @@ async fn a_successor_with_a_new_key_rekeys_the_fabric_with_the_replicated_one() 
     c1.replication = Some(Arc::clone(&repl));
     let first = Arc::new(spawn_on_sim(&sim, *n1, *p1, c1).expect("first master"));
     let slot = ibsmd::server::slot(Arc::clone(&first));
-    repl.follow(Arc::clone(&slot));
+    repl.follow(ibsmd::server::followed_sm(Arc::clone(&slot)));
     common::wait_async("the old key programmed and replicated", || {
         check_keyed_with(&sim, &topo, OLD, 1)?;
         let k = repl.replica().with_state(|s| s.m_key);
