@@ -41,6 +41,13 @@ if [ -n "$lab" ]; then
     fi
 fi
 
+# The model checker's injected election bugs (ibsm-core feature `fault-injection`)
+# never reach the daemon: only ibsm-testkit turns the feature on.
+if cargo tree --locked -p ibsmd -e features --prefix none 2>/dev/null | grep -q 'fault-injection'; then
+    echo "INVARIANT BROKEN: ibsmd builds ibsm-core with the fault-injection feature" >&2
+    fail=1
+fi
+
 # No source file over MAX_LINES lines outside tests: what counts is the file up to its
 # inline `#[cfg(test)]` module; tests.rs files and files under tests/ or benches/ are exempt.
 MAX_LINES=800

@@ -36,9 +36,10 @@ pub enum SmKeyPolicy {
     Off,
 }
 
-/// Bugs the model checker's self-test injects to prove it can find them. Never
-/// set this outside tests.
-#[doc(hidden)]
+/// Bugs the model checker's self-test injects to prove it can find them. Only with
+/// the `fault-injection` feature (ibsm-testkit turns it on): the shipped election
+/// has no such knob.
+#[cfg(feature = "fault-injection")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InjectedFault {
     /// Break ties on equal priority by the HIGHER port GUID.
@@ -100,7 +101,8 @@ pub struct ElectionConfig {
     pub trusted_sm_guids: Option<BTreeSet<u64>>,
     /// First transaction ID used; TIDs then count up (wrapping).
     pub tid_base: u64,
-    #[doc(hidden)]
+    /// A bug to inject (model checker self-tests only).
+    #[cfg(feature = "fault-injection")]
     pub injected_fault: Option<InjectedFault>,
 }
 
@@ -125,6 +127,7 @@ impl ElectionConfig {
             sticky_priority: None,
             trusted_sm_guids: None,
             tid_base: 0x5300_0000_0000_0000,
+            #[cfg(feature = "fault-injection")]
             injected_fault: None,
         }
     }

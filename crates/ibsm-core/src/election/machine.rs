@@ -3,8 +3,10 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+#[cfg(feature = "fault-injection")]
+use super::config::InjectedFault;
 use super::config::{
-    ElectionConfig, ElectionError, InjectedFault, SmKeyPolicy, MAX_PRIORITY, STATUS_INVALID_VALUE,
+    ElectionConfig, ElectionError, SmKeyPolicy, MAX_PRIORITY, STATUS_INVALID_VALUE,
 };
 use super::types::{
     ControlPacket, DrRoute, ElectionEvent, RejectReason, SmInfo, SmInfoMsg, SmPort, SmRoute,
@@ -680,10 +682,11 @@ impl Election {
         if a.0 != b.0 {
             return a.0 > b.0;
         }
-        match self.cfg.injected_fault {
-            Some(InjectedFault::TieBreakHigherGuid) => a.1 > b.1,
-            _ => a.1 < b.1,
+        #[cfg(feature = "fault-injection")]
+        if self.cfg.injected_fault == Some(InjectedFault::TieBreakHigherGuid) {
+            return a.1 > b.1;
         }
+        a.1 < b.1
     }
 
     fn outranks_us(&self, info: &SmInfo) -> bool {
@@ -1558,6 +1561,7 @@ impl Election {
         };
         match (self.state, packet) {
             (SmState::Standby, ControlPacket::Handover) => {
+                #[cfg(feature = "fault-injection")]
                 if self.cfg.injected_fault == Some(InjectedFault::IgnoreHandover) {
                     return;
                 }

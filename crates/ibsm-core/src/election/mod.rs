@@ -183,8 +183,10 @@ mod machine;
 mod types;
 pub mod wire;
 
+#[cfg(feature = "fault-injection")]
+pub use config::InjectedFault;
 pub use config::{
-    ElectionConfig, ElectionConfigError, ElectionError, InjectedFault, SmKeyPolicy, MAX_PRIORITY,
+    ElectionConfig, ElectionConfigError, ElectionError, SmKeyPolicy, MAX_PRIORITY,
     STATUS_INVALID_VALUE,
 };
 pub use machine::{route_for_new_request, Election};
