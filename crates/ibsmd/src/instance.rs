@@ -30,7 +30,7 @@
 //!
 //! # Replication
 //!
-//! With replication the node gets the replicated state ([`ReplicatedFabric`]) every
+//! With replication the node gets the replicated state ([`ibsm_core::node::ReplicatedFabric`]) every
 //! time the local replica's applied index moves (checked before each batch of
 //! inputs, so a HANDOVER that arrives right after its replica caught up sees what it
 //! caught up to); its mastership claims go to [`crate::replication::Replication`],

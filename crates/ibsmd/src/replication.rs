@@ -32,7 +32,7 @@
 //! write did not commit, or its Raft view has no leader. It is cleared by the next
 //! committed write.
 //!
-//! # What a new master takes over ([`Seed`])
+//! # What a new master takes over ([`replicated_fabric`])
 //!
 //! guid2lid (fed to `LidManager::import_guid2lid`, so a port that lost its LID gets the
 //! replicated one back and no replicated LID is handed to another port), the last
@@ -235,23 +235,6 @@ pub struct FabricRecord {
     /// The SM ports the master knows (itself included) with their last SMInfo; None:
     /// leave the replicated roster alone.
     pub sm_roster: Option<BTreeMap<u64, ibsm_replica::SmRosterEntry>>,
-}
-
-/// What a new master takes over from its local replica.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Seed {
-    /// Mastership epoch of the local copy.
-    pub epoch: u64,
-    /// guid2lid map.
-    pub guid2lid: BTreeMap<u64, LidRange>,
-    /// The same, as OpenSM's guid2lid text (`LidManager::import_guid2lid`).
-    pub guid2lid_file: String,
-    /// Last topology summary.
-    pub topology: Option<TopologySummary>,
-    /// Switch node GUID -> LFT digest.
-    pub lft_digests: BTreeMap<u64, LftDigest>,
-    /// The M_Key the previous master programmed (0: none).
-    pub m_key: u64,
 }
 
 /// The replication part of `GetStatus`.
@@ -614,18 +597,6 @@ impl Replication {
             s.register = Some(guid);
         }
         self.wake.notify_one();
-    }
-
-    /// What a new master takes over (local read).
-    pub fn seed(&self) -> Seed {
-        self.replica.with_state(|s| Seed {
-            epoch: s.epoch,
-            guid2lid: s.guid2lid.clone(),
-            guid2lid_file: s.guid2lid_file(),
-            topology: s.topology.clone(),
-            lft_digests: s.lft_digests.clone(),
-            m_key: s.m_key,
-        })
     }
 
     /// Epoch, Raft role/term/leader, applied index, degraded.
@@ -1083,42 +1054,29 @@ async fn register(replica: &Replica, shared: &Mutex<Shared>, guid: u64) -> Next 
     Next::Again
 }
 
-/// The replicated state as the SM node inherits it ([`ReplicatedFabric`]): LIDs as
+/// The replicated state as the SM node inherits it ([`ibsm_core::node::ReplicatedFabric`]): LIDs as
 /// OpenSM's guid2lid text, LFT digests and cabling, the fabric's M_Key and the
 /// replicated partitions, read from the local replica now.
 pub fn replicated_fabric(r: &Replication) -> ReplicatedFabric {
-    let (seed, partitions) = r.replica.with_state(|s| {
-        (
-            Seed {
-                epoch: s.epoch,
-                guid2lid: s.guid2lid.clone(),
-                guid2lid_file: s.guid2lid_file(),
-                topology: s.topology.clone(),
-                lft_digests: s.lft_digests.clone(),
-                m_key: s.m_key,
-            },
-            partitions_in(s),
-        )
-    });
-    ReplicatedFabric {
-        epoch: seed.epoch,
-        guid2lid_ports: seed.guid2lid.len(),
-        inherited: inherited_of(&seed),
-        guid2lid_file: seed.guid2lid_file,
-        m_key: seed.m_key,
-        partitions,
-    }
+    r.replica.with_state(|s| ReplicatedFabric {
+        epoch: s.epoch,
+        guid2lid_file: s.guid2lid_file(),
+        guid2lid_ports: s.guid2lid.len(),
+        inherited: inherited_of(s),
+        m_key: s.m_key,
+        partitions: partitions_in(s),
+    })
 }
 
 /// The core's view of what the previous master left.
-pub fn inherited_of(seed: &Seed) -> Inherited {
+pub fn inherited_of(state: &FabricState) -> Inherited {
     Inherited {
-        lft_digests: seed
+        lft_digests: state
             .lft_digests
             .iter()
             .map(|(g, d)| (*g, (d.lft_top, d.digest)))
             .collect(),
-        links: seed.topology.as_ref().map(|t| {
+        links: state.topology.as_ref().map(|t| {
             t.links
                 .iter()
                 .map(|l| {
