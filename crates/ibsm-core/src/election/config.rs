@@ -203,9 +203,9 @@ pub enum ElectionError {
     #[error("cannot send {packet}: we are {state}, only MASTER sends it")]
     NotMaster {
         /// What was asked.
-        packet: super::ControlPacket,
+        packet: super::types::ControlPacket,
         /// Our state.
-        state: super::SmState,
+        state: super::types::SmState,
     },
     /// The target is not among the known SM ports.
     #[error("SM port {guid:#018x} is not known (not in the last sweep)")]
@@ -219,7 +219,7 @@ pub enum ElectionError {
     )]
     NotOnRequest {
         /// What was asked.
-        packet: super::ControlPacket,
+        packet: super::types::ControlPacket,
     },
     /// A HANDOVER is already outstanding.
     #[error("a handover to {target:#018x} is already in progress")]
@@ -251,7 +251,7 @@ pub enum ElectionError {
         /// The target.
         guid: u64,
         /// Its last reported SMState.
-        state: super::SmState,
+        state: super::types::SmState,
     },
     /// To make the handover stick we must advertise a priority that ranks below the
     /// target; there is none when it has priority 0 and a higher port GUID than ours

@@ -19,7 +19,7 @@ use ibsm_mad::{
     SmpAttribute, SmpRoute, Trap144, TrapDetails,
 };
 
-use super::{DrRoute, SmInfo, SmInfoMsg, SmRoute, SmState};
+use super::types::{DrRoute, SmInfo, SmInfoMsg, SmRoute, SmState};
 
 /// Why an SMP could not be converted to or from an [`SmInfoMsg`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
