@@ -1,0 +1,127 @@
+//! DISCOVERING: the round that queries every known SM port and concludes STANDBY behind
+//! the best MASTER, STANDBY behind an SM that outranks us, or MASTER; it concludes
+//! without a MASTER answer only after a sweep made since the round began.
+
+use std::time::Duration;
+
+use crate::election::types::{SmInfo, SmPort, SmRoute, SmState, TransitionReason};
+
+use super::state::{Election, Purpose};
+
+impl Election {
+    pub(super) fn query_round(&mut self, now: Duration) {
+        if !self.swept {
+            return;
+        }
+        let Some(round) = self.round.as_ref() else {
+            return;
+        };
+        let lost = round.lost;
+        let todo: Vec<SmPort> = self
+            .known
+            .values()
+            .filter(|p| !round.queried.contains(&p.guid))
+            .cloned()
+            .collect();
+        for p in todo {
+            if let Some(r) = self.round.as_mut() {
+                r.queried.insert(p.guid);
+            }
+            let retries = if lost == Some(p.guid) {
+                0
+            } else {
+                self.cfg.query_retries
+            };
+            self.query_with_retries(now, p.route, Some(p.guid), Purpose::Discover, retries);
+        }
+    }
+
+    pub(super) fn maybe_finish_round(&mut self, now: Duration) {
+        if self.state != SmState::Discovering || !self.swept || self.port_down {
+            return;
+        }
+        if self
+            .pending
+            .values()
+            .any(|p| p.purpose == Purpose::Discover)
+        {
+            return;
+        }
+        if let Some(r) = self.round.as_mut() {
+            // Without a MASTER among the SM ports an older sweep recorded, conclude
+            // only from a sweep made since: a master that went silent over a broken
+            // path is not dead (a false failover, two masters until they meet), and
+            // an SM that came up since the last sweep may be the master (else we
+            // follow a STANDBY, or take MASTER beside it). The sweep was asked for
+            // when the round began (`enter_discovering_after`); the initial and
+            // port-up rounds wait for the driver's first sweep anyway (`swept`).
+            if !r.fresh_sweep && r.best_master.is_none() {
+                return;
+            }
+        }
+        let Some(round) = self.round.take() else {
+            return;
+        };
+        if let Some((info, route)) = round.best_master {
+            self.enter_standby(
+                now,
+                &info,
+                route,
+                TransitionReason::FoundMaster { master: info.guid },
+            );
+        } else if let Some((info, route)) = round.best_higher {
+            self.enter_standby(
+                now,
+                &info,
+                route,
+                TransitionReason::FoundHigherSm {
+                    guid: info.guid,
+                    priority: info.priority,
+                },
+            );
+        } else {
+            self.become_master(
+                now,
+                TransitionReason::NoHigherSm {
+                    answered: round.answered,
+                    queried: round.queried.len(),
+                },
+            );
+        }
+    }
+
+    pub(super) fn record_discovery(&mut self, info: SmInfo, route: SmRoute) {
+        if self.is_suspect(&info) {
+            return;
+        }
+        if !self.is_trusted(info.guid) {
+            // Neither a master to follow nor a higher SM to wait for: without a trusted
+            // one the round concludes MASTER by the normal rules.
+            self.note_untrusted(&info);
+            if let Some(round) = self.round.as_mut() {
+                round.answered += 1;
+            }
+            return;
+        }
+        let outranks = self.outranks_us(&info);
+        let better = |cur: &Option<(SmInfo, SmRoute)>, this: &Election| match cur {
+            None => true,
+            Some((c, _)) => this.ranks_above((info.priority, info.guid), (c.priority, c.guid)),
+        };
+        let Some(round) = self.round.as_ref() else {
+            return;
+        };
+        let take_master = info.sm_state == SmState::Master && better(&round.best_master, self);
+        let take_higher = matches!(info.sm_state, SmState::Discovering | SmState::Standby)
+            && outranks
+            && better(&round.best_higher, self);
+        if let Some(round) = self.round.as_mut() {
+            round.answered += 1;
+            if take_master {
+                round.best_master = Some((info, route));
+            } else if take_higher {
+                round.best_higher = Some((info, route));
+            }
+        }
+    }
+}

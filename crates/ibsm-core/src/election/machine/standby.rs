@@ -1,0 +1,156 @@
+//! STANDBY: polling the master every `poll_interval` and judging its answers (missed
+//! polls, a stalled ActCount, a followed SM that is no longer MASTER), and trap 144 to
+//! a master we outrank, retried until TrapRepress.
+
+use std::time::Duration;
+
+use crate::election::types::{SmInfo, SmInfoMsg, SmRoute, SmState, TransitionReason, Transmit};
+
+use super::state::{Election, Pending, Purpose};
+
+impl Election {
+    pub(super) fn handle_poll_answer(&mut self, now: Duration, status: u16, info: SmInfo) {
+        let Some(f) = self.following.as_ref() else {
+            return;
+        };
+        let master = f.master;
+        let key_ok = info.sm_key == 0 || info.sm_key == self.cfg.sm_key;
+        if status != 0 || info.guid != master || !key_ok {
+            // Counts as a missed poll at the next tick.
+            return;
+        }
+        self.note_peer(&info);
+        let stall = self.cfg.stall_window;
+        let grace = self.cfg.discovering_grace;
+        let outranks = self.outranks_us(&info);
+        let Some(f) = self.following.as_mut() else {
+            return;
+        };
+        match info.sm_state {
+            SmState::Master => {
+                f.missed = 0;
+                f.poll_tid = None;
+                f.discovering_since = None;
+                if f.last_act != Some(info.act_count) {
+                    f.last_act = Some(info.act_count);
+                    f.last_act_change = now;
+                } else if let Some(w) = stall {
+                    let stalled_for = now.saturating_sub(f.last_act_change);
+                    if stalled_for >= w {
+                        self.suspects.insert(master, info.act_count);
+                        self.enter_discovering(
+                            now,
+                            TransitionReason::ActCountStalled {
+                                master,
+                                act_count: info.act_count,
+                                stalled_for,
+                            },
+                        );
+                    }
+                }
+            }
+            SmState::Discovering if outranks => {
+                // A higher SM still looking around is about to become master: alive,
+                // but only for `discovering_grace` (OpenSM counts it as a missed poll).
+                f.missed = 0;
+                f.poll_tid = None;
+                f.last_act = None;
+                let since = *f.discovering_since.get_or_insert(now);
+                let waited = now.saturating_sub(since);
+                if waited >= grace {
+                    self.enter_discovering(
+                        now,
+                        TransitionReason::FollowedNotMaster {
+                            guid: master,
+                            state: SmState::Discovering,
+                            waited,
+                        },
+                    );
+                }
+            }
+            SmState::Standby => {
+                // It follows someone else (it handed over, or lost to a higher SM): that
+                // one is the master. OpenSM keeps polling a higher STANDBY SM as if it
+                // were alive, which strands a standby behind a standby after a handover.
+                self.enter_discovering(
+                    now,
+                    TransitionReason::FollowedNotMaster {
+                        guid: master,
+                        state: SmState::Standby,
+                        waited: Duration::ZERO,
+                    },
+                )
+            }
+            state => {
+                self.enter_discovering(now, TransitionReason::MasterResigned { master, state })
+            }
+        }
+    }
+
+    pub(super) fn standby_tick(&mut self, now: Duration) {
+        if self.state != SmState::Standby {
+            return;
+        }
+        let retries = self.cfg.poll_retries;
+        let Some(f) = self.following.as_mut() else {
+            return;
+        };
+        if f.poll_at > now {
+            return;
+        }
+        if f.poll_tid.take().is_some() {
+            f.missed += 1;
+        }
+        if f.missed >= retries {
+            let (master, missed) = (f.master, f.missed);
+            self.enter_discovering_after(
+                now,
+                TransitionReason::MissedPolls { master, missed },
+                Some(master),
+            );
+            return;
+        }
+        let dest = f.route.clone();
+        let tid = self.alloc_tid();
+        let msg = SmInfoMsg::Get {
+            tid,
+            m_key: self.cfg.m_key,
+            info: self.request_payload(SmState::Standby),
+        };
+        if let Some(f) = self.following.as_mut() {
+            f.poll_tid = Some(tid);
+            f.poll_at = now + self.cfg.poll_interval;
+        }
+        self.transmits.push_back(Transmit { dest, msg });
+    }
+
+    pub(super) fn send_trap144(&mut self, now: Duration) {
+        let Some(f) = self.following.as_ref() else {
+            return;
+        };
+        let dest = f.lid.map(SmRoute::Lid).unwrap_or_else(|| f.route.clone());
+        let tid = self.alloc_tid();
+        let msg = SmInfoMsg::Trap144 {
+            tid,
+            issuer_lid: self.local_lid,
+            issuer_guid: self.cfg.port_guid,
+        };
+        self.pending.retain(|_, p| p.purpose != Purpose::Trap);
+        self.transmits.push_back(Transmit {
+            dest: dest.clone(),
+            msg: msg.clone(),
+        });
+        self.pending.insert(
+            tid,
+            Pending {
+                dest,
+                msg,
+                expect_guid: None,
+                purpose: Purpose::Trap,
+                deadline: now + self.cfg.query_timeout,
+                timeout: self.cfg.query_timeout,
+                retries_left: self.cfg.query_retries,
+            },
+        );
+    }
+}
