@@ -85,6 +85,8 @@ impl Election {
     /// are not MASTER, a handover is outstanding, the target is not a known SM port, has
     /// not answered SMInfo yet, was last seen neither STANDBY nor MASTER, or has priority
     /// 0 and a higher GUID than ours (nothing ranks below it).
+    ///
+    /// [`TransitionReason::HandoverDone`]: crate::election::TransitionReason::HandoverDone
     pub fn handover_to(&mut self, now: Duration, target: u64) -> Result<(), ElectionError> {
         let now = self.clock(now);
         if self.state != SmState::Master {

@@ -101,7 +101,7 @@ impl Election {
         }
     }
 
-    pub(super) fn check_set(
+    fn check_set(
         &self,
         from: &SmRoute,
         attr_mod: u32,
@@ -143,7 +143,7 @@ impl Election {
         Ok(packet)
     }
 
-    pub(super) fn send_ack(&mut self, _now: Duration, to: u64, from: &SmRoute) {
+    fn send_ack(&mut self, _now: Duration, to: u64, from: &SmRoute) {
         let dest = self
             .known
             .get(&to)

@@ -9,7 +9,7 @@ use crate::election::types::{ElectionEvent, SmInfo, SmRoute, SmState, Transition
 use super::state::{Election, Following, Round};
 
 impl Election {
-    pub(super) fn set_state(&mut self, to: SmState, reason: TransitionReason) {
+    fn set_state(&mut self, to: SmState, reason: TransitionReason) {
         let from = self.state;
         self.state = to;
         tracing::info!(from = %from, to = %to, reason = %reason, guid = self.cfg.port_guid, "sm state change");
@@ -30,7 +30,7 @@ impl Election {
         }
     }
 
-    pub(super) fn drop_elevation(&mut self) {
+    fn drop_elevation(&mut self) {
         if self.elevated {
             self.changing_priority(|e| e.elevated = false);
         }
@@ -38,7 +38,7 @@ impl Election {
 
     /// Applies `change` to what makes up our advertised priority and reports
     /// `PriorityChanged` if the advertised value moved.
-    pub(super) fn changing_priority(&mut self, change: impl FnOnce(&mut Self)) {
+    fn changing_priority(&mut self, change: impl FnOnce(&mut Self)) {
         let old = self.priority();
         change(self);
         let new = self.priority();
@@ -48,7 +48,7 @@ impl Election {
         }
     }
 
-    pub(super) fn clear_activity(&mut self) {
+    fn clear_activity(&mut self) {
         self.pending.clear();
         self.round = None;
         self.following = None;
