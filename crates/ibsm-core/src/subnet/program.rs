@@ -34,65 +34,10 @@ use ibsm_mad::attr::{
 use ibsm_mad::modifier::{PKeyBlock, Sl2VlPorts, VlArbBlock, VlArbSection};
 use ibsm_mad::{AttributeId, MadError, PortInfo, Smp, SmpAttribute};
 
-use super::{Membership, Programmed, SubnetConfig, Sweep, SweepReport};
+use super::config::{Membership, SubnetConfig};
+use super::events::SweepReport;
+use super::sweep::{Op, ProgStage, Programmed, Sweep};
 use crate::discovery::DiscoveryResult;
-
-/// Phase of programming.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ProgStage {
-    Distribute,
-    Arm,
-    Activate,
-}
-
-/// One programming SMP. `node` is a `NodeIdx` of the sweep's topology.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Op {
-    SwitchInfo {
-        node: u32,
-    },
-    Lft {
-        node: u32,
-        block: u16,
-    },
-    PortInfo {
-        node: u32,
-        port: u8,
-    },
-    PKey {
-        node: u32,
-        port: u8,
-    },
-    Sl2Vl {
-        node: u32,
-        port: u8,
-        in_port: u8,
-    },
-    VlArb {
-        node: u32,
-        port: u8,
-        section: VlArbSection,
-    },
-    State {
-        node: u32,
-        port: u8,
-        state: u8,
-    },
-}
-
-impl Op {
-    pub(super) fn node(self) -> u32 {
-        match self {
-            Op::SwitchInfo { node }
-            | Op::Lft { node, .. }
-            | Op::PortInfo { node, .. }
-            | Op::PKey { node, .. }
-            | Op::Sl2Vl { node, .. }
-            | Op::VlArb { node, .. }
-            | Op::State { node, .. } => node,
-        }
-    }
-}
 
 pub(super) fn count(r: &mut SweepReport, op: Op) {
     match op {

@@ -14,6 +14,7 @@ use ibsm_mad::modifier::PKeyBlock;
 use ibsm_mad::{AttributeId, Method, PortInfo, Smp, SmpAttribute, SmpRoute};
 use ibsm_sim::{ClientId, Sim, SimConfig};
 
+use super::sweep::Stage;
 use super::*;
 use crate::transactions::TransactionsConfig;
 

@@ -1,0 +1,162 @@
+//! The state a sweep keeps between calls: the tokens of its requests in the shared
+//! MAD agent (tagged with the generation they count in), what a light sweep expects
+//! an SM port to read, the heavy sweep after discovery ([`Sweep`]) with its
+//! programming phase and operations, the [`Stage`] a sweep is in, and what earlier
+//! sweeps programmed ([`Programmed`]), so that only changes are sent.
+
+use std::collections::{HashMap, VecDeque};
+
+use ibsm_fabric::routing::ForwardingTables;
+use ibsm_mad::attr::PortState;
+use ibsm_mad::modifier::VlArbSection;
+
+use crate::discovery::{Discovery, DiscoveryResult, DiscoveryToken};
+
+use super::events::SweepReport;
+use super::inherit::Readback;
+
+/// A [`Token`] and the generation it was submitted in (see `SubnetManager::generation`).
+#[derive(Debug, Clone)]
+pub(super) struct Tagged {
+    pub(super) generation: u32,
+    pub(super) token: Token,
+}
+
+/// Token of a request in the shared MAD agent.
+#[derive(Debug, Clone)]
+pub(super) enum Token {
+    Disc(DiscoveryToken),
+    Prog(Op),
+    Light(LightOp),
+    /// Read-back of one LFT block of switch `node` (a new master inheriting).
+    ReadLft {
+        node: u32,
+        block: u16,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum LightOp {
+    SwitchInfo,
+    PortInfo(PortExpect),
+}
+
+/// What a light sweep expects an SM port (ours or a known SM's) to read.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PortExpect {
+    pub(super) state: PortState,
+    pub(super) lid: u16,
+    pub(super) master_sm_lid: u16,
+    /// A known SM's port: CapabilityMask.IsSM must still be set.
+    pub(super) sm: bool,
+}
+
+/// State of the current heavy sweep after discovery.
+#[derive(Debug)]
+pub(super) struct Sweep {
+    pub(super) res: DiscoveryResult,
+    pub(super) tables: ForwardingTables,
+    pub(super) master_lid: u16,
+    pub(super) client_reregister: bool,
+    pub(super) dead: Vec<bool>,
+    pub(super) lft_failed: Vec<bool>,
+    pub(super) stage: ProgStage,
+    pub(super) cursor: usize,
+    pub(super) ops: VecDeque<Op>,
+    pub(super) outstanding: usize,
+    pub(super) report: SweepReport,
+    /// No port's LID was assigned or changed by this sweep's LID assignment.
+    pub(super) lids_stable: bool,
+    /// Program the M_Key fields of PortInfo: a key is configured, or one the
+    /// fabric held is to be removed. Otherwise they are written back as read (a
+    /// port's own lease period, say, is left alone).
+    pub(super) manage_m_key: bool,
+}
+
+#[derive(Debug)]
+pub(super) enum Stage {
+    Idle,
+    Discovering(Box<Discovery>),
+    /// Discovery done; LIDs computed at the given time, routing next.
+    LidsDone(Box<Sweep>),
+    /// A new master reads the LFTs its predecessor left (see `inherit`).
+    ReadingLfts(Box<Sweep>, Box<Readback>),
+    /// Routing handed to the driver as [`RoutingJob`](super::routing_job::RoutingJob)
+    /// `id` (`offload_routing`).
+    Routing(Box<Sweep>, u64),
+    /// Routing computed; distribution next.
+    RoutingDone(Box<Sweep>),
+    Programming(Box<Sweep>),
+    Light {
+        outstanding: usize,
+        changed: bool,
+    },
+}
+
+/// What was programmed by earlier sweeps, to send only changes.
+#[derive(Debug, Default)]
+pub(super) struct Programmed {
+    /// LFT per switch NodeGUID, and the LinearFDBTop it was programmed with.
+    pub(super) lfts: HashMap<u64, (u16, Vec<u8>)>,
+    /// P_Key block 0 per (node GUID, port).
+    pub(super) pkeys: HashMap<(u64, u8), [u16; 32]>,
+    /// SLtoVL/VLArbitration programmed for (node GUID, port) with these OperationalVLs.
+    pub(super) qos: HashMap<(u64, u8), u8>,
+}
+
+/// Phase of programming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ProgStage {
+    Distribute,
+    Arm,
+    Activate,
+}
+
+/// One programming SMP. `node` is a `NodeIdx` of the sweep's topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
+    SwitchInfo {
+        node: u32,
+    },
+    Lft {
+        node: u32,
+        block: u16,
+    },
+    PortInfo {
+        node: u32,
+        port: u8,
+    },
+    PKey {
+        node: u32,
+        port: u8,
+    },
+    Sl2Vl {
+        node: u32,
+        port: u8,
+        in_port: u8,
+    },
+    VlArb {
+        node: u32,
+        port: u8,
+        section: VlArbSection,
+    },
+    State {
+        node: u32,
+        port: u8,
+        state: u8,
+    },
+}
+
+impl Op {
+    pub(super) fn node(self) -> u32 {
+        match self {
+            Op::SwitchInfo { node }
+            | Op::Lft { node, .. }
+            | Op::PortInfo { node, .. }
+            | Op::PKey { node, .. }
+            | Op::Sl2Vl { node, .. }
+            | Op::VlArb { node, .. }
+            | Op::State { node, .. } => node,
+        }
+    }
+}
