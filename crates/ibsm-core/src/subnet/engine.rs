@@ -1,0 +1,475 @@
+//! The engine that moves every sweep along: the MADs and timeouts the driver feeds
+//! in, what it drains (SMPs, events, routing jobs, the next timeout), and the pump
+//! that hands requests to the shared MAD agent within its window, dispatches its
+//! outcomes to the stage that sent them (dropping those of an abandoned
+//! generation) and advances each stage once it is complete.
+
+use std::time::Duration;
+
+use ibsm_fabric::NodeIdx;
+use ibsm_mad::{AttributeId, Method, Smp};
+
+use crate::transactions::Event;
+
+use super::events::{Outgoing, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
+use super::heavy::start_readback;
+use super::manager::SubnetManager;
+use super::program;
+use super::routing_job::{RoutingDone, RoutingJob};
+use super::sweep::{Op, ProgStage, Stage, Tagged, Token};
+
+impl SubnetManager {
+    /// Feed a MAD received from the device (its source LID unknown: a LID-routed
+    /// trap's repress then goes to the notice's IssuerLID). Prefer
+    /// [`SubnetManager::handle_incoming_from`].
+    pub fn handle_incoming(&mut self, now: Duration, bytes: &[u8]) {
+        self.handle_incoming_from(now, bytes, 0);
+    }
+
+    /// Feed a MAD received from the device with the LRH SLID it came from
+    /// (`ReceivedMad::slid`; 0 or 0xFFFF when not known): a LID-routed trap is
+    /// repressed there, and rate-limited per that source.
+    pub fn handle_incoming_from(&mut self, now: Duration, bytes: &[u8], slid: u16) {
+        if !self.running() {
+            return;
+        }
+        let smp = match Smp::decode(bytes) {
+            Ok(smp) => smp,
+            Err(err) => {
+                tracing::debug!(%err, "dropping undecodable MAD");
+                return;
+            }
+        };
+        if smp.method == Method::TRAP && smp.attr_id == AttributeId::NOTICE {
+            self.handle_trap_from(now, &smp, slid);
+        } else if smp.method.0 & 0x80 != 0 {
+            self.tx.handle_incoming(now, bytes);
+        } else {
+            self.events.push_back(SubnetEvent::Unsolicited(smp));
+        }
+        self.pump(now);
+    }
+
+    /// Call when [`SubnetManager::poll_timeout`] has passed.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        if !self.running() {
+            return;
+        }
+        self.wake_now = None;
+        self.tx.handle_timeout(now);
+        self.flush_trap_log(now);
+        // A requested heavy sweep (held down, or about to start) stands for a light one.
+        if matches!(self.stage, Stage::Idle)
+            && self.heavy_requested.is_none()
+            && self.next_light.is_some_and(|t| t <= now)
+        {
+            self.start_light(now);
+        }
+        self.pump(now);
+    }
+
+    /// When to call [`SubnetManager::handle_timeout`] next.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        if !self.running() {
+            return None;
+        }
+        let idle = matches!(self.stage, Stage::Idle);
+        let held = match self.heavy_requested {
+            Some(r @ SweepReason::Trap(_)) if idle => {
+                self.hold_down_until().filter(|_| self.held_down_at_all(r))
+            }
+            _ => None,
+        };
+        [
+            self.tx.poll_timeout(),
+            self.wake_now,
+            if idle { self.next_light } else { None },
+            held,
+            self.trap_log.next_report(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// The next SMP to send.
+    pub fn poll_transmit(&mut self) -> Option<Outgoing> {
+        if let Some(o) = self.transmit.pop_front() {
+            return Some(o);
+        }
+        self.tx
+            .poll_transmit()
+            .map(|mad| Outgoing { dlid: None, mad })
+    }
+
+    /// The next event.
+    /// With [`SubnetConfig::offload_routing`](super::config::SubnetConfig::offload_routing):
+    /// the next routing computation to run (on any thread: it owns its inputs); give
+    /// its result to [`SubnetManager::handle_routing_done`]. A result for a sweep that
+    /// was dropped meanwhile is ignored.
+    pub fn poll_routing_job(&mut self) -> Option<RoutingJob> {
+        self.routing_jobs.pop_front()
+    }
+
+    /// A [`RoutingJob`]'s result: the waiting sweep goes on to distribution at the
+    /// next [`SubnetManager::handle_timeout`] (its timer is due at once).
+    pub fn handle_routing_done(&mut self, now: Duration, done: RoutingDone) {
+        let waiting = matches!(&self.stage, Stage::Routing(_, id) if *id == done.id);
+        if !waiting {
+            tracing::debug!(job = done.id, "routing result for a dropped sweep ignored");
+            return;
+        }
+        if let Stage::Routing(mut sweep, _) = std::mem::replace(&mut self.stage, Stage::Idle) {
+            sweep.tables = done.tables;
+            sweep.report.lft_top = sweep.tables.lft_top;
+            self.wake_now = Some(now);
+            self.stage = Stage::RoutingDone(sweep);
+        }
+    }
+
+    pub fn poll_event(&mut self) -> Option<SubnetEvent> {
+        self.events.pop_front()
+    }
+
+    // ---- internals ------------------------------------------------------------
+
+    /// Master, or preparing a takeover (read-only).
+    fn running(&self) -> bool {
+        self.active || self.preparing.is_some()
+    }
+
+    pub(super) fn request_heavy(&mut self, reason: SweepReason) {
+        match self.heavy_requested {
+            None => self.heavy_requested = Some(reason),
+            // A held-down trap request gives way to one that is not held down.
+            Some(SweepReason::Trap(_)) if !matches!(reason, SweepReason::Trap(_)) => {
+                self.heavy_requested = Some(reason);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Move outcomes into the stages and requests into the agent until quiet.
+    pub(super) fn pump(&mut self, now: Duration) {
+        if !self.running() {
+            return;
+        }
+        loop {
+            let mut progressed = false;
+            while let Some(ev) = self.tx.poll_event() {
+                progressed = true;
+                self.dispatch(ev);
+            }
+            progressed |= self.feed(now);
+            progressed |= self.advance(now);
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn dispatch(&mut self, ev: Event<Tagged>) {
+        let ev = match ev {
+            Event::Response { token, smp } if token.generation == self.generation => {
+                Event::Response {
+                    token: token.token,
+                    smp,
+                }
+            }
+            Event::Failed { token, request } if token.generation == self.generation => {
+                Event::Failed {
+                    token: token.token,
+                    request,
+                }
+            }
+            Event::Unsolicited(smp) => Event::Unsolicited(smp),
+            Event::Response { .. } | Event::Failed { .. } => {
+                tracing::trace!("outcome of an abandoned sweep's request dropped");
+                return;
+            }
+        };
+        match ev {
+            Event::Unsolicited(smp) => self.events.push_back(SubnetEvent::Unsolicited(smp)),
+            Event::Response { token, smp } => match token {
+                Token::Disc(t) => {
+                    if let Stage::Discovering(d) = &mut self.stage {
+                        d.handle_response(t, &smp);
+                    }
+                }
+                Token::Prog(op) => {
+                    if let Stage::Programming(sw) = &mut self.stage {
+                        sw.outstanding = sw.outstanding.saturating_sub(1);
+                        if smp.status == 0 {
+                            program::remember(sw, &self.cfg, &mut self.programmed, op);
+                        } else {
+                            sw.report.failures += 1;
+                            tracing::warn!(?op, status = smp.status, "programming SMP rejected");
+                            if let Op::Lft { node, .. } = op {
+                                if let Some(f) = sw.lft_failed.get_mut(node as usize) {
+                                    *f = true;
+                                }
+                            }
+                        }
+                    }
+                }
+                Token::Light(op) => self.on_light(op, Some(&smp)),
+                Token::ReadLft { node, block } => {
+                    if let Stage::ReadingLfts(_, rb) = &mut self.stage {
+                        rb.outstanding = rb.outstanding.saturating_sub(1);
+                        match smp.attribute::<ibsm_mad::attr::LinearForwardingTable>() {
+                            Ok(t) if smp.status == 0 => rb.store(node, block, &t.ports),
+                            _ => {
+                                rb.failed.insert(node);
+                            }
+                        }
+                    }
+                }
+            },
+            Event::Failed { token, .. } => match token {
+                Token::Disc(t) => {
+                    if let Stage::Discovering(d) = &mut self.stage {
+                        d.handle_failure(t, "no response after retries");
+                    }
+                }
+                Token::Prog(op) => {
+                    if let Stage::Programming(sw) = &mut self.stage {
+                        sw.outstanding = sw.outstanding.saturating_sub(1);
+                        sw.report.failures += 1;
+                        let node = op.node();
+                        if let Some(d) = sw.dead.get_mut(node as usize) {
+                            if !*d {
+                                tracing::warn!(
+                                    node,
+                                    ?op,
+                                    "node stopped answering; skipped for this sweep"
+                                );
+                                sw.report.dead_nodes += 1;
+                            }
+                            *d = true;
+                        }
+                        if let Some(f) = sw.lft_failed.get_mut(node as usize) {
+                            *f = true;
+                        }
+                    }
+                }
+                Token::Light(op) => self.on_light(op, None),
+                Token::ReadLft { node, .. } => {
+                    if let Stage::ReadingLfts(_, rb) = &mut self.stage {
+                        rb.outstanding = rb.outstanding.saturating_sub(1);
+                        rb.failed.insert(node);
+                    }
+                }
+            },
+        }
+    }
+
+    /// Submit requests while the agent's backlog is below one window.
+    fn feed(&mut self, now: Duration) -> bool {
+        let window = self.tx.config().window;
+        let mut progressed = false;
+        match &mut self.stage {
+            Stage::Discovering(d) => {
+                while self.tx.queued() < window {
+                    let Some(token) = d.poll_request() else { break };
+                    progressed = true;
+                    match token.to_smp() {
+                        Ok(smp) => self.tx.submit(
+                            now,
+                            smp,
+                            Tagged {
+                                generation: self.generation,
+                                token: Token::Disc(token),
+                            },
+                        ),
+                        Err(err) => d.handle_failure(token, &err.to_string()),
+                    }
+                }
+            }
+            Stage::ReadingLfts(sw, rb) => {
+                while self.tx.queued() < window {
+                    let Some((node, block)) = rb.queue.pop_front() else {
+                        break;
+                    };
+                    progressed = true;
+                    let smp = sw.res.path(NodeIdx(node)).and_then(|path| {
+                        Smp::try_get_dr(
+                            path,
+                            AttributeId::LINEAR_FORWARDING_TABLE,
+                            u32::from(block),
+                            0,
+                        )
+                        .ok()
+                    });
+                    match smp {
+                        Some(smp) => {
+                            rb.outstanding += 1;
+                            self.tx.submit(
+                                now,
+                                smp,
+                                Tagged {
+                                    generation: self.generation,
+                                    token: Token::ReadLft { node, block },
+                                },
+                            );
+                        }
+                        None => {
+                            rb.failed.insert(node);
+                        }
+                    }
+                }
+            }
+            Stage::Programming(sw) => {
+                while self.tx.queued() < window {
+                    let Some(op) = program::next_op(sw, &self.cfg, &self.programmed) else {
+                        break;
+                    };
+                    progressed = true;
+                    match program::op_smp(sw, &self.cfg, op) {
+                        Ok(smp) => {
+                            sw.outstanding += 1;
+                            program::count(&mut sw.report, op);
+                            self.tx.submit(
+                                now,
+                                smp,
+                                Tagged {
+                                    generation: self.generation,
+                                    token: Token::Prog(op),
+                                },
+                            );
+                        }
+                        Err(err) => {
+                            sw.report.failures += 1;
+                            tracing::warn!(?op, %err, "cannot build programming SMP");
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        progressed
+    }
+
+    /// Move to the next stage when the current one is complete.
+    fn advance(&mut self, now: Duration) -> bool {
+        let stage = std::mem::replace(&mut self.stage, Stage::Idle);
+        let (next, progressed) = match stage {
+            Stage::Idle => match self.heavy_requested {
+                Some(reason) if self.held_down(now, reason) => (Stage::Idle, false),
+                Some(reason) => {
+                    self.heavy_requested = None;
+                    self.start_heavy(now, reason);
+                    return true;
+                }
+                None => (Stage::Idle, false),
+            },
+            Stage::Discovering(d) if d.is_done() => {
+                self.marks[1] = now;
+                let sweep = self.after_discovery(d.into_result());
+                if self.preparing.is_some() {
+                    self.events.push_back(SubnetEvent::PreparedDiscovery {
+                        sm_ports: sweep.report.sm_ports.clone(),
+                    });
+                }
+                self.wake_now = Some(now);
+                (Stage::LidsDone(sweep), true)
+            }
+            // Compute phases resume only from handle_timeout (which clears
+            // wake_now), so the phase time is measured between two calls.
+            Stage::LidsDone(mut sweep) if self.wake_now.is_none() => {
+                // LIDs took from marks[1] to now (this call came after the wake-up).
+                self.marks[2] = now;
+                if self.inherit.is_some() {
+                    // A new master: read back what the switches hold first.
+                    let rb = start_readback(&sweep);
+                    (Stage::ReadingLfts(sweep, Box::new(rb)), true)
+                } else {
+                    match self.reuse_routing(&sweep) {
+                        Some(t) => {
+                            sweep.tables = t;
+                            sweep.report.lft_top = sweep.tables.lft_top;
+                            self.wake_now = Some(now);
+                            (Stage::RoutingDone(sweep), true)
+                        }
+                        None => self.route(now, sweep),
+                    }
+                }
+            }
+            // A prepared takeover waits here for MASTER (and the replicated state
+            // as it is then) before comparing.
+            Stage::ReadingLfts(mut sweep, rb)
+                if rb.queue.is_empty() && rb.outstanding == 0 && self.active =>
+            {
+                let inh = self.inherit.take().unwrap_or_default();
+                let report = self.finish_readback(&mut sweep, *rb, &inh);
+                let adopted = report.adopted;
+                self.inherit_report = Some(report);
+                if adopted {
+                    sweep.report.lft_top = sweep.tables.lft_top;
+                    self.wake_now = Some(now);
+                    (Stage::RoutingDone(sweep), true)
+                } else {
+                    self.route(now, sweep)
+                }
+            }
+            Stage::RoutingDone(mut sweep) if self.wake_now.is_none() => {
+                self.marks[3] = now;
+                if let Some(p) = self.pending_partitions.take() {
+                    self.cfg.partitions = p;
+                }
+                sweep.stage = ProgStage::Distribute;
+                sweep.cursor = 0;
+                (Stage::Programming(sweep), true)
+            }
+            Stage::Programming(mut sweep)
+                if sweep.outstanding == 0
+                    && sweep.ops.is_empty()
+                    && sweep.cursor >= sweep.res.topology.len() =>
+            {
+                match sweep.stage {
+                    ProgStage::Distribute => {
+                        self.marks[4] = now;
+                        sweep.stage = ProgStage::Arm;
+                        sweep.cursor = 0;
+                        (Stage::Programming(sweep), true)
+                    }
+                    ProgStage::Arm => {
+                        sweep.stage = ProgStage::Activate;
+                        sweep.cursor = 0;
+                        (Stage::Programming(sweep), true)
+                    }
+                    ProgStage::Activate => {
+                        self.marks[5] = now;
+                        self.finish_heavy(now, sweep);
+                        (Stage::Idle, true)
+                    }
+                }
+            }
+            Stage::Light {
+                outstanding: 0,
+                changed,
+            } => {
+                self.metrics.light_sweeps += 1;
+                let report = SweepReport {
+                    smps: self.tx.counters().sent - self.light_smps_start,
+                    changed,
+                    ..SweepReport::default()
+                };
+                self.events.push_back(SubnetEvent::SweepDone {
+                    kind: SweepKind::Light,
+                    phases: PhaseTimes::default(),
+                    report,
+                });
+                if changed {
+                    tracing::info!("light sweep saw a change");
+                    self.request_heavy(SweepReason::LightSweepChange);
+                } else {
+                    self.next_light = Some(now + self.cfg.sweep_interval);
+                }
+                (Stage::Idle, true)
+            }
+            other => (other, false),
+        };
+        self.stage = next;
+        progressed
+    }
+}
