@@ -63,7 +63,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::control_client::ControlClient;
@@ -74,10 +74,15 @@ use serde_json::{json, Value};
 use crate::args::fmt_guid;
 use crate::control::{channel, unary, AuthChannel, CtlError, Target};
 
+mod options;
 mod soak;
+mod summary;
+mod timeline;
 
-/// Exit code of a drill whose invariants broke.
-pub const EXIT_INVARIANT: u8 = 5;
+pub use options::{DrillArgs, DrillError, Scenario};
+
+use summary::{stats, Cycle};
+use timeline::{master_gaps_windows, now_ms, state_of, svg, Change};
 
 /// How long one step (stability, a new master, a verified fabric) may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -99,288 +104,6 @@ const HANDOVER_RETRY_MS: u64 = 10_000;
 
 /// How long to watch a Raft-isolated MASTER keep its mastership once it is degraded.
 const ISOLATION_HOLD: Duration = Duration::from_secs(2);
-
-/// The scenarios.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Scenario {
-    /// Abrupt stop of the MASTER (Demo/KillInstance), then restart it.
-    KillMaster,
-    /// Handover RPC from the MASTER to the best standby.
-    PlannedHandover,
-    /// Pull the cable of the MASTER's port (Demo/SetLinkState), then plug it back.
-    MasterPortDown,
-    /// Cut the MASTER's Raft traffic (Demo/SetRaftIsolation), then heal it: the master
-    /// must stay MASTER, report degraded, and converge after the heal.
-    RaftPartition,
-    /// Raise the lowest standby to priority 15, then give it its priority back.
-    PriorityFlap,
-    /// On ibsim only: a seeded mix of master kill, standby kill, Raft isolation, 5 %
-    /// SMP loss on a cable, a link flap and a planned handover, with LIDs and LFTs read
-    /// back from the fabric (ibnetdiscover, ibroute) and every replica checked after
-    /// each cycle (see the `soak` module).
-    Soak,
-}
-
-impl Scenario {
-    fn name(self) -> &'static str {
-        match self {
-            Scenario::KillMaster => "kill-master",
-            Scenario::PlannedHandover => "planned-handover",
-            Scenario::MasterPortDown => "master-port-down",
-            Scenario::RaftPartition => "raft-partition",
-            Scenario::PriorityFlap => "priority-flap",
-            Scenario::Soak => "soak",
-        }
-    }
-}
-
-/// Options of a drill.
-#[derive(Debug, Clone)]
-pub struct DrillArgs {
-    pub scenario: Scenario,
-    pub cycles: u32,
-    pub start_demo: bool,
-    pub ibsmd: Option<PathBuf>,
-    pub report_dir: PathBuf,
-    pub dual_master_bound_ms: u64,
-    /// `--fabric` for the demo `--start-demo` starts (`None`: its default, embedded).
-    pub fabric: Option<String>,
-    /// soak: the RNG seed (`None`: from the clock; the report prints it).
-    pub seed: Option<u64>,
-    /// Stop starting cycles after this long (the report says so); `None`: no bound.
-    pub deadline: Option<Duration>,
-}
-
-/// The `--fabric` prefix of the demo on ibsim.
-pub const IBSIM_PREFIX: &str = "ibsim:";
-
-impl DrillArgs {
-    /// Whether the demo this drill starts runs on ibsim.
-    pub fn on_ibsim(&self) -> bool {
-        self.fabric
-            .as_deref()
-            .is_some_and(|f| f.starts_with(IBSIM_PREFIX))
-    }
-
-    /// Refuse combinations that cannot work, before anything starts.
-    pub fn check(&self) -> Result<(), DrillError> {
-        if self.fabric.is_some() && !self.start_demo {
-            return Err(DrillError::Setup(
-                "--fabric is for the demo --start-demo starts; without --start-demo, \
-                 --endpoint names the demo (for a demo on ibsim: its Demo service endpoint)"
-                    .into(),
-            ));
-        }
-        if self.scenario == Scenario::Soak && self.start_demo && !self.on_ibsim() {
-            return Err(DrillError::Setup(
-                "soak runs on the demo on ibsim only (it reads LIDs and LFTs back with \
-                 ibnetdiscover/ibroute and faults cables through ibsim): give --fabric \
-                 ibsim:NETFILE"
-                    .into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Why a drill stopped (exit code per [`DrillError::exit_code`]).
-#[derive(Debug, thiserror::Error)]
-pub enum DrillError {
-    #[error(transparent)]
-    Ctl(#[from] CtlError),
-    #[error("{0}")]
-    Setup(String),
-    #[error("drill invariants broken: {0}")]
-    Invariant(String),
-}
-
-impl DrillError {
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            DrillError::Ctl(e) => e.exit_code(),
-            DrillError::Setup(_) => 1,
-            DrillError::Invariant(_) => EXIT_INVARIANT,
-        }
-    }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-/// One change the poller saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    pub at: u64,
-    pub seq: u64,
-    pub name: String,
-    /// `None`: no SMInfo answer.
-    pub state: Option<&'static str>,
-}
-
-fn state_of(s: &pb::SmInfoSample) -> Option<&'static str> {
-    if !s.answered {
-        return None;
-    }
-    Some(match pb::SmState::try_from(s.state) {
-        Ok(pb::SmState::Master) => "MASTER",
-        Ok(pb::SmState::Standby) => "STANDBY",
-        Ok(pb::SmState::Discovering) => "DISCOVERING",
-        _ => "NOTACTIVE",
-    })
-}
-
-/// Time with no MASTER, the longest such stretch, time with two or more MASTERs and
-/// the number of separate stretches with two or more, within `[from, to)`, from a
-/// change timeline (states hold until the next change).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Gaps {
-    pub none_total: u64,
-    pub none_max: u64,
-    pub dual: u64,
-    pub dual_windows: u64,
-}
-
-/// See [`Gaps`].
-pub fn master_gaps_windows(changes: &[Change], from: u64, to: u64) -> Gaps {
-    let mut sorted: Vec<&Change> = changes.iter().collect();
-    sorted.sort_by_key(|c| (c.at, c.seq));
-    let mut state: BTreeMap<&str, Option<&str>> = BTreeMap::new();
-    let (mut none_total, mut none_max, mut run, mut dual) = (0u64, 0u64, 0u64, 0u64);
-    let (mut windows, mut in_dual) = (0u64, false);
-    let mut i = 0;
-    while i < sorted.len() {
-        let t = sorted.get(i).map_or(0, |c| c.at);
-        while let Some(c) = sorted.get(i).filter(|c| c.at == t) {
-            state.insert(c.name.as_str(), c.state);
-            i += 1;
-        }
-        let next = sorted.get(i).map_or(to, |c| c.at.min(to));
-        let (a, b) = (t.max(from), next.min(to));
-        if b <= a {
-            continue;
-        }
-        let masters = state.values().filter(|s| **s == Some("MASTER")).count();
-        let d = b - a;
-        if masters > 1 && !in_dual {
-            windows += 1;
-        }
-        in_dual = masters > 1;
-        if masters == 0 {
-            none_total += d;
-            run += d;
-            none_max = none_max.max(run);
-        } else {
-            run = 0;
-            if masters > 1 {
-                dual += d;
-            }
-        }
-    }
-    Gaps {
-        none_total,
-        none_max,
-        dual,
-        dual_windows: windows,
-    }
-}
-
-/// One cycle's measurements.
-#[derive(Debug, Clone, Default)]
-pub struct Cycle {
-    pub index: u32,
-    pub old_master: String,
-    pub new_master: Option<String>,
-    pub action_at: u64,
-    pub detection_ms: Option<u64>,
-    pub failover_ms: Option<u64>,
-    pub verified_ms: Option<u64>,
-    pub lid_changes: u64,
-    pub lid_change_detail: Vec<String>,
-    pub masterless_ms: u64,
-    pub masterless_max_ms: u64,
-    pub dual_master_ms: u64,
-    pub epoch_before: u64,
-    pub epoch_after: u64,
-    pub end_at: u64,
-    pub note: String,
-    /// The marker partition written before the action, and whether it was acknowledged.
-    pub marker: Option<String>,
-    pub marker_acked: bool,
-    /// Acknowledged markers some running instance does not list (and where).
-    pub writes_lost: u64,
-    pub writes_lost_detail: Vec<String>,
-    /// raft-partition: cut -> GetStatus degraded, heal -> degraded cleared, and
-    /// whether the replicas converged (same epoch and applied index) after the heal.
-    pub degraded_ms: Option<u64>,
-    pub heal_ms: Option<u64>,
-    pub converged: Option<bool>,
-    /// soak: the action, LFT entries changed that routing did not ask for (and did),
-    /// members whose guid2lid differs from the master's, stretches with two MASTERs.
-    pub action: Option<&'static str>,
-    pub lft_unasked: u64,
-    pub lft_asked: u64,
-    /// link-flap: LFT entries routing moved around the unlinked cable.
-    pub lft_rerouted: Option<u64>,
-    pub lft_detail: Vec<String>,
-    pub guid2lid_detail: Vec<String>,
-    pub dual_windows: u64,
-}
-
-impl Cycle {
-    fn json(&self) -> Value {
-        json!({
-            "cycle": self.index,
-            "old_master": self.old_master,
-            "new_master": self.new_master,
-            "new_master_found": self.new_master.is_some(),
-            "action_unix_ms": self.action_at,
-            "detection_ms": self.detection_ms,
-            "failover_ms": self.failover_ms,
-            "verified_ms": self.verified_ms,
-            "lid_changes": self.lid_changes,
-            "lid_change_detail": self.lid_change_detail,
-            "masterless_ms": self.masterless_ms,
-            "masterless_max_ms": self.masterless_max_ms,
-            "dual_master_ms": self.dual_master_ms,
-            "epoch_before": self.epoch_before,
-            "epoch_after": self.epoch_after,
-            "note": self.note,
-            "marker": self.marker,
-            "marker_acked": self.marker_acked,
-            "writes_lost": self.writes_lost,
-            "writes_lost_detail": self.writes_lost_detail,
-            "degraded_ms": self.degraded_ms,
-            "degraded_seen": self.degraded_ms.is_some(),
-            "heal_ms": self.heal_ms,
-            "degraded_cleared": self.heal_ms.is_some(),
-            "converged": self.converged,
-            "action": self.action,
-            "lft_unasked": self.lft_unasked,
-            "lft_asked": self.lft_asked,
-            "lft_rerouted_with_cable_down": self.lft_rerouted,
-            "lft_detail": self.lft_detail,
-            "guid2lid_detail": self.guid2lid_detail,
-            "dual_master_windows": self.dual_windows,
-        })
-    }
-}
-
-/// {min, median, max} of the values present (nulls when none).
-pub fn stats(values: &[u64]) -> Value {
-    let mut v = values.to_vec();
-    v.sort_unstable();
-    match (v.first(), v.last()) {
-        (Some(min), Some(max)) => {
-            let median = v.get(v.len() / 2).copied().unwrap_or(*min);
-            json!({"min": min, "median": median, "max": max, "n": v.len()})
-        }
-        _ => json!({"min": null, "median": null, "max": null, "n": 0}),
-    }
-}
 
 struct Member {
     name: String,
@@ -1276,77 +999,6 @@ fn diff_lids(
     }
 }
 
-/// The SVG timeline: one lane per SM, a rectangle per state interval.
-pub fn svg(
-    names: &[String],
-    changes: &[Change],
-    from: u64,
-    to: u64,
-    marks: &[(u64, String)],
-) -> String {
-    let (left, width, lane_h, top) = (90.0_f64, 1000.0_f64, 28.0_f64, 30.0_f64);
-    let span = to.saturating_sub(from).max(1) as f64;
-    let x = |t: u64| left + (t.saturating_sub(from).min(to - from.min(to))) as f64 / span * width;
-    let color = |s: Option<&str>| match s {
-        Some("MASTER") => "#2e7d32",
-        Some("STANDBY") => "#1565c0",
-        Some("DISCOVERING") => "#ef6c00",
-        Some(_) => "#9e9e9e",
-        None => "#eeeeee",
-    };
-    let height = top + lane_h * names.len() as f64 + 40.0;
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" font-family=\"monospace\" font-size=\"11\">\n<text x=\"4\" y=\"14\">SMInfo as the fabric poller saw it, {} ms (green MASTER, blue STANDBY, orange DISCOVERING, grey other, light: no answer)</text>\n",
-        left + width + 20.0,
-        to.saturating_sub(from)
-    );
-    for (i, name) in names.iter().enumerate() {
-        let y = top + lane_h * i as f64;
-        out.push_str(&format!(
-            "<g class=\"lane\" data-sm=\"{name}\">\n<text x=\"4\" y=\"{}\">{name}</text>\n",
-            y + 17.0
-        ));
-        let mut mine: Vec<&Change> = changes.iter().filter(|c| &c.name == name).collect();
-        mine.sort_by_key(|c| (c.at, c.seq));
-        for (k, c) in mine.iter().enumerate() {
-            let end = mine.get(k + 1).map_or(to, |n| n.at).min(to);
-            let start = c.at.max(from);
-            if end <= start {
-                continue;
-            }
-            out.push_str(&format!(
-                "<rect x=\"{:.1}\" y=\"{y}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"><title>{name} {} {} ms</title></rect>\n",
-                x(start),
-                (x(end) - x(start)).max(0.5),
-                lane_h - 6.0,
-                color(c.state),
-                c.state.unwrap_or("no answer"),
-                end - start
-            ));
-        }
-        out.push_str("</g>\n");
-    }
-    for (t, label) in marks {
-        let xx = x(*t);
-        out.push_str(&format!(
-            "<line x1=\"{xx:.1}\" y1=\"{}\" x2=\"{xx:.1}\" y2=\"{}\" stroke=\"#c62828\"/><text x=\"{xx:.1}\" y=\"{}\" fill=\"#c62828\">{}</text>\n",
-            top - 4.0,
-            top + lane_h * names.len() as f64,
-            top + lane_h * names.len() as f64 + 14.0,
-            xml_escape(label)
-        ));
-    }
-    out.push_str("</svg>\n");
-    out
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// Run the drill; prints the text report and writes the three files.
 pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
     std::fs::create_dir_all(&args.report_dir).map_err(|e| {
@@ -1684,43 +1336,6 @@ mod tests {
         assert_eq!(c.lid_changes, 2);
     }
 
-    fn ch(at: u64, seq: u64, name: &str, state: Option<&'static str>) -> Change {
-        Change {
-            at,
-            seq,
-            name: name.into(),
-            state,
-        }
-    }
-
-    #[test]
-    fn gaps_and_dual_masters() {
-        let t = vec![
-            ch(0, 1, "a", Some("MASTER")),
-            ch(0, 2, "b", Some("STANDBY")),
-            ch(100, 3, "a", None),
-            ch(150, 4, "b", Some("DISCOVERING")),
-            ch(400, 5, "b", Some("MASTER")),
-            ch(500, 6, "a", Some("MASTER")),
-            ch(520, 7, "b", Some("STANDBY")),
-        ];
-        let g = master_gaps_windows(&t, 0, 1000);
-        assert_eq!(
-            (g.none_total, g.none_max, g.dual, g.dual_windows),
-            (300, 300, 20, 1)
-        );
-        // Clipped to a window.
-        let g = master_gaps_windows(&t, 200, 450);
-        assert_eq!((g.none_total, g.none_max, g.dual), (200, 200, 0));
-        // Nothing seen yet is not "no master": the timeline starts at the first round.
-        assert_eq!(master_gaps_windows(&[], 0, 10), Gaps::default());
-        // Two separate stretches with two masters are two windows.
-        let mut two = t.clone();
-        two.push(ch(600, 8, "b", Some("MASTER")));
-        two.push(ch(610, 9, "b", Some("STANDBY")));
-        assert_eq!(master_gaps_windows(&two, 0, 1000).dual_windows, 2);
-    }
-
     #[test]
     fn stats_and_invariants() {
         assert_eq!(stats(&[30, 10, 20])["median"], 20);
@@ -1758,39 +1373,6 @@ mod tests {
             "{why}"
         );
         assert_eq!(r["invariants_ok"], false);
-    }
-
-    #[test]
-    fn soak_off_ibsim_and_a_fabric_without_start_demo_are_refused_up_front() {
-        let mut args = DrillArgs {
-            scenario: Scenario::RaftPartition,
-            cycles: 1,
-            start_demo: true,
-            ibsmd: None,
-            report_dir: PathBuf::from("x"),
-            dual_master_bound_ms: 0,
-            fabric: Some("ibsim:/n".into()),
-            seed: None,
-            deadline: None,
-        };
-        assert!(args.on_ibsim());
-        // raft-partition runs on ibsim too now (--fault-injection on the members).
-        assert!(args.check().is_ok());
-        args.scenario = Scenario::Soak;
-        assert!(args.check().is_ok());
-        args.start_demo = false;
-        assert!(args.check().is_err());
-        args.fabric = Some("gen:fat-tree:4".into());
-        args.start_demo = true;
-        assert!(!args.on_ibsim());
-        let e = args
-            .check()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(e.contains("ibsim only"), "{e}");
-        args.scenario = Scenario::RaftPartition;
-        assert!(args.check().is_ok());
     }
 
     #[test]
@@ -1851,19 +1433,5 @@ mod tests {
                 && why.contains("did not converge"),
             "{why}"
         );
-    }
-
-    #[test]
-    fn svg_has_a_lane_per_sm() {
-        let t = vec![
-            ch(0, 1, "sm1", Some("MASTER")),
-            ch(50, 2, "sm2", Some("STANDBY")),
-            ch(60, 3, "sm1", None),
-        ];
-        let names = vec!["sm1".to_string(), "sm2".to_string(), "sm3".to_string()];
-        let s = svg(&names, &t, 0, 100, &[(60, "#1 <kill>".into())]);
-        assert_eq!(s.matches("class=\"lane\"").count(), 3);
-        assert!(s.contains("#2e7d32") && s.contains("&lt;kill&gt;"));
-        assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
     }
 }
