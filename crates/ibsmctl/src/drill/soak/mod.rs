@@ -52,9 +52,14 @@ use std::time::Duration;
 use ibsm_proto::v1 as pb;
 use serde_json::{json, Value};
 
-use super::{diff_lids, master_gaps_windows, now_ms, Change, Cycle, Drill, DrillError, Restore};
 use crate::args::fmt_guid;
 use crate::control::unary;
+use crate::drill::cycle::diff_lids;
+use crate::drill::options::{DrillError, Scenario};
+use crate::drill::scenarios::Restore;
+use crate::drill::session::Drill;
+use crate::drill::summary::Cycle;
+use crate::drill::timeline::{master_gaps_windows, now_ms, Change};
 
 /// How long the 5 % SMP loss stays on a cable.
 pub const SMP_LOSS_HOLD: Duration = Duration::from_secs(5);
@@ -645,8 +650,8 @@ impl Drill {
             *prev = Some(self.settled_snap(&m).await?.0);
         }
         let mut c = match action {
-            Action::KillMaster => self.cycle(super::Scenario::KillMaster, index).await?,
-            Action::PlannedHandover => self.cycle(super::Scenario::PlannedHandover, index).await?,
+            Action::KillMaster => self.cycle(Scenario::KillMaster, index).await?,
+            Action::PlannedHandover => self.cycle(Scenario::PlannedHandover, index).await?,
             Action::RaftIsolation => self.cycle_raft_partition(index).await?,
             _ => {
                 let start = prev.clone();
