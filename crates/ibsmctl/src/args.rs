@@ -115,6 +115,11 @@ pub fn fmt_guid(guid: u64) -> String {
     format!("0x{guid:016x}")
 }
 
+/// A failure caused by the user's input (exit code 2).
+#[derive(Debug, Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 #[cfg(test)]
 mod tests {
     use super::*;

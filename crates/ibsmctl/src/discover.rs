@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use ibsm_transport::{run_discovery, DiscoverConfig, FabricSpec, TransportError};
 
-use crate::UsageError;
+use crate::args::UsageError;
 
 /// Settings of one discovery run.
 pub struct DiscoverArgs<'a> {

@@ -48,6 +48,7 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser, Subcommand};
 use clap_complete::Shell;
 
+use crate::args::UsageError;
 use crate::control::{CtlError, Packet, Request, Target};
 
 /// Default gRPC endpoint of ibsmd (the first instance of `ibsmd demo`).
@@ -249,11 +250,6 @@ enum MemberCmd {
         id: u64,
     },
 }
-
-/// A failure caused by the user's input (exit code 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct UsageError(String);
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()

@@ -1,0 +1,285 @@
+//! The drill's report: the JSON summary over all cycles with the invariants it
+//! checks (broken ones make the drill exit 5), and the text table. A soak adds its
+//! own part and prints its own table (`soak`).
+
+use serde_json::{json, Value};
+
+use super::options::{DrillArgs, Scenario};
+use super::session::DEGRADED_BOUND;
+use super::soak;
+use super::summary::{stats, Cycle};
+
+/// The JSON report and, if an invariant broke, why.
+pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
+    let collect = |f: fn(&Cycle) -> Option<u64>| cycles.iter().filter_map(f).collect::<Vec<u64>>();
+    let lid_changes: u64 = cycles.iter().map(|c| c.lid_changes).sum();
+    let dual: u64 = cycles.iter().map(|c| c.dual_master_ms).sum();
+    let dual_max = cycles.iter().map(|c| c.dual_master_ms).max().unwrap_or(0);
+    let masterless_max = cycles
+        .iter()
+        .map(|c| c.masterless_max_ms)
+        .max()
+        .unwrap_or(0);
+    let missing: Vec<u32> = cycles
+        .iter()
+        .filter(|c| c.new_master.is_none())
+        .map(|c| c.index)
+        .collect();
+    let writes_lost: u64 = cycles.iter().map(|c| c.writes_lost).sum();
+    let unacked: Vec<u32> = cycles
+        .iter()
+        .filter(|c| c.marker.is_some() && !c.marker_acked)
+        .map(|c| c.index)
+        .collect();
+    let mut broken = Vec::new();
+    if lid_changes > 0 {
+        broken.push(format!("{lid_changes} LID changes"));
+    }
+    if !missing.is_empty() && args.scenario != Scenario::Soak {
+        broken.push(format!("no new master in cycles {missing:?}"));
+    }
+    let soak_part =
+        (args.scenario == Scenario::Soak).then(|| soak::report_part(cycles, &mut broken));
+    if writes_lost > 0 {
+        broken.push(format!("{writes_lost} acknowledged writes lost"));
+    }
+    if args.scenario == Scenario::RaftPartition {
+        let pick = |f: fn(&Cycle) -> bool| -> Vec<u32> {
+            cycles.iter().filter(|c| f(c)).map(|c| c.index).collect()
+        };
+        let moved = pick(|c| c.new_master.as_ref().is_some_and(|n| n != &c.old_master));
+        if !moved.is_empty() {
+            broken.push(format!(
+                "mastership moved although only Raft was cut, in cycles {moved:?}"
+            ));
+        }
+        let no_degraded = pick(|c| c.degraded_ms.is_none());
+        if !no_degraded.is_empty() {
+            broken.push(format!(
+                "the isolated master never reported degraded within {DEGRADED_BOUND:?} in cycles {no_degraded:?}"
+            ));
+        }
+        let stuck = pick(|c| c.heal_ms.is_none());
+        if !stuck.is_empty() {
+            broken.push(format!(
+                "degraded did not clear after the heal in cycles {stuck:?}"
+            ));
+        }
+        let diverged = pick(|c| c.converged != Some(true));
+        if !diverged.is_empty() {
+            broken.push(format!(
+                "the replicas did not converge after the heal in cycles {diverged:?}"
+            ));
+        }
+    }
+    if dual_max > args.dual_master_bound_ms {
+        broken.push(format!(
+            "two masters for {dual_max} ms in one cycle (bound {} ms)",
+            args.dual_master_bound_ms
+        ));
+    }
+    let mut v = json!({
+        "scenario": args.scenario.name(),
+        "cycles": cycles.iter().map(Cycle::json).collect::<Vec<_>>(),
+        "cycles_run": cycles.len(),
+        "all_new_master_found": missing.is_empty(),
+        "lid_changes": lid_changes,
+        "masterless_ms_max": masterless_max,
+        "dual_master_ms": dual,
+        "dual_master_bound_ms": args.dual_master_bound_ms,
+        "failover_ms": stats(&collect(|c| c.failover_ms)),
+        "detection_ms": stats(&collect(|c| c.detection_ms)),
+        "verified_ms": stats(&collect(|c| c.verified_ms)),
+        "writes_lost": writes_lost,
+        "markers_unacknowledged": unacked,
+        "degraded_ms": stats(&collect(|c| c.degraded_ms)),
+        "heal_ms": stats(&collect(|c| c.heal_ms)),
+        "invariants_ok": broken.is_empty(),
+        "broken": broken,
+        "poller": if args.on_ibsim() {
+            "ibsm.v1.Demo/PollSmInfo: the `ibsmd sminfo-poll` process under umad2sim on a spare HCA of ibsim, SMInfo by directed route every 10 ms"
+        } else {
+            "ibsm.v1.Demo/PollSmInfo: SMInfo by directed route from a spare CA port every 10 ms"
+        },
+        "fabric": args.fabric.as_deref().unwrap_or("demo default (embedded)"),
+    });
+    if let (Some(Value::Object(part)), Value::Object(map)) = (soak_part, &mut v) {
+        map.extend(part);
+    }
+    let why = (!broken.is_empty()).then(|| broken.join("; "));
+    (v, why)
+}
+
+fn fmt_opt(v: Option<u64>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
+pub(super) fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> String {
+    if args.scenario == Scenario::Soak {
+        return soak::report_text(cycles, r);
+    }
+    let mut out = format!("drill {} x{}\n", args.scenario.name(), cycles.len());
+    out.push_str("CYCLE  OLD -> NEW   DETECT_MS  FAILOVER_MS  VERIFIED_MS  MASTERLESS_MS  DUAL_MS  LIDS_CHANGED  EPOCH\n");
+    for c in cycles {
+        out.push_str(&format!(
+            "{:<5}  {:<11} {:>9}  {:>11}  {:>11}  {:>13}  {:>7}  {:>12}  {}->{}\n",
+            c.index,
+            format!(
+                "{}->{}",
+                c.old_master,
+                c.new_master.as_deref().unwrap_or("none")
+            ),
+            fmt_opt(c.detection_ms),
+            fmt_opt(c.failover_ms),
+            fmt_opt(c.verified_ms),
+            c.masterless_ms,
+            c.dual_master_ms,
+            c.lid_changes,
+            c.epoch_before,
+            c.epoch_after
+        ));
+        for d in c.lid_change_detail.iter().chain(&c.writes_lost_detail) {
+            out.push_str(&format!("       {d}\n"));
+        }
+        if args.scenario == Scenario::RaftPartition {
+            out.push_str(&format!(
+                "       degraded after {} ms, cleared {} ms after the heal, replicas converged: {}\n",
+                fmt_opt(c.degraded_ms),
+                fmt_opt(c.heal_ms),
+                c.converged.map_or("-".into(), |v| v.to_string())
+            ));
+        }
+    }
+    let s = |k: &str| {
+        let v = &r[k];
+        format!(
+            "min {} / median {} / max {}",
+            v["min"], v["median"], v["max"]
+        )
+    };
+    out.push_str(&format!("failover ms:   {}\n", s("failover_ms")));
+    out.push_str(&format!("detection ms:  {}\n", s("detection_ms")));
+    out.push_str(&format!("verified ms:   {}\n", s("verified_ms")));
+    out.push_str(&format!(
+        "masterless max {} ms, dual master {} ms (bound {} ms), LID changes {}, writes lost {} (unacknowledged markers: {})\n",
+        r["masterless_ms_max"],
+        r["dual_master_ms"],
+        args.dual_master_bound_ms,
+        r["lid_changes"],
+        r["writes_lost"],
+        r["markers_unacknowledged"]
+    ));
+    if args.scenario == Scenario::RaftPartition {
+        out.push_str(&format!("degraded ms:   {}\n", s("degraded_ms")));
+        out.push_str(&format!("heal ms:       {}\n", s("heal_ms")));
+    }
+    out.push_str(&format!(
+        "invariants: {}\n",
+        if r["invariants_ok"] == true {
+            "ok".to_string()
+        } else {
+            format!("BROKEN: {}", r["broken"])
+        }
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn stats_and_invariants() {
+        assert_eq!(stats(&[30, 10, 20])["median"], 20);
+        assert_eq!(stats(&[])["min"], Value::Null);
+        let args = DrillArgs {
+            scenario: Scenario::KillMaster,
+            cycles: 2,
+            start_demo: false,
+            ibsmd: None,
+            report_dir: PathBuf::from("x"),
+            dual_master_bound_ms: 0,
+            fabric: None,
+            seed: None,
+            deadline: None,
+        };
+        let ok = Cycle {
+            index: 1,
+            new_master: Some("sm2".into()),
+            failover_ms: Some(400),
+            ..Cycle::default()
+        };
+        let (r, why) = report(&args, std::slice::from_ref(&ok));
+        assert!(why.is_none(), "{why:?}");
+        assert_eq!(r["failover_ms"]["max"], 400);
+        let bad = Cycle {
+            index: 2,
+            lid_changes: 1,
+            dual_master_ms: 10,
+            ..Cycle::default()
+        };
+        let (r, why) = report(&args, &[ok, bad]);
+        let why = why.unwrap_or_default();
+        assert!(
+            why.contains("LID") && why.contains("no new master") && why.contains("two masters"),
+            "{why}"
+        );
+        assert_eq!(r["invariants_ok"], false);
+    }
+
+    #[test]
+    fn a_lost_write_and_a_raft_partition_without_degraded_break_the_drill() {
+        let mut args = DrillArgs {
+            scenario: Scenario::KillMaster,
+            cycles: 1,
+            start_demo: false,
+            ibsmd: None,
+            report_dir: PathBuf::from("x"),
+            dual_master_bound_ms: 0,
+            fabric: None,
+            seed: None,
+            deadline: None,
+        };
+        let lost = Cycle {
+            index: 1,
+            old_master: "sm1".into(),
+            new_master: Some("sm2".into()),
+            marker: Some("m".into()),
+            marker_acked: true,
+            writes_lost: 1,
+            ..Cycle::default()
+        };
+        let (r, why) = report(&args, std::slice::from_ref(&lost));
+        assert_eq!(r["writes_lost"], 1);
+        assert!(why.unwrap_or_default().contains("writes lost"));
+        args.scenario = Scenario::RaftPartition;
+        let kept = Cycle {
+            index: 1,
+            old_master: "sm1".into(),
+            new_master: Some("sm1".into()),
+            degraded_ms: Some(700),
+            heal_ms: Some(300),
+            converged: Some(true),
+            ..Cycle::default()
+        };
+        let (r, why) = report(&args, std::slice::from_ref(&kept));
+        assert!(why.is_none(), "{why:?}");
+        assert_eq!(r["degraded_ms"]["max"], 700);
+        let bad = Cycle {
+            index: 2,
+            new_master: Some("sm2".into()),
+            degraded_ms: None,
+            converged: Some(false),
+            ..kept.clone()
+        };
+        let why = report(&args, &[kept, bad]).1.unwrap_or_default();
+        assert!(
+            why.contains("mastership moved")
+                && why.contains("never reported degraded")
+                && why.contains("did not converge"),
+            "{why}"
+        );
+    }
+}

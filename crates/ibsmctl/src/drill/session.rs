@@ -1,0 +1,335 @@
+//! A drill's connections to the demo: its Demo service and, per SM instance, a
+//! Control and a Fabric client; the poller's timeline as read so far; and the waits
+//! every cycle is made of (a stable cluster, a new master, a verified fabric,
+//! `degraded` set or cleared, converged replicas).
+//!
+//! [`Drill`] is the state every cycle works on; the files that act on the cluster
+//! (scenarios, markers, cycles, the soak) add their methods to it in `impl Drill`
+//! blocks of their own.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ibsm_proto::v1 as pb;
+use ibsm_proto::v1::control_client::ControlClient;
+use ibsm_proto::v1::demo_client::DemoClient;
+use ibsm_proto::v1::fabric_client::FabricClient;
+
+use super::options::DrillError;
+use super::timeline::{now_ms, state_of, Change};
+use crate::control::{channel, unary, AuthChannel, Target};
+
+/// How long one step (stability, a new master, a verified fabric) may take.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a new master may take to show an epoch above the old one.
+const EPOCH_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a Raft-isolated MASTER may take to report `degraded` (and, healed, to
+/// clear it): the daemon needs about one write timeout (1 s) or 500 ms without a
+/// quorum acknowledgement; the rest is slack for a loaded machine.
+pub const DEGRADED_BOUND: Duration = Duration::from_secs(20);
+
+pub(super) struct Member {
+    pub(super) name: String,
+    pub(super) priority: u32,
+    pub(super) target: Target,
+    pub(super) control: ControlClient<AuthChannel>,
+    pub(super) fabric: FabricClient<AuthChannel>,
+}
+
+pub(super) struct Drill {
+    pub(super) target: Target,
+    pub(super) demo: DemoClient<AuthChannel>,
+    pub(super) members: Vec<Member>,
+    cursor: u64,
+    pub(super) changes: Vec<Change>,
+    pub(super) started: u64,
+    /// When an action that had to be retried finally went through (unix ms).
+    pub(super) acted_at: Option<u64>,
+}
+
+impl Drill {
+    pub(super) async fn connect(target: &Target) -> Result<Drill, DrillError> {
+        let ch = channel(target).await?;
+        let mut demo = DemoClient::new(ch);
+        let list = unary(
+            target,
+            "ListInstances",
+            demo.list_instances(pb::ListInstancesRequest {}),
+        )
+        .await?;
+        let mut members = Vec::new();
+        for inst in list.instances {
+            let mut t = target.clone();
+            t.endpoint = if inst.endpoint.contains("://") {
+                inst.endpoint.clone()
+            } else {
+                format!("http://{}", inst.endpoint)
+            };
+            let ch = channel(&t).await?;
+            members.push(Member {
+                name: inst.name.clone(),
+                priority: inst.priority,
+                target: t,
+                control: ControlClient::new(ch.clone()),
+                fabric: FabricClient::new(ch),
+            });
+        }
+        if members.len() < 2 {
+            return Err(DrillError::Setup(format!(
+                "a drill needs at least two SM instances; the demo has {}",
+                members.len()
+            )));
+        }
+        Ok(Drill {
+            target: target.clone(),
+            demo,
+            members,
+            cursor: 0,
+            changes: Vec::new(),
+            started: now_ms(),
+            acted_at: None,
+        })
+    }
+
+    pub(super) async fn poll(&mut self) -> Result<u64, DrillError> {
+        let r = unary(
+            &self.target,
+            "PollSmInfo",
+            self.demo.poll_sm_info(pb::PollSmInfoRequest {
+                after_seq: self.cursor,
+            }),
+        )
+        .await?;
+        for s in &r.samples {
+            self.changes.push(Change {
+                at: s.at_unix_ms,
+                seq: s.seq,
+                name: s.name.clone(),
+                state: state_of(s),
+            });
+        }
+        self.cursor = r.next_seq;
+        Ok(r.now_unix_ms)
+    }
+
+    /// The latest state of each member on the wire.
+    fn wire_states(&self) -> BTreeMap<String, Option<&'static str>> {
+        let mut sorted: Vec<&Change> = self.changes.iter().collect();
+        sorted.sort_by_key(|c| (c.at, c.seq));
+        let mut out = BTreeMap::new();
+        for c in sorted {
+            out.insert(c.name.clone(), c.state);
+        }
+        out
+    }
+
+    pub(super) fn member(&mut self, name: &str) -> Result<&mut Member, DrillError> {
+        self.members
+            .iter_mut()
+            .find(|m| m.name == name)
+            .ok_or_else(|| DrillError::Setup(format!("no member {name}")))
+    }
+
+    /// One MASTER on the wire, every running instance answering STANDBY or MASTER,
+    /// and the master's own view published; twice in a row 200 ms apart.
+    pub(super) async fn wait_stable(&mut self) -> Result<String, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        let mut good_once: Option<String> = None;
+        loop {
+            self.poll().await?;
+            let list = unary(
+                &self.target,
+                "ListInstances",
+                self.demo.list_instances(pb::ListInstancesRequest {}),
+            )
+            .await?;
+            let states = self.wire_states();
+            let masters: Vec<&String> = states
+                .iter()
+                .filter(|(_, s)| **s == Some("MASTER"))
+                .map(|(n, _)| n)
+                .collect();
+            let running_ok = list
+                .instances
+                .iter()
+                .filter(|i| i.running)
+                .all(|i| matches!(states.get(&i.name), Some(Some("MASTER" | "STANDBY"))));
+            let mut ok = None;
+            if let ([m], true) = (masters.as_slice(), running_ok) {
+                let m = (*m).clone();
+                let member = self.member(&m)?;
+                let t = member.target.clone();
+                let view = unary(
+                    &t,
+                    "GetTopology",
+                    member.fabric.get_topology(pb::GetTopologyRequest {}),
+                )
+                .await;
+                if view.is_ok_and(|v| v.source == "master") {
+                    ok = Some(m);
+                }
+            }
+            match (ok, &good_once) {
+                (Some(m), Some(prev)) if &m == prev => return Ok(m),
+                (Some(m), _) => good_once = Some(m),
+                (None, _) => good_once = None,
+            }
+            if now_ms() > deadline {
+                return Err(DrillError::Invariant(format!(
+                    "the demo did not settle (one MASTER, every running SM answering) within {STEP_TIMEOUT:?}; wire states {states:?}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub(super) async fn lids(
+        &mut self,
+        name: &str,
+    ) -> Result<BTreeMap<u64, (u32, u32)>, DrillError> {
+        let m = self.member(name)?;
+        let t = m.target.clone();
+        let r = unary(&t, "GetLids", m.fabric.get_lids(pb::GetLidsRequest {})).await?;
+        Ok(r.lids
+            .iter()
+            .map(|l| (l.port_guid, (l.base_lid, l.lmc)))
+            .collect())
+    }
+
+    /// The SM's port GUID (GetStatus), 0 if it does not answer.
+    pub(super) async fn port_guid(&mut self, name: &str) -> u64 {
+        self.status(name).await.map_or(0, |s| s.guid)
+    }
+
+    /// The SM's mastership epoch (GetStatus), 0 if it does not answer.
+    pub(super) async fn epoch(&mut self, name: &str) -> u64 {
+        self.status(name).await.map_or(0, |s| s.epoch)
+    }
+
+    /// `name`'s epoch once it is above `floor`, or the last one read after
+    /// [`EPOCH_WAIT`]: a new master claims its epoch through the replica, which can
+    /// land a little after its first heavy sweep (separate processes on ibsim).
+    pub(super) async fn epoch_above(&mut self, name: &str, floor: u64) -> u64 {
+        let deadline = now_ms() + u64::try_from(EPOCH_WAIT.as_millis()).unwrap_or(10_000);
+        loop {
+            let e = self.epoch(name).await;
+            if e > floor || now_ms() > deadline {
+                return e;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Wait for a MASTER other than `old` on the wire (or `expect` if given).
+    pub(super) async fn wait_new_master(
+        &mut self,
+        old: &str,
+        since: u64,
+    ) -> Result<Option<(String, u64)>, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        loop {
+            self.poll().await?;
+            let mut after: Vec<&Change> = self.changes.iter().filter(|c| c.at >= since).collect();
+            after.sort_by_key(|c| (c.at, c.seq));
+            if let Some(c) = after
+                .iter()
+                .find(|c| c.name != old && c.state == Some("MASTER"))
+            {
+                return Ok(Some((c.name.clone(), c.at)));
+            }
+            if now_ms() > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Wait until `name` answers GetTopology from a master view taken after `since`.
+    pub(super) async fn wait_verified(
+        &mut self,
+        name: &str,
+        since: u64,
+    ) -> Result<Option<u64>, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        loop {
+            let m = self.member(name)?;
+            let t = m.target.clone();
+            if let Ok(v) = unary(
+                &t,
+                "GetTopology",
+                m.fabric.get_topology(pb::GetTopologyRequest {}),
+            )
+            .await
+            {
+                if v.source == "master" && v.taken_unix_ms >= since {
+                    return Ok(Some(v.taken_unix_ms));
+                }
+            }
+            if now_ms() > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    async fn status(&mut self, name: &str) -> Result<pb::Status, DrillError> {
+        let m = self.member(name)?;
+        let t = m.target.clone();
+        Ok(unary(
+            &t,
+            "GetStatus",
+            m.control.get_status(pb::GetStatusRequest {}),
+        )
+        .await?)
+    }
+
+    /// Poll `name`'s GetStatus until `degraded == want` (ms since `since`), within
+    /// [`DEGRADED_BOUND`]; keeps the wire timeline current meanwhile.
+    pub(super) async fn wait_degraded(
+        &mut self,
+        name: &str,
+        want: bool,
+        since: u64,
+    ) -> Result<Option<u64>, DrillError> {
+        let deadline = now_ms() + u64::try_from(DEGRADED_BOUND.as_millis()).unwrap_or(20_000);
+        loop {
+            self.poll().await?;
+            if self.status(name).await.is_ok_and(|s| s.degraded == want) {
+                return Ok(Some(now_ms().saturating_sub(since)));
+            }
+            if now_ms() > deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Every running instance at the same epoch and applied index (twice in a row,
+    /// 200 ms apart), within [`STEP_TIMEOUT`].
+    pub(super) async fn wait_converged(&mut self) -> Result<bool, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
+        let mut once: Option<(u64, u64)> = None;
+        loop {
+            let mut seen = Vec::new();
+            for n in &names {
+                match self.status(n).await {
+                    Ok(s) => seen.push((s.epoch, s.applied_index)),
+                    Err(_) => seen.push((u64::MAX, u64::MAX)),
+                }
+            }
+            let same = seen.windows(2).all(|w| w.first() == w.get(1));
+            let now = seen.first().copied().filter(|_| same);
+            match (now, once) {
+                (Some(a), Some(b)) if a == b => return Ok(true),
+                (a, _) => once = a,
+            }
+            if now_ms() > deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
