@@ -49,9 +49,9 @@ done
 if [ "$NO_BUILD" = 1 ]; then
     : # use the binaries already in target/
 elif [ "$PROFILE" = release ]; then
-    (cd "$ROOT" && cargo build --quiet --release -p ibsmd -p ibsmctl)
+    (cd "$ROOT" && cargo build --quiet --release -p ibsmd-bin -p ibsmctl)
 else
-    (cd "$ROOT" && cargo build --quiet -p ibsmd -p ibsmctl)
+    (cd "$ROOT" && cargo build --quiet -p ibsmd-bin -p ibsmctl)
 fi
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE
 IBSMD=$TARGET/ibsmd

@@ -51,9 +51,9 @@ done
 # IBSM_BENCH_NO_BUILD=1: use the binaries already in target/ (a shared tree mid-edit).
 if [ -z "${IBSM_BENCH_NO_BUILD:-}" ]; then
     if [ "$PROFILE" = release ]; then
-        (cd "$ROOT" && cargo build --quiet --release -p ibsmd -p ibsmctl)
+        (cd "$ROOT" && cargo build --quiet --release -p ibsmd-bin -p ibsmctl)
     else
-        (cd "$ROOT" && cargo build --quiet -p ibsmd -p ibsmctl)
+        (cd "$ROOT" && cargo build --quiet -p ibsmd-bin -p ibsmctl)
     fi
 fi
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE

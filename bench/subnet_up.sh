@@ -43,7 +43,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "building release ibsmd, ibsmctl..." >&2
-cargo build --release --quiet -p ibsmd -p ibsmctl
+cargo build --release --quiet -p ibsmd-bin -p ibsmctl
 IBSMD=$ROOT/target/release/ibsmd
 IBSMCTL=$ROOT/target/release/ibsmctl
 

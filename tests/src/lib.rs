@@ -2,7 +2,7 @@
 //!
 //! Finding the `ibsmd` and `ibsmctl` binaries: `CARGO_BIN_EXE_*` only exists inside
 //! the package that owns a binary, and these tests live in their own package. So
-//! [`binary`] asks cargo itself to build them (`$CARGO build -p ibsmd -p ibsmctl`,
+//! [`binary`] asks cargo itself to build them (`$CARGO build -p ibsmd-bin -p ibsmctl`,
 //! with `--release` when the test runs from `target/release`) into the very target
 //! dir and profile this test executable runs from (`target/<profile>/deps/..`, see
 //! [`profile_dir`]), and takes them from there. Building through cargo instead of
@@ -130,7 +130,7 @@ pub fn binary(name: &str) -> Result<PathBuf> {
     Ok(bin)
 }
 
-/// `$CARGO build -p ibsmd -p ibsmctl` into this test's target dir and profile;
+/// `$CARGO build -p ibsmd-bin -p ibsmctl` into this test's target dir and profile;
 /// returns the profile dir.
 fn build() -> Result<PathBuf> {
     let profile = profile_dir()?;
@@ -138,7 +138,7 @@ fn build() -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "ibsmd", "-p", "ibsmctl"])
+    cmd.args(["build", "--quiet", "-p", "ibsmd-bin", "-p", "ibsmctl"])
         .arg("--manifest-path")
         .arg(&manifest)
         .env("CARGO_TARGET_DIR", target_dir);
@@ -147,10 +147,10 @@ fn build() -> Result<PathBuf> {
     }
     let out = cmd
         .output()
-        .context("running cargo build -p ibsmd -p ibsmctl")?;
+        .context("running cargo build -p ibsmd-bin -p ibsmctl")?;
     if !out.status.success() {
         bail!(
-            "cargo build -p ibsmd -p ibsmctl failed:\n{}",
+            "cargo build -p ibsmd-bin -p ibsmctl failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }

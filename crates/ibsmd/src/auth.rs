@@ -59,18 +59,19 @@ pub const READ_ONLY_METHODS: &[&str] = &[
     "/ibsm.v1.Fabric/GetRoute",
     "/ibsm.v1.Fabric/ListPartitions",
     "/ibsm.v1.Cluster/ListMembers",
-    "/ibsm.v1.Demo/ListInstances",
-    "/ibsm.v1.Demo/PollSmInfo",
-    "/ibsm.v1.Demo/ListCables",
-    "/ibsm.v1.Demo/ReadFabric",
 ];
 
 /// Path prefix of the Raft service, which authenticates its callers itself.
 pub const RAFT_SERVICE: &str = "/ibsm.v1.Raft/";
 
-/// Whether a read-only caller may call `path`.
+/// Whether a read-only caller may call `path` of the production services.
 pub fn read_only_allows(path: &str) -> bool {
-    READ_ONLY_METHODS.iter().any(|m| {
+    method_listed(READ_ONLY_METHODS, path)
+}
+
+/// Whether `path` is in `methods` (full paths; a trailing `/` names a whole service).
+fn method_listed(methods: &[&str], path: &str) -> bool {
+    methods.iter().any(|m| {
         if m.ends_with('/') {
             path.starts_with(m)
         } else {
@@ -221,6 +222,10 @@ pub struct Security {
     pub tls: Option<ServerTlsConfig>,
     /// Whether clients must present a certificate.
     pub mtls: bool,
+    /// Read-only methods of services added through
+    /// [`crate::server::ServeOptions::extra_services`] (same form as
+    /// [`READ_ONLY_METHODS`]), so this crate names none of them.
+    pub extra_read_only_methods: &'static [&'static str],
 }
 
 impl Security {
@@ -399,7 +404,12 @@ where
             .map(|c| c.iter().map(|d| d.as_ref().to_vec()).collect());
         let verdict = match self.sec.role_of(req.headers(), certs.as_deref()) {
             Ok(Role::Admin) => Ok(()),
-            Ok(Role::ReadOnly) if read_only_allows(&path) => Ok(()),
+            Ok(Role::ReadOnly)
+                if read_only_allows(&path)
+                    || method_listed(self.sec.extra_read_only_methods, &path) =>
+            {
+                Ok(())
+            }
             Ok(Role::ReadOnly) => Err(tonic::Status::permission_denied(format!(
                 "{path}: the read-only credential may only call Get/List/Watch methods; this one needs the admin credential"
             ))),
@@ -513,6 +523,7 @@ impl SecurityOptions {
             read_only_client_names: self.read_only_client_names.clone(),
             tls,
             mtls,
+            extra_read_only_methods: &[],
         };
         if !sec.authenticates() && !self.insecure_plaintext {
             let why = if sec.tls.is_some() {

@@ -50,18 +50,16 @@
 //! `--smp-window` ([`subnet_opts`]). How the configurator, the election and the
 //! runtime's own agent share the device (disjoint TID ranges) is in [`instance`].
 //!
-//! # Embedded fabric and demo
+//! # Embedded fabric, and what is not here
 //!
 //! [`embedded`] attaches an instance to a port of the embedded simulator; it is what
-//! `--fabric sim:NETFILE|gen:...` ([`open_fabric`]) and the tests use, apart from the
-//! demo.
+//! `--fabric sim:NETFILE|gen:...` ([`open_fabric`]) and the tests use.
 //!
-//! [`demo::Demo`] runs three instances in one process on one embedded fabric (the
-//! simulator is in-process), each with its own gRPC endpoint, and the `ibsm.v1.Demo`
-//! drills (kill/restart an instance, pull an instance's cable) in [`demo_service`],
-//! plus an independent SMInfo observer on a spare CA port ([`demo_poller`]) that
-//! `ibsmctl drill` uses to judge "no master" and "two masters" as the fabric sees them.
-//! What the MASTER configured (topology, LIDs, routes, partitions) is served by
+//! This crate serves a real fabric and nothing else: the demo (`ibsmd demo`, three
+//! instances on the embedded fabric or on ibsim), its drills (`ibsm.demo.v1.Demo`)
+//! and its SMInfo judge live in crate `ibsm-demo`, which uses only this crate's public
+//! API (it adds its service through [`server::ServeOptions::extra_services`]); the
+//! `ibsmd` binary is package `ibsmd-bin`. What the MASTER configured (topology, LIDs, routes, partitions) is served by
 //! `ibsm.v1.Fabric` ([`fabric_service`]) from the view it publishes after each heavy
 //! sweep ([`fabric_view`]).
 //!
@@ -76,7 +74,8 @@
 //! `degraded`; it reconciles when quorum returns. Members are added and removed at run
 //! time through `ibsm.v1.Cluster` ([`cluster_service`]); a planned handover waits
 //! until the target's replica has caught up. `ibsmd demo` runs its three instances as
-//! one such cluster.
+//! one such cluster. `--fault-injection` (a test facility) adds
+//! `ibsm.v1.FaultInjection` ([`fault_injection`]) to cut this member's Raft traffic.
 //!
 //! # Security, configuration, metrics
 //!
@@ -92,13 +91,10 @@
 pub mod auth;
 pub mod cluster_service;
 pub mod config;
-pub mod demo;
-pub mod demo_ibsim;
-pub mod demo_poller;
-pub mod demo_service;
 pub mod embedded;
 pub mod fabric_service;
 pub mod fabric_view;
+pub mod fault_injection;
 pub mod instance;
 pub mod metrics;
 pub mod replication;

@@ -1,6 +1,8 @@
-//! The gRPC control API (`ibsm.v1.Control`) of one SM instance, plus the demo drills
-//! (`ibsm.v1.Demo`, see [`crate::demo_service`]), `grpc.health.v1` and server
-//! reflection.
+//! The gRPC API of one SM instance: `ibsm.v1.Control` (here), `ibsm.v1.Fabric`,
+//! `ibsm.v1.Cluster`, the Raft service of a replicated member, `ibsm.v1.FaultInjection`
+//! only with `--fault-injection` ([`crate::fault_injection`]), `grpc.health.v1` and
+//! server reflection. A caller adds services of its own (the demo adds its drills)
+//! through [`ServeOptions::extra_services`]; this crate names none of them.
 //!
 //! Security ([`crate::auth`]): TLS (mutual when a client CA is configured) for the
 //! whole server, and one tower layer that checks credentials and roles (admin,
@@ -13,7 +15,7 @@
 //! control services. Health turns NOT_SERVING whenever the instance is not running.
 //!
 //! The service reaches its instance through an [`InstanceSlot`] rather than holding it,
-//! so the demo can kill and restart an instance behind a live endpoint: while the slot
+//! so a supervisor (the demo) can kill and restart an instance behind a live endpoint: while the slot
 //! is empty every call answers `UNAVAILABLE`.
 
 use std::future::Future;
@@ -31,8 +33,6 @@ use tonic::{Request, Response};
 
 use crate::auth::Security;
 use crate::cluster_service::ClusterService;
-use crate::demo::DemoHandle;
-use crate::demo_service::DemoService;
 use crate::instance::{Command, CommandError, EventRecord, Instance, Snapshot};
 use crate::replication::Replication;
 
@@ -541,15 +541,17 @@ pub type SecuredRouter = tonic::transport::server::Router<
 pub struct ServeOptions {
     /// TLS and/or token; [`Security::plaintext`] only when the operator asked for it.
     pub security: Security,
-    /// The demo this endpoint belongs to (`None`: the Demo service refuses every call).
-    pub demo: Option<DemoHandle>,
-    /// More services on the same port, under the same security.
+    /// More services on the same port, under the same security (their read-only
+    /// methods go in [`Security::extra_read_only_methods`]).
     pub extra_services: Option<ServiceHook>,
+    /// Encoded `FileDescriptorSet`s of those services, added to server reflection.
+    pub extra_file_descriptor_sets: Vec<&'static [u8]>,
     /// The replica: its Raft service and `ibsm.v1.Cluster` are served too, and
     /// `GetStatus` reports its epoch and Raft view.
     pub replication: Option<Arc<Replication>>,
-    /// `--fault-injection` (a test facility, off by default): the Demo service accepts
-    /// `SetRaftIsolation` for this daemon's own replica (see [`DemoService`]).
+    /// `--fault-injection` (a test facility, off by default): with `replication`, serve
+    /// `ibsm.v1.FaultInjection` for this daemon's own replica
+    /// ([`crate::fault_injection`]).
     pub fault_injection: bool,
 }
 
@@ -557,7 +559,10 @@ impl std::fmt::Debug for ServeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeOptions")
             .field("security", &self.security)
-            .field("demo", &self.demo)
+            .field(
+                "extra_file_descriptor_sets",
+                &self.extra_file_descriptor_sets.len(),
+            )
             .field("extra_services", &self.extra_services.is_some())
             .field("replication", &self.replication)
             .field("fault_injection", &self.fault_injection)
@@ -580,7 +585,7 @@ pub async fn bind(
     bind_with(slot(inst), &name, addr, shutdown, ServeOptions::default()).await
 }
 
-/// [`bind`] with security and the demo service: serves whatever `slot` holds.
+/// [`bind`] with security and extra services: serves whatever `slot` holds.
 pub async fn bind_with(
     slot: InstanceSlot,
     name: &str,
@@ -627,9 +632,12 @@ pub async fn serve_listener(
     }
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<ControlServer<ControlService>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(ibsm_proto::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    let mut reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(ibsm_proto::FILE_DESCRIPTOR_SET);
+    for set in &opts.extra_file_descriptor_sets {
+        reflection = reflection.register_encoded_file_descriptor_set(set);
+    }
+    let reflection = reflection.build_v1()?;
     let incoming = limited_incoming(listener, MAX_CONNECTIONS);
     // Credentials and roles are checked by one layer in front of every service (see
     // crate::auth); the Raft service checks the members' own credentials.
@@ -671,14 +679,19 @@ pub async fn serve_listener(
         // Raft between members: the replica's service checks the cluster secret /
         // member certificates itself, see crate::replication ("Security").
         .add_optional_service(opts.replication.as_ref().map(|r| r.grpc_service()))
-        .add_service(ibsm_proto::v1::demo_server::DemoServer::new(
-            DemoService::new(opts.demo.clone()).with_own_fault_switch(
-                opts.replication
-                    .as_ref()
-                    .filter(|_| opts.fault_injection)
-                    .map(|r| r.replica().fault_switch()),
-            ),
-        ));
+        .add_optional_service(
+            opts.replication
+                .as_ref()
+                .filter(|_| opts.fault_injection)
+                .map(|r| {
+                    ibsm_proto::v1::fault_injection_server::FaultInjectionServer::new(
+                        crate::fault_injection::FaultInjectionService::new(
+                            r.replica().node_id(),
+                            r.replica().fault_switch(),
+                        ),
+                    )
+                }),
+        );
     let router = match &opts.extra_services {
         Some(hook) => hook(router, icpt),
         None => router,

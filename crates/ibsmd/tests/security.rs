@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ibsm_proto::demo::v1::demo_client::DemoClient;
+use ibsm_proto::demo::v1::KillInstanceRequest;
 use ibsm_proto::v1::control_client::ControlClient;
-use ibsm_proto::v1::demo_client::DemoClient;
-use ibsm_proto::v1::{GetStatusRequest, KillInstanceRequest, SetPriorityRequest};
+use ibsm_proto::v1::fault_injection_client::FaultInjectionClient;
+use ibsm_proto::v1::{GetStatusRequest, SetPriorityRequest, SetRaftIsolationRequest};
 use ibsm_transport::{FabricSpec, SharedSim};
 use ibsmd::auth::client::{tls_config, BearerInterceptor};
 use ibsmd::auth::{Security, SecurityOptions, Token};
@@ -162,7 +164,8 @@ async fn bearer_token_is_required_and_checked() {
     assert_eq!(st.priority, 4);
     assert_eq!(s.inst.status().priority, 4);
 
-    // Outside the demo, drills are refused even with a valid token.
+    // A daemon outside the demo serves no drills at all, even to a valid token; and
+    // without --fault-injection no FaultInjection service either.
     let mut d = DemoClient::with_interceptor(ch.clone(), BearerInterceptor::new(&token).unwrap());
     let e = d
         .kill_instance(KillInstanceRequest {
@@ -171,7 +174,14 @@ async fn bearer_token_is_required_and_checked() {
         })
         .await
         .expect_err("not a demo");
-    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e}");
+    assert_eq!(e.code(), tonic::Code::Unimplemented, "{e}");
+    let mut f =
+        FaultInjectionClient::with_interceptor(ch.clone(), BearerInterceptor::new(&token).unwrap());
+    let e = f
+        .set_raft_isolation(SetRaftIsolationRequest { isolated: true })
+        .await
+        .expect_err("no --fault-injection");
+    assert_eq!(e.code(), tonic::Code::Unimplemented, "{e}");
     assert!(s.inst.is_running());
 
     // Health needs no credentials.

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use ibsm_proto::demo::v1 as dpb;
 use ibsm_proto::v1 as pb;
 
 use super::options::DrillError;
@@ -127,7 +128,7 @@ impl Drill {
         let list = unary(
             &self.target,
             "ListInstances",
-            self.demo.list_instances(pb::ListInstancesRequest {}),
+            self.demo.list_instances(dpb::ListInstancesRequest {}),
         )
         .await?;
         let deadline = now_ms() + u64::try_from(MARKER_TIMEOUT.as_millis()).unwrap_or(20_000);

@@ -1,7 +1,7 @@
 //! `ibsmctl drill`: repeat a failover scenario against `ibsmd demo` and measure it as
 //! the fabric sees it.
 //!
-//! The judge is the demo's SMInfo poller (`ibsm.v1.Demo/PollSmInfo`): a client on a
+//! The judge is the demo's SMInfo poller (`ibsm.demo.v1.Demo/PollSmInfo`): a client on a
 //! spare CA port that reads every SM port's SMInfo by directed route every 10 ms. What
 //! each SM says about itself through its API is not trusted for "no master" or "two
 //! masters": a killed SM has no API and an isolated one may still believe it is MASTER.

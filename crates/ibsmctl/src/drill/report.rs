@@ -97,9 +97,9 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
         "invariants_ok": broken.is_empty(),
         "broken": broken,
         "poller": if args.on_ibsim() {
-            "ibsm.v1.Demo/PollSmInfo: the `ibsmd sminfo-poll` process under umad2sim on a spare HCA of ibsim, SMInfo by directed route every 10 ms"
+            "ibsm.demo.v1.Demo/PollSmInfo: the `ibsmd sminfo-poll` process under umad2sim on a spare HCA of ibsim, SMInfo by directed route every 10 ms"
         } else {
-            "ibsm.v1.Demo/PollSmInfo: SMInfo by directed route from a spare CA port every 10 ms"
+            "ibsm.demo.v1.Demo/PollSmInfo: SMInfo by directed route from a spare CA port every 10 ms"
         },
         "fabric": args.fabric.as_deref().unwrap_or("demo default (embedded)"),
     });

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use ibsm_proto::demo::v1 as dpb;
 use ibsm_proto::v1 as pb;
 
 use super::options::{DrillError, Scenario};
@@ -38,7 +39,7 @@ impl Drill {
                 unary(
                     &t,
                     "KillInstance",
-                    self.demo.kill_instance(pb::KillInstanceRequest {
+                    self.demo.kill_instance(dpb::KillInstanceRequest {
                         name: master.to_string(),
                         ..Default::default()
                     }),
@@ -87,7 +88,7 @@ impl Drill {
                 unary(
                     &t,
                     "SetLinkState",
-                    self.demo.set_link_state(pb::SetLinkStateRequest {
+                    self.demo.set_link_state(dpb::SetLinkStateRequest {
                         name: master.to_string(),
                         up: false,
                     }),
@@ -127,7 +128,7 @@ impl Drill {
                 unary(
                     &t,
                     "SetRaftIsolation",
-                    self.demo.set_raft_isolation(pb::SetRaftIsolationRequest {
+                    self.demo.set_raft_isolation(dpb::SetRaftIsolationRequest {
                         name: master.to_string(),
                         isolated: true,
                         ..Default::default()
@@ -151,7 +152,7 @@ impl Drill {
                     &t,
                     "RestartInstance",
                     self.demo
-                        .restart_instance(pb::RestartInstanceRequest { name }),
+                        .restart_instance(dpb::RestartInstanceRequest { name }),
                 )
                 .await?;
             }
@@ -160,7 +161,7 @@ impl Drill {
                     &t,
                     "SetLinkState",
                     self.demo
-                        .set_link_state(pb::SetLinkStateRequest { name, up: true }),
+                        .set_link_state(dpb::SetLinkStateRequest { name, up: true }),
                 )
                 .await?;
             }
@@ -168,7 +169,7 @@ impl Drill {
                 unary(
                     &t,
                     "SetRaftIsolation",
-                    self.demo.set_raft_isolation(pb::SetRaftIsolationRequest {
+                    self.demo.set_raft_isolation(dpb::SetRaftIsolationRequest {
                         name,
                         isolated: false,
                         ..Default::default()

@@ -10,9 +10,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use ibsm_proto::demo::v1 as dpb;
+use ibsm_proto::demo::v1::demo_client::DemoClient;
 use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::control_client::ControlClient;
-use ibsm_proto::v1::demo_client::DemoClient;
 use ibsm_proto::v1::fabric_client::FabricClient;
 
 use super::options::DrillError;
@@ -56,7 +57,7 @@ impl Drill {
         let list = unary(
             target,
             "ListInstances",
-            demo.list_instances(pb::ListInstancesRequest {}),
+            demo.list_instances(dpb::ListInstancesRequest {}),
         )
         .await?;
         let mut members = Vec::new();
@@ -97,7 +98,7 @@ impl Drill {
         let r = unary(
             &self.target,
             "PollSmInfo",
-            self.demo.poll_sm_info(pb::PollSmInfoRequest {
+            self.demo.poll_sm_info(dpb::PollSmInfoRequest {
                 after_seq: self.cursor,
             }),
         )
@@ -142,7 +143,7 @@ impl Drill {
             let list = unary(
                 &self.target,
                 "ListInstances",
-                self.demo.list_instances(pb::ListInstancesRequest {}),
+                self.demo.list_instances(dpb::ListInstancesRequest {}),
             )
             .await?;
             let states = self.wire_states();

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use ibsm_proto::demo::v1 as dpb;
 use ibsm_proto::v1 as pb;
 
 pub(super) fn now_ms() -> u64 {
@@ -27,7 +28,7 @@ pub struct Change {
     pub state: Option<&'static str>,
 }
 
-pub(super) fn state_of(s: &pb::SmInfoSample) -> Option<&'static str> {
+pub(super) fn state_of(s: &dpb::SmInfoSample) -> Option<&'static str> {
     if !s.answered {
         return None;
     }

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use ibsm_proto::demo::v1 as dpb;
 use ibsm_proto::v1 as pb;
 
 use crate::args::fmt_guid;
@@ -121,7 +122,7 @@ impl Drill {
         let rf = unary(
             &t,
             "ReadFabric",
-            self.demo.read_fabric(pb::ReadFabricRequest {}),
+            self.demo.read_fabric(dpb::ReadFabricRequest {}),
         )
         .await?;
         let mut s = FabricSnap::default();

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use ibsm_proto::demo::v1 as dpb;
 use ibsm_proto::v1 as pb;
 
 use super::fabric::{diff_fabric, FabricSnap};
@@ -39,16 +40,16 @@ enum Undo {
 impl Drill {
     /// The cable a fault goes on: a switch-to-switch cable off the judge's routes,
     /// else the CA cable of a standby of `master`.
-    async fn fault_cable(&mut self, master: &str, rng: &mut Rng) -> Result<pb::Cable, DrillError> {
+    async fn fault_cable(&mut self, master: &str, rng: &mut Rng) -> Result<dpb::Cable, DrillError> {
         let t = self.target.clone();
         let list = unary(
             &t,
             "ListCables",
-            self.demo.list_cables(pb::ListCablesRequest {}),
+            self.demo.list_cables(dpb::ListCablesRequest {}),
         )
         .await?
         .cables;
-        let mut pick: Vec<&pb::Cable> = list
+        let mut pick: Vec<&dpb::Cable> = list
             .iter()
             .filter(|c| c.switch_to_switch && !c.judge_path && c.up)
             .collect();
@@ -80,7 +81,7 @@ impl Drill {
         unary(
             &t,
             "SetCableFault",
-            self.demo.set_cable_fault(pb::SetCableFaultRequest {
+            self.demo.set_cable_fault(dpb::SetCableFaultRequest {
                 node: node.to_string(),
                 port,
                 up,
@@ -181,7 +182,7 @@ impl Drill {
                 unary(
                     &t,
                     "KillInstance",
-                    self.demo.kill_instance(pb::KillInstanceRequest {
+                    self.demo.kill_instance(dpb::KillInstanceRequest {
                         name: victim.clone(),
                         ..Default::default()
                     }),

@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use ibsm_core::discovery::DiscoveryResult;
+use ibsm_demo::demo::{Demo, Selector};
 use ibsm_mad::attr::PKeyTable;
 use ibsm_mad::modifier::PKeyBlock;
 use ibsm_mad::{AttributeId, Smp};
@@ -25,7 +26,6 @@ use ibsm_proto::v1::{
     PartitionEntry, PartitionMemberEntry, SetPartitionRequest, SmState, Status,
 };
 use ibsm_transport::{run_discovery, DiscoverConfig, FabricSpec, MadDevice, SimDevice};
-use ibsmd::demo::{Demo, Selector};
 
 const WAIT: Duration = Duration::from_secs(60);
 

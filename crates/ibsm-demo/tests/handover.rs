@@ -6,10 +6,10 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use ibsm_demo::demo::Demo;
 use ibsm_proto::v1::control_client::ControlClient;
 use ibsm_proto::v1::{GetStatusRequest, HandoverRequest, SetPriorityRequest, SmState, Status};
 use ibsm_transport::FabricSpec;
-use ibsmd::demo::Demo;
 
 async fn status(ep: SocketAddr) -> Option<Status> {
     let mut c = ControlClient::connect(format!("http://{ep}")).await.ok()?;

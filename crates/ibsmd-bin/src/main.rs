@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use ibsm_demo::demo::{Demo, DemoOptions};
 use ibsm_transport::FabricSpec;
 use ibsmd::auth::{Security, SecurityOptions, Token};
 use ibsmd::config::{parse_m_key, parse_sm_guid, parse_sm_key, FileConfig};
-use ibsmd::demo::{Demo, DemoOptions};
 use ibsmd::{Instance, InstanceConfig};
 
 /// InfiniBand subnet manager daemon.
@@ -80,7 +80,7 @@ struct Cli {
     #[arg(long)]
     insecure_plaintext: bool,
     /// Test facility, never for production: let an admin cut and heal this member's Raft
-    /// traffic through Demo/SetRaftIsolation (name and guid empty); needs replication
+    /// traffic through ibsm.v1.FaultInjection/SetRaftIsolation; needs replication
     /// (--node-id). The demo on ibsim starts its members with it for its Raft drills.
     #[arg(long)]
     fault_injection: bool,
@@ -160,7 +160,7 @@ enum Cmd {
         #[arg(long, default_value = "umad", value_parser = FabricSpec::parse)]
         fabric: FabricSpec,
         /// NAME=P1,P2,...: an SM port's name and directed route (egress ports, ours first). Repeat.
-        #[arg(long = "target", value_name = "NAME=PATH", value_parser = ibsmd::demo_ibsim::parse_target, required = true)]
+        #[arg(long = "target", value_name = "NAME=PATH", value_parser = ibsm_demo::ibsim::parse_target, required = true)]
         targets: Vec<(String, Vec<u8>)>,
     },
 }
@@ -175,7 +175,7 @@ enum DemoFabric {
 }
 
 fn parse_demo_fabric(s: &str) -> Result<DemoFabric, String> {
-    match s.strip_prefix(ibsmd::demo_ibsim::IBSIM_PREFIX) {
+    match s.strip_prefix(ibsm_demo::ibsim::IBSIM_PREFIX) {
         Some("") => Err("ibsim:NETFILE needs a net file".into()),
         Some(path) => Ok(DemoFabric::Ibsim(PathBuf::from(path))),
         None => FabricSpec::parse(s)
@@ -318,7 +318,7 @@ fn main() -> std::process::ExitCode {
     enum Plan {
         Daemon(Box<DaemonSettings>, Security, ibsm_replica::PeerAuth),
         Demo(FabricSpec, DemoOptions, Option<SocketAddr>),
-        IbsimDemo(ibsmd::demo_ibsim::IbsimDemoOptions),
+        IbsimDemo(ibsm_demo::ibsim::IbsimDemoOptions),
         SminfoPoll(FabricSpec, Vec<(String, Vec<u8>)>),
     }
     let plan = match cli.cmd {
@@ -350,7 +350,7 @@ fn main() -> std::process::ExitCode {
                         return std::process::ExitCode::FAILURE;
                     }
                 };
-                Plan::IbsimDemo(ibsmd::demo_ibsim::IbsimDemoOptions {
+                Plan::IbsimDemo(ibsm_demo::ibsim::IbsimDemoOptions {
                     netfile: netfile.clone(),
                     base_port: base_port.or(file.base_port).unwrap_or(50051),
                     data_dir: data_dir.or(file.data_dir),
@@ -432,7 +432,7 @@ fn main() -> std::process::ExitCode {
         .init();
     if let Plan::SminfoPoll(fabric, targets) = &plan {
         // Blocking, no runtime: a thread polls, this one prints.
-        return match ibsmd::demo_ibsim::run_sminfo_poll(fabric, targets.clone()) {
+        return match ibsm_demo::ibsim::run_sminfo_poll(fabric, targets.clone()) {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("ibsmd sminfo-poll: {e:#}");
@@ -599,7 +599,7 @@ async fn run_daemon(
     if cli.fault_injection {
         tracing::warn!(
             replicated = cli.node_id.is_some(),
-            "--fault-injection: an admin can cut this member's Raft traffic (Demo/SetRaftIsolation); a test facility, never for production"
+            "--fault-injection: an admin can cut this member's Raft traffic (FaultInjection/SetRaftIsolation); a test facility, never for production"
         );
     }
     let metrics_listener = match cli.metrics {
@@ -757,9 +757,9 @@ fn print_try(first_endpoint: Option<String>) {
     println!("Ctrl-C to stop.");
 }
 
-async fn run_ibsim_demo(opts: ibsmd::demo_ibsim::IbsimDemoOptions) -> anyhow::Result<()> {
+async fn run_ibsim_demo(opts: ibsm_demo::ibsim::IbsimDemoOptions) -> anyhow::Result<()> {
     let netfile = opts.netfile.clone();
-    let mut demo = ibsmd::demo_ibsim::IbsimDemo::start(opts).await?;
+    let mut demo = ibsm_demo::ibsim::IbsimDemo::start(opts).await?;
     println!(
         "ibsmd demo: three ibsmd processes on ibsim ({}, IBSIM_SOCKNAME={}), SMInfo poller process on {}",
         netfile.display(),

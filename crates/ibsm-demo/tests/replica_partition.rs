@@ -13,6 +13,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use ibsm_demo::demo::Demo;
 use ibsm_proto::v1::cluster_client::ClusterClient;
 use ibsm_proto::v1::control_client::ControlClient;
 use ibsm_proto::v1::{
@@ -21,7 +22,6 @@ use ibsm_proto::v1::{
 };
 use ibsm_replica::{Command, ConfigChange, ReplicaError};
 use ibsm_transport::FabricSpec;
-use ibsmd::demo::Demo;
 
 async fn status(ep: SocketAddr) -> Status {
     let mut c = ControlClient::connect(format!("http://{ep}"))

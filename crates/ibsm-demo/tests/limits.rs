@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use ibsm_demo::demo::Demo;
+use ibsm_proto::demo::v1::demo_client::DemoClient;
 use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::control_client::ControlClient;
-use ibsm_proto::v1::demo_client::DemoClient;
 use ibsm_transport::FabricSpec;
-use ibsmd::demo::Demo;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
@@ -53,14 +53,14 @@ async fn health_follows_the_instance_and_watch_streams_are_capped() {
     let mut d = DemoClient::connect(format!("http://{}", m.endpoint))
         .await
         .expect("connect");
-    d.kill_instance(pb::KillInstanceRequest {
+    d.kill_instance(ibsm_proto::demo::v1::KillInstanceRequest {
         name: m.name.clone(),
         ..Default::default()
     })
     .await
     .expect("kill");
     wait_health(m.endpoint, ServingStatus::NotServing).await;
-    d.restart_instance(pb::RestartInstanceRequest {
+    d.restart_instance(ibsm_proto::demo::v1::RestartInstanceRequest {
         name: m.name.clone(),
     })
     .await

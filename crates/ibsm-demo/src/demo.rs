@@ -7,14 +7,14 @@
 //! MADs, its simulator client is detached so the port stops advertising IsSM, like a
 //! SIGKILLed OpenSM whose issm closes) while its gRPC endpoint stays up and answers
 //! `UNAVAILABLE`; [`Demo::restart`] starts it again on the same port with the same
-//! priority, endpoint and metrics. The `ibsm.v1.Demo` gRPC service exposes both, on
+//! priority, endpoint and metrics. The `ibsm.demo.v1.Demo` gRPC service exposes both, on
 //! every member's endpoint, so `ibsmctl drill kill-master` works against the demo.
-//! [`DemoHandle::set_raft_isolation`] (`Demo/SetRaftIsolation`) flips a member's
+//! [`DemoHandle::set_raft_isolation`] (`ibsm.demo.v1.Demo/SetRaftIsolation`) flips a member's
 //! replica fault switch, so `ibsmctl drill raft-partition` can cut a running master's
 //! Raft traffic from outside the process while its SM keeps running.
 //!
 //! The same drills on ibsim, with the members as separate `ibsmd --fabric umad`
-//! processes, are in [`crate::demo_ibsim`] (`ibsmd demo --fabric ibsim:NETFILE`);
+//! processes, are in [`crate::ibsim`] (`ibsmd demo --fabric ibsim:NETFILE`);
 //! [`DemoHandle`] fronts either, so the Demo service and `ibsmctl drill` are shared.
 //!
 //! Security: the demo binds loopback only and defaults to plaintext with a warning
@@ -28,19 +28,19 @@ use ibsm_fabric::NodeIdx;
 use ibsm_transport::{FabricSpec, SharedSim};
 use tokio::sync::oneshot;
 
-use crate::auth::Security;
-use crate::instance::{Instance, InstanceConfig};
-use crate::metrics::Metrics;
-use crate::replication::{ClusterConfig, Replication};
-use crate::server::{InstanceSlot, ServeOptions};
+use ibsmd::auth::Security;
+use ibsmd::instance::{Instance, InstanceConfig};
+use ibsmd::metrics::Metrics;
+use ibsmd::replication::{ClusterConfig, Replication};
+use ibsmd::server::{InstanceSlot, ServeOptions};
 
 /// Priorities of the demo's instances: distinct, so the expected master is obvious.
 pub const DEMO_PRIORITIES: [u8; 3] = [10, 8, 6];
 
-// The embedded-fabric helpers moved to `crate::embedded` (the daemon's
+// The embedded-fabric helpers moved to `ibsmd::embedded` (the daemon's
 // `--fabric sim:` needs them, the demo is only one user); re-exported for the demo's
 // callers.
-pub use crate::embedded::{pick_ca_ports, spawn_on_sim, spawn_on_sim_client};
+pub use ibsmd::embedded::{pick_ca_ports, spawn_on_sim, spawn_on_sim_client};
 
 /// Why a drill was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,7 +83,7 @@ pub struct MemberInfo {
     /// Its metrics (kept across restarts).
     pub metrics: Arc<Metrics>,
     /// For a member just killed: its status right before the kill (state, GUID...).
-    pub before_kill: Option<crate::instance::Snapshot>,
+    pub before_kill: Option<ibsmd::instance::Snapshot>,
 }
 
 impl MemberInfo {
@@ -141,19 +141,19 @@ pub struct DemoShared {
     /// Serialises drills so a kill and a restart of one member never overlap.
     drills: tokio::sync::Mutex<()>,
     /// The SMInfo observer on a spare CA port (`None`: the fabric has none).
-    poller: Mutex<Option<crate::demo_poller::SmInfoPoller>>,
+    poller: Mutex<Option<crate::poller::SmInfoPoller>>,
 }
 
 /// What the Demo gRPC service holds: a weak reference, so servers do not keep the
 /// demo alive (and no reference cycle forms). Either the embedded demo or the one on
-/// ibsim ([`crate::demo_ibsim`]); the service asks [`DemoHandle::ibsim`] first.
+/// ibsim ([`crate::ibsim`]); the service asks [`DemoHandle::ibsim`] first.
 #[derive(Clone)]
 pub struct DemoHandle(Backend);
 
 #[derive(Clone)]
 enum Backend {
     Embedded(Weak<DemoShared>),
-    Ibsim(Weak<crate::demo_ibsim::IbsimShared>),
+    Ibsim(Weak<crate::ibsim::IbsimShared>),
 }
 
 impl std::fmt::Debug for DemoHandle {
@@ -175,12 +175,12 @@ impl DemoHandle {
     }
 
     /// The handle of a demo on ibsim.
-    pub(crate) fn of_ibsim(shared: Weak<crate::demo_ibsim::IbsimShared>) -> DemoHandle {
+    pub(crate) fn of_ibsim(shared: Weak<crate::ibsim::IbsimShared>) -> DemoHandle {
         DemoHandle(Backend::Ibsim(shared))
     }
 
     /// `Some` when this demo runs on ibsim (its members are separate processes).
-    pub fn ibsim(&self) -> Option<Result<Arc<crate::demo_ibsim::IbsimShared>, DemoError>> {
+    pub fn ibsim(&self) -> Option<Result<Arc<crate::ibsim::IbsimShared>, DemoError>> {
         match &self.0 {
             Backend::Embedded(_) => None,
             Backend::Ibsim(w) => Some(
@@ -206,7 +206,7 @@ impl DemoHandle {
     }
 
     /// What the fabric-side SMInfo poller saw after `after_seq`.
-    pub fn poll_sm_info(&self, after_seq: u64) -> Result<crate::demo_poller::PollView, DemoError> {
+    pub fn poll_sm_info(&self, after_seq: u64) -> Result<crate::poller::PollView, DemoError> {
         let shared = self.get()?;
         let p = shared.poller.lock().unwrap_or_else(|p| p.into_inner());
         p.as_ref().map(|p| p.since(after_seq)).ok_or_else(|| {
@@ -462,7 +462,7 @@ impl Demo {
         };
         // The demo's members authenticate each other with a secret made for this run:
         // a Raft call from outside is refused here as in production.
-        let secret = crate::replication::random_cluster_secret()
+        let secret = ibsmd::replication::random_cluster_secret()
             .map_err(|e| anyhow::anyhow!("demo: cannot make a cluster secret: {e}"))?;
         let mut replicas = Vec::new();
         for (id, addr) in &members_at {
@@ -502,21 +502,22 @@ impl Demo {
             let (inst, client) = spawn_on_sim_client(&sim, node, port, cfg)?;
             let inst = Arc::new(inst);
             let (stop_tx, stop_rx) = oneshot::channel::<()>();
-            let slot = crate::server::slot(inst);
-            repl.follow(crate::server::followed_sm(Arc::clone(&slot)));
-            let (endpoint, serve) = crate::server::serve_listener(
+            let slot = ibsmd::server::slot(inst);
+            repl.follow(ibsmd::server::followed_sm(Arc::clone(&slot)));
+            let mut serve_opts = ServeOptions {
+                security: opts.security.clone(),
+                replication: Some(Arc::clone(&repl)),
+                ..ServeOptions::default()
+            };
+            crate::service::serve_on(&mut serve_opts, handle.clone());
+            let (endpoint, serve) = ibsmd::server::serve_listener(
                 Arc::clone(&slot),
                 &name,
                 listener,
                 async {
                     let _ = stop_rx.await;
                 },
-                ServeOptions {
-                    security: opts.security.clone(),
-                    demo: Some(handle.clone()),
-                    replication: Some(Arc::clone(&repl)),
-                    ..ServeOptions::default()
-                },
+                serve_opts,
             )
             .await?;
             let server = tokio::spawn(serve);
@@ -540,7 +541,7 @@ impl Demo {
             }
         }
         if let Some((n, p, _)) = spare {
-            match crate::demo_poller::SmInfoPoller::start(&sim, &topology, (n, p), &poll_targets) {
+            match crate::poller::SmInfoPoller::start(&sim, &topology, (n, p), &poll_targets) {
                 Ok(poller) => {
                     *shared.poller.lock().unwrap_or_else(|p| p.into_inner()) = Some(poller);
                 }

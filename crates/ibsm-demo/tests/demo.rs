@@ -3,14 +3,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use ibsm_demo::demo::Demo;
+use ibsm_proto::demo::v1::demo_client::DemoClient;
+use ibsm_proto::demo::v1::{KillInstanceRequest, ListInstancesRequest, RestartInstanceRequest};
 use ibsm_proto::v1::control_client::ControlClient;
-use ibsm_proto::v1::demo_client::DemoClient;
-use ibsm_proto::v1::{
-    GetStatusRequest, KillInstanceRequest, ListInstancesRequest, ListSmsRequest,
-    RestartInstanceRequest, SetPriorityRequest, SmState, Status,
-};
+use ibsm_proto::v1::{GetStatusRequest, ListSmsRequest, SetPriorityRequest, SmState, Status};
 use ibsm_transport::FabricSpec;
-use ibsmd::demo::Demo;
 
 async fn status(ep: SocketAddr) -> Option<Status> {
     let mut c = ControlClient::connect(format!("http://{ep}")).await.ok()?;
@@ -318,7 +316,7 @@ async fn demo_metrics_move() {
         );
     }
     // Kill the master: sm2 counts a failover, sm1 reports down.
-    demo.kill(&ibsmd::demo::Selector::Master)
+    demo.kill(&ibsm_demo::demo::Selector::Master)
         .await
         .expect("kill");
     let deadline = Instant::now() + Duration::from_secs(15);

@@ -7,15 +7,16 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use ibsm_demo::demo::{Demo, DemoOptions};
+use ibsm_proto::demo::v1 as dpb;
+use ibsm_proto::demo::v1::demo_client::DemoClient;
 use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::cluster_client::ClusterClient;
 use ibsm_proto::v1::control_client::ControlClient;
-use ibsm_proto::v1::demo_client::DemoClient;
 use ibsm_proto::v1::fabric_client::FabricClient;
 use ibsm_replica::pb::raft_client::RaftClient;
 use ibsm_transport::FabricSpec;
 use ibsmd::auth::{Security, Token};
-use ibsmd::demo::{Demo, DemoOptions};
 use tonic::transport::Channel;
 
 const ADMIN: &str = "admin-token-for-trust-tests-0123";
@@ -148,21 +149,21 @@ where
         ),
         (
             "KillInstance",
-            code!(demo.kill_instance(pb::KillInstanceRequest {
+            code!(demo.kill_instance(dpb::KillInstanceRequest {
                 master: true,
                 ..Default::default()
             })),
         ),
         (
             "SetLinkState",
-            code!(demo.set_link_state(pb::SetLinkStateRequest {
+            code!(demo.set_link_state(dpb::SetLinkStateRequest {
                 name: "sm1".into(),
                 up: false,
             })),
         ),
         (
             "SetRaftIsolation",
-            code!(demo.set_raft_isolation(pb::SetRaftIsolationRequest {
+            code!(demo.set_raft_isolation(dpb::SetRaftIsolationRequest {
                 name: "sm1".into(),
                 isolated: true,
                 ..Default::default()

@@ -206,7 +206,7 @@ fn kubernetes_configmap_holds_a_valid_config() {
 #[test]
 fn containerfile_builds_the_daemon() {
     let c = read("container/Containerfile");
-    assert!(c.contains("cargo build --release --locked -p ibsmd"));
+    assert!(c.contains("cargo build --release --locked -p ibsmd-bin"));
     assert!(c.contains("FROM docker.io/library/debian:bookworm-slim"));
     assert!(c.contains("USER ibsm"));
     assert!(deploy("ibsmd.toml").is_file(), "COPY source exists");

@@ -1,6 +1,6 @@
 //! The demo's independent observer: a client on a spare CA port of the embedded fabric
 //! that reads every instance port's SMInfo by directed route every 10 ms and records
-//! each change (`ibsm.v1.Demo/PollSmInfo`, used by `ibsmctl drill`).
+//! each change (`ibsm.demo.v1.Demo/PollSmInfo`, used by `ibsmctl drill`).
 //!
 //! Why on the fabric and not through the instances' APIs: a drill must judge "no
 //! master" and "two masters" the way another node of the subnet would see it (as

@@ -1,53 +1,41 @@
-//! `ibsm.v1.Demo`: kill and restart drills for `ibsmd demo`.
+//! `ibsm.demo.v1.Demo`: the drills of `ibsmd demo`, served on every member's endpoint
+//! of the embedded demo and on the ibsim demo's own endpoint.
 //!
-//! A separate service rather than new `Control` RPCs so that a production daemon's
-//! control surface is unchanged and clients generated before it keep working. Every
-//! server registers it; outside the demo it answers `FAILED_PRECONDITION` to every
-//! call, so a drill can never stop a production SM.
-//!
-//! One exception, a test facility that is off by default: a member daemon started with
-//! `--fault-injection` (and replication) accepts `SetRaftIsolation` with no name and
-//! no GUID, meaning "this daemon", and flips its own replica's
-//! [`ibsm_replica::FaultSwitch`]. The demo on ibsim ([`crate::demo_ibsim`]) runs its
-//! members that way, because they are separate processes whose fault switch it cannot
-//! reach otherwise; a production daemon never has the flag, so the call is refused
-//! (`FAILED_PRECONDITION`) there like every other drill. It is an admin-only call
-//! (not in [`crate::auth::READ_ONLY_METHODS`]).
+//! A package of its own rather than new `ibsm.v1.Control` RPCs: a production daemon
+//! does not serve it at all (its endpoints answer `UNIMPLEMENTED`), so a drill can
+//! never stop a production SM, and the production control surface carries no demo
+//! method. The read-only methods ([`READ_ONLY_METHODS`]) are given to the auth layer
+//! through `ibsmd::auth::Security::extra_read_only_methods`; the rest are admin-only.
 
-use ibsm_proto::v1 as pb;
-use ibsm_proto::v1::demo_server::Demo as DemoRpc;
+use ibsm_proto::demo::v1 as pb;
+use ibsm_proto::demo::v1::demo_server::Demo as DemoRpc;
+use ibsm_proto::v1 as pb_v1;
+use ibsmd::server::ServeOptions;
 use tonic::{Request, Response, Status};
 
 use crate::demo::{DemoError, DemoHandle, MemberInfo, Selector};
 
-/// The service; `None` outside demo mode.
+/// The drills' methods a read-only credential may call (full gRPC paths).
+pub const READ_ONLY_METHODS: &[&str] = &[
+    "/ibsm.demo.v1.Demo/ListInstances",
+    "/ibsm.demo.v1.Demo/PollSmInfo",
+    "/ibsm.demo.v1.Demo/ListCables",
+    "/ibsm.demo.v1.Demo/ReadFabric",
+];
+
+/// The service over one demo.
 #[derive(Debug, Clone)]
 pub struct DemoService {
-    demo: Option<DemoHandle>,
-    /// `--fault-injection`: this daemon's own replica fault switch.
-    own_fault: Option<ibsm_replica::FaultSwitch>,
+    demo: DemoHandle,
 }
 
 impl DemoService {
-    /// Serve drills for `demo` (or refuse them all with `None`).
-    pub fn new(demo: Option<DemoHandle>) -> DemoService {
-        DemoService {
-            demo,
-            own_fault: None,
-        }
+    /// Serve drills for `demo`.
+    pub fn new(demo: DemoHandle) -> DemoService {
+        DemoService { demo }
     }
 
-    /// `--fault-injection`: accept `SetRaftIsolation` for this daemon itself (name and
-    /// GUID empty), on `fault` (its replica's switch).
-    pub fn with_own_fault_switch(mut self, fault: Option<ibsm_replica::FaultSwitch>) -> Self {
-        self.own_fault = fault;
-        self
-    }
-
-    fn ibsim_only(
-        &self,
-        what: &str,
-    ) -> Result<std::sync::Arc<crate::demo_ibsim::IbsimShared>, Status> {
+    fn ibsim_only(&self, what: &str) -> Result<std::sync::Arc<crate::ibsim::IbsimShared>, Status> {
         match self.demo()?.ibsim() {
             Some(ib) => ib.map_err(status_of),
             None => Err(Status::failed_precondition(format!(
@@ -57,12 +45,21 @@ impl DemoService {
     }
 
     fn demo(&self) -> Result<&DemoHandle, Status> {
-        self.demo.as_ref().ok_or_else(|| {
-            Status::failed_precondition(
-                "demo drills are only available in `ibsmd demo`; this daemon manages a real fabric",
-            )
-        })
+        Ok(&self.demo)
     }
+}
+
+/// Serve the drills of `demo` on an ibsmd endpoint too: the service under the
+/// endpoint's own security layer, its read-only methods given to that layer, and its
+/// descriptors to server reflection.
+pub fn serve_on(opts: &mut ServeOptions, demo: DemoHandle) {
+    let svc = DemoService::new(demo);
+    opts.extra_services = Some(std::sync::Arc::new(move |router, _icpt| {
+        router.add_service(pb::demo_server::DemoServer::new(svc.clone()))
+    }));
+    opts.extra_file_descriptor_sets
+        .push(ibsm_proto::DEMO_FILE_DESCRIPTOR_SET);
+    opts.security.extra_read_only_methods = READ_ONLY_METHODS;
 }
 
 fn status_of(e: DemoError) -> Status {
@@ -86,11 +83,11 @@ fn pb_instance(m: &MemberInfo) -> pb::DemoInstance {
         state: snap
             .as_ref()
             .filter(|s| s.running)
-            .map_or(pb::SmState::Notactive, |s| match s.state {
-                ibsm_core::election::SmState::NotActive => pb::SmState::Notactive,
-                ibsm_core::election::SmState::Discovering => pb::SmState::Discovering,
-                ibsm_core::election::SmState::Standby => pb::SmState::Standby,
-                ibsm_core::election::SmState::Master => pb::SmState::Master,
+            .map_or(pb_v1::SmState::Notactive, |s| match s.state {
+                ibsm_core::election::SmState::NotActive => pb_v1::SmState::Notactive,
+                ibsm_core::election::SmState::Discovering => pb_v1::SmState::Discovering,
+                ibsm_core::election::SmState::Standby => pb_v1::SmState::Standby,
+                ibsm_core::election::SmState::Master => pb_v1::SmState::Master,
             }) as i32,
         priority: u32::from(m.priority),
         host: m.host.clone(),
@@ -205,16 +202,16 @@ impl DemoRpc for DemoService {
                     guid: s.guid,
                     answered: s.state.is_some(),
                     state: match s.state {
-                        Some(ibsm_mad::SmState::Discovering) => pb::SmState::Discovering,
-                        Some(ibsm_mad::SmState::Standby) => pb::SmState::Standby,
-                        Some(ibsm_mad::SmState::Master) => pb::SmState::Master,
-                        Some(ibsm_mad::SmState::NotActive) | None => pb::SmState::Notactive,
+                        Some(ibsm_mad::SmState::Discovering) => pb_v1::SmState::Discovering,
+                        Some(ibsm_mad::SmState::Standby) => pb_v1::SmState::Standby,
+                        Some(ibsm_mad::SmState::Master) => pb_v1::SmState::Master,
+                        Some(ibsm_mad::SmState::NotActive) | None => pb_v1::SmState::Notactive,
                     } as i32,
                 })
                 .collect(),
             next_seq: view.next_seq,
             now_unix_ms,
-            interval_ms: u32::try_from(crate::demo_poller::INTERVAL.as_millis()).unwrap_or(10),
+            interval_ms: u32::try_from(crate::poller::INTERVAL.as_millis()).unwrap_or(10),
             rounds: view.rounds,
         }))
     }
@@ -246,30 +243,6 @@ impl DemoRpc for DemoService {
         &self,
         req: Request<pb::SetRaftIsolationRequest>,
     ) -> Result<Response<pb::DemoInstance>, Status> {
-        if self.demo.is_none() {
-            let req = req.into_inner();
-            let Some(fault) = &self.own_fault else {
-                return Err(Status::failed_precondition(
-                    "demo drills are only available in `ibsmd demo`; this daemon manages a real \
-                     fabric (a replicated member started with --fault-injection, a test \
-                     facility, accepts SetRaftIsolation for itself)",
-                ));
-            };
-            if !req.name.is_empty() || req.guid != 0 {
-                return Err(Status::invalid_argument(
-                    "--fault-injection isolates this daemon only: leave name and guid empty",
-                ));
-            }
-            fault.set_isolated(req.isolated);
-            tracing::warn!(
-                isolated = req.isolated,
-                "fault injection: this daemon's Raft traffic set (Demo/SetRaftIsolation)"
-            );
-            return Ok(Response::new(pb::DemoInstance {
-                running: true,
-                ..pb::DemoInstance::default()
-            }));
-        }
         let demo = self.demo()?;
         let req = req.into_inner();
         if let Some(ib) = demo.ibsim() {
@@ -353,44 +326,29 @@ impl DemoRpc for DemoService {
 mod tests {
     use super::*;
 
-    fn isolate(name: &str, isolated: bool) -> Request<pb::SetRaftIsolationRequest> {
-        Request::new(pb::SetRaftIsolationRequest {
+    fn kill(name: &str, guid: u64, master: bool) -> pb::KillInstanceRequest {
+        pb::KillInstanceRequest {
             name: name.into(),
-            guid: 0,
-            isolated,
-        })
+            guid,
+            master,
+        }
     }
 
-    #[tokio::test]
-    async fn only_a_fault_injection_daemon_isolates_itself_and_only_itself() {
-        // A production daemon: refused like every drill.
-        let plain = DemoService::new(None);
-        let e = plain
-            .set_raft_isolation(isolate("", true))
-            .await
-            .err()
-            .map(|s| s.code());
-        assert_eq!(e, Some(tonic::Code::FailedPrecondition));
-        // --fault-injection: the daemon's own switch, no other instance.
-        let fault = ibsm_replica::FaultSwitch::default();
-        let svc = DemoService::new(None).with_own_fault_switch(Some(fault.clone()));
-        assert!(svc.set_raft_isolation(isolate("", true)).await.is_ok());
-        assert!(fault.is_isolated());
-        let e = svc
-            .set_raft_isolation(isolate("sm2", false))
-            .await
-            .err()
-            .map(|s| s.code());
-        assert_eq!(e, Some(tonic::Code::InvalidArgument));
-        assert!(fault.is_isolated(), "a refused call changes nothing");
-        assert!(svc.set_raft_isolation(isolate("", false)).await.is_ok());
-        assert!(!fault.is_isolated());
-        // The other drills stay refused.
-        let e = svc
-            .list_cables(Request::new(pb::ListCablesRequest {}))
-            .await
-            .err()
-            .map(|s| s.code());
-        assert_eq!(e, Some(tonic::Code::FailedPrecondition));
+    #[test]
+    fn a_kill_names_exactly_one_instance() {
+        assert!(matches!(selector(&kill("sm2", 0, false)), Ok(Selector::Name(n)) if n == "sm2"));
+        assert!(matches!(
+            selector(&kill("", 7, false)),
+            Ok(Selector::Guid(7))
+        ));
+        assert!(matches!(selector(&kill("", 0, true)), Ok(Selector::Master)));
+        for bad in [
+            kill("", 0, false),
+            kill("sm1", 7, false),
+            kill("sm1", 0, true),
+        ] {
+            let code = selector(&bad).err().map(|s| s.code());
+            assert_eq!(code, Some(tonic::Code::InvalidArgument), "{bad:?}");
+        }
     }
 }

@@ -1,0 +1,105 @@
+//! `ReadFabric`: LIDs and unicast LFTs as infiniband-diags read them from the fabric
+//! (`ibnetdiscover -p`, `ibroute LID`), parsed.
+
+use std::process::Stdio;
+
+use ibsm_labkit::Ibsim;
+use ibsm_proto::demo::v1 as pb;
+
+use super::options::DIAG_TIMEOUT;
+
+/// Run `ibnetdiscover -p` and `ibroute LID` for each switch on `host`; parse them.
+pub(super) fn read_fabric_with(sim: &Ibsim, host: &str) -> Result<pb::ReadFabricResponse, String> {
+    let run = |args: &[&str]| -> Result<String, String> {
+        let tool = args.first().copied().unwrap_or_default();
+        ibsm_labkit::require_tool(tool).map_err(|e| e.to_string())?;
+        let mut cmd = sim.command_on(host, tool);
+        cmd.args(args.get(1..).unwrap_or(&[]))
+            .stdin(Stdio::null())
+            .env_remove("RUST_LOG");
+        let out = sim
+            .run(&mut cmd, DIAG_TIMEOUT)
+            .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} on {host} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let mut commands = vec![format!("SIM_HOST={host} ibnetdiscover -p")];
+    let lids = parse_ibnetdiscover_ports(&run(&["ibnetdiscover", "-p"])?);
+    let mut switches = Vec::new();
+    for l in lids.iter().filter(|l| l.kind == "SW") {
+        let lid = l.lid.to_string();
+        commands.push(format!("SIM_HOST={host} ibroute {lid}"));
+        let text = run(&["ibroute", &lid])?;
+        switches.push(pb::SwitchLft {
+            node_guid: l.port_guid,
+            lid: l.lid,
+            description: l.description.clone(),
+            entries: parse_ibroute(&text),
+        });
+    }
+    Ok(pb::ReadFabricResponse {
+        lids,
+        switches,
+        commands,
+    })
+}
+
+/// The ports `ibnetdiscover -p` lists, one per port GUID (a switch once, by its port
+/// 0 GUID and LID): `CA  3  1 0x000000000010000a 4x SDR - SW ... ( 'Hca4' - 'Switch2' )`.
+pub fn parse_ibnetdiscover_ports(text: &str) -> Vec<pb::FabricLid> {
+    let mut seen = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let mut w = line.split_whitespace();
+        let (Some(kind), Some(lid), Some(_port), Some(guid)) =
+            (w.next(), w.next(), w.next(), w.next())
+        else {
+            continue;
+        };
+        if kind != "CA" && kind != "SW" {
+            continue;
+        }
+        let (Ok(lid), Some(Ok(guid))) = (
+            lid.parse::<u32>(),
+            guid.strip_prefix("0x").map(|g| u64::from_str_radix(g, 16)),
+        ) else {
+            continue;
+        };
+        let description = line
+            .split('\'')
+            .nth(1)
+            .map(str::to_string)
+            .unwrap_or_default();
+        seen.entry(guid).or_insert(pb::FabricLid {
+            port_guid: guid,
+            lid,
+            kind: kind.to_string(),
+            description,
+        });
+    }
+    seen.into_values().collect()
+}
+
+/// The entries `ibroute` prints: `0x0003 002 : (Channel Adapter portguid ...)`.
+pub fn parse_ibroute(text: &str) -> Vec<pb::LftEntry> {
+    text.lines()
+        .filter_map(|line| {
+            let mut w = line.split_whitespace();
+            let lid = w.next()?.strip_prefix("0x")?;
+            let port = w.next()?;
+            if w.next() != Some(":") {
+                return None;
+            }
+            Some(pb::LftEntry {
+                lid: u32::from_str_radix(lid, 16).ok()?,
+                port: port.parse().ok()?,
+            })
+        })
+        .collect()
+}
