@@ -51,10 +51,6 @@ const ALLOWED: &[Allowed] = &[
         why: "MadError names an AttributeId and header.rs's decoders return MadError; not assigned yet",
     },
     Allowed {
-        files: &["crates/ibsm-replica/src/config_keys.rs", "crates/ibsm-replica/src/state.rs"],
-        why: "config_keys checks state's Partition values and state's apply calls config_keys::validate_set",
-    },
-    Allowed {
         files: &[
             "crates/ibsm-transport/src/lib.rs",
             "crates/ibsm-transport/src/sim_device.rs",

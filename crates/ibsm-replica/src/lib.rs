@@ -133,6 +133,7 @@ pub mod config_keys;
 pub mod forward;
 pub mod identity;
 pub mod network;
+mod partition;
 pub mod payload;
 mod replica;
 pub mod state;
