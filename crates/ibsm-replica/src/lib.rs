@@ -135,6 +135,7 @@ pub mod identity;
 pub mod network;
 mod partition;
 pub mod payload;
+mod peer_auth;
 mod replica;
 pub mod state;
 pub mod store;
