@@ -132,6 +132,7 @@
 pub mod config_keys;
 pub mod forward;
 pub mod identity;
+mod metrics;
 pub mod network;
 mod partition;
 pub mod payload;
@@ -140,10 +141,10 @@ mod replica;
 pub mod state;
 pub mod store;
 
+pub use metrics::{ReplicaMetrics, Role};
 pub use network::{ClusterSecret, FaultSwitch, PeerAuth};
 pub use replica::{
-    Listen, PeerArg, RaftTimers, Replica, ReplicaConfig, ReplicaError, ReplicaMetrics, Role,
-    WriteReceipt,
+    Listen, PeerArg, RaftTimers, Replica, ReplicaConfig, ReplicaError, WriteReceipt,
 };
 pub use state::*;
 
