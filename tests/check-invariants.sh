@@ -59,8 +59,6 @@ exceptions=(
     crates/ibsm-fabric/src/topology.rs
     crates/ibsm-fabric/src/netfile.rs
     crates/ibsm-core/src/discovery.rs
-    crates/ibsm-replica/src/network.rs
-    crates/ibsm-replica/src/replica.rs
     crates/ibsm-testkit/src/fabric_sim.rs
     crates/ibsm-testkit/src/raft_sim.rs
     crates/ibsm-umad/src/lib.rs

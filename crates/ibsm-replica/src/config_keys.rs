@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::state::{Partition, PartitionMember};
+use crate::partition::{Partition, PartitionMember};
 
 /// Config key prefix of partitions set through the API.
 pub const PARTITION_KEY: &str = "partition/";

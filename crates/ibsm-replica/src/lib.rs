@@ -132,16 +132,19 @@
 pub mod config_keys;
 pub mod forward;
 pub mod identity;
+mod metrics;
 pub mod network;
+mod partition;
 pub mod payload;
+mod peer_auth;
 mod replica;
 pub mod state;
 pub mod store;
 
+pub use metrics::{ReplicaMetrics, Role};
 pub use network::{ClusterSecret, FaultSwitch, PeerAuth};
 pub use replica::{
-    Listen, PeerArg, RaftTimers, Replica, ReplicaConfig, ReplicaError, ReplicaMetrics, Role,
-    WriteReceipt,
+    Listen, PeerArg, RaftTimers, Replica, ReplicaConfig, ReplicaError, WriteReceipt,
 };
 pub use state::*;
 

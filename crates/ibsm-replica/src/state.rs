@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::partition::{Partition, PartitionMember};
+
 /// Highest unicast LID (IBA: 0x0001-0xBFFF are unicast).
 pub const MAX_UNICAST_LID: u16 = 0xBFFF;
 
@@ -14,22 +16,6 @@ pub const MAX_UNICAST_LID: u16 = 0xBFFF;
 pub struct LidRange {
     pub min_lid: u16,
     pub max_lid: u16,
-}
-
-/// One member of a partition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionMember {
-    pub port_guid: u64,
-    /// Full (true) or limited (false) membership.
-    pub full: bool,
-}
-
-/// A partition, keyed by its 15-bit P_Key (membership bit cleared).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Partition {
-    pub p_key: u16,
-    pub name: String,
-    pub members: Vec<PartitionMember>,
 }
 
 /// SMInfo SMState as IBA encodes it (0-3).
