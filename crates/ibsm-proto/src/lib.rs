@@ -22,6 +22,11 @@ pub mod demo {
 /// server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("ibsm_descriptor");
 
+/// The encoded `FileDescriptorSet` of `ibsm.v1.FaultInjection`, for the reflection of
+/// a daemon started with `--fault-injection`.
+pub const FAULT_INJECTION_FILE_DESCRIPTOR_SET: &[u8] =
+    tonic::include_file_descriptor_set!("ibsm_fault_injection_descriptor");
+
 /// The encoded `FileDescriptorSet` of the demo's proto file and what it imports, for
 /// the demo's reflection.
 pub const DEMO_FILE_DESCRIPTOR_SET: &[u8] =

@@ -634,6 +634,10 @@ pub async fn serve_listener(
     health.set_serving::<ControlServer<ControlService>>().await;
     let mut reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(ibsm_proto::FILE_DESCRIPTOR_SET);
+    if opts.fault_injection && opts.replication.is_some() {
+        reflection = reflection
+            .register_encoded_file_descriptor_set(ibsm_proto::FAULT_INJECTION_FILE_DESCRIPTOR_SET);
+    }
     for set in &opts.extra_file_descriptor_sets {
         reflection = reflection.register_encoded_file_descriptor_set(set);
     }
