@@ -1,6 +1,6 @@
 //! The one error type of this crate.
 
-use crate::header::AttributeId;
+use crate::attribute_id::AttributeId;
 
 /// Why bytes could not be turned into a typed MAD, SMP or attribute (or a value
 /// could not be turned into bytes). Every variant says what was being decoded,

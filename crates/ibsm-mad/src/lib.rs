@@ -37,15 +37,17 @@
 #![warn(missing_docs)]
 
 pub mod attr;
+mod attribute_id;
 mod error;
 mod header;
 pub mod modifier;
 mod smp;
 
 pub use attr::*;
+pub use attribute_id::AttributeId;
 pub use error::MadError;
 pub use header::{
-    peek_tid, AttributeId, MadHeader, Method, MgmtClass, BASE_VERSION, MAD_HEADER_SIZE, MAD_SIZE,
+    peek_tid, MadHeader, Method, MgmtClass, BASE_VERSION, MAD_HEADER_SIZE, MAD_SIZE,
     SMP_CLASS_VERSION, SMP_DATA_SIZE,
 };
 pub use modifier::SmInfoControl;

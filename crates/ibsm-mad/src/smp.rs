@@ -11,10 +11,11 @@
 //! | 128..256| Reserved              | InitialPath (128..192), ReturnPath (192..256) |
 
 use crate::attr::SmpAttribute;
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
 use crate::header::{
-    AttributeId, MadHeader, Method, MgmtClass, BASE_VERSION, MAD_HEADER_SIZE, MAD_SIZE,
-    SMP_CLASS_VERSION, SMP_DATA_SIZE,
+    MadHeader, Method, MgmtClass, BASE_VERSION, MAD_HEADER_SIZE, MAD_SIZE, SMP_CLASS_VERSION,
+    SMP_DATA_SIZE,
 };
 
 /// Maximum hop count of a directed route (the 64-byte path arrays have entry 0 unused).

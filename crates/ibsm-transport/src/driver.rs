@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 use ibsm_core::discovery::{DiscoveryAgent, DiscoveryConfig, DiscoveryResult};
 use ibsm_core::transactions::{Counters, TransactionsConfig};
 
-use crate::{MadDevice, TransportError};
+use crate::device::MadDevice;
+use crate::error::TransportError;
 
 /// Settings of [`run_discovery`].
 #[derive(Debug, Clone, PartialEq, Eq)]

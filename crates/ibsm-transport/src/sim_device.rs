@@ -8,7 +8,8 @@ use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_mad::MAD_SIZE;
 use ibsm_sim::{ClientId, Sim, SimConfig};
 
-use crate::{MadDevice, ReceivedMad, TransportError};
+use crate::device::{MadDevice, ReceivedMad};
+use crate::error::TransportError;
 
 /// The simulator plus one mailbox per attached client.
 struct Hub {

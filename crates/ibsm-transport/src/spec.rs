@@ -7,9 +7,10 @@ use ibsm_umad::PortSpec;
 
 use ibsm_fabric::Topology;
 
+use crate::device::MadDevice;
+use crate::error::{SpecError, TransportError};
 use crate::sim_device::SimDevice;
 use crate::umad_device::UmadDevice;
-use crate::{MadDevice, TransportError};
 
 /// Default switch count, CA count and radix of `gen:random:SEED`.
 const RANDOM_DEFAULTS: (u32, u32, u32) = (16, 64, 16);
@@ -39,61 +40,6 @@ pub enum FabricSpec {
     /// `ibsm_umad::PortSpec` reads it: CA is an ibdev name (`mlx5_0`, port 1 by
     /// default) or a umad index (`umad:0`); plain `umad` is umad0.
     Umad(PortSpec),
-}
-
-/// Why a `--fabric` string or its net file was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum SpecError {
-    /// The string has no known prefix.
-    #[error("unknown fabric {0:?}: expected sim:NETFILE, gen:fat-tree:K, gen:fat-tree2:K, gen:random:SEED[:SWITCHES:HCAS:RADIX] or umad[:CA[:PORT]]")]
-    Unknown(String),
-    /// A number in the string did not parse.
-    #[error("fabric {spec:?}: {field} {value:?} is not a valid number ({why})")]
-    BadNumber {
-        /// The whole spec.
-        spec: String,
-        /// Which field.
-        field: &'static str,
-        /// The text.
-        value: String,
-        /// The parser's reason.
-        why: String,
-    },
-    /// A structurally wrong spec (missing or extra parts).
-    #[error("fabric {spec:?}: {why}")]
-    Malformed {
-        /// The whole spec.
-        spec: String,
-        /// What is wrong.
-        why: &'static str,
-    },
-    /// A umad port spec was refused.
-    #[error("{0}")]
-    Umad(String),
-    /// The net file could not be read.
-    #[error("cannot read net file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The net file did not parse.
-    #[error("net file {path}: {source}")]
-    NetFile {
-        /// The file.
-        path: PathBuf,
-        /// The parser's error (with line number).
-        source: ibsm_fabric::netfile::NetFileError,
-    },
-    /// The generator refused the parameters.
-    #[error("cannot generate {spec:?}: {why}")]
-    Generate {
-        /// The whole spec.
-        spec: String,
-        /// The generator's reason.
-        why: String,
-    },
 }
 
 fn number<T: std::str::FromStr>(

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 use ibsm_mad::MAD_SIZE;
 use ibsm_umad::{Dest, PortSpec, UmadOptions, UmadPort};
 
-use crate::{MadDevice, ReceivedMad, TransportError};
+use crate::device::{MadDevice, ReceivedMad};
+use crate::error::TransportError;
 
 /// A umad port used for SMPs. Requests go out with the kernel's own response
 /// tracking set to `request_timeout` (a Linux kernel drops responses to requests

@@ -1,8 +1,8 @@
 //! LedInfo (0x0031) and VendorDiag (0x0030).
 
 use super::{load, rd16, wr16, SmpAttribute};
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
-use crate::header::AttributeId;
 
 /// LedInfo (IBA 14.2.5.15, 4 bytes): LedMask in bit 31, the rest reserved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

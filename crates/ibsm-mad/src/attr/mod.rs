@@ -11,8 +11,9 @@
 //!   (NodeType, PortState, ...) keep them in an `Other(u8)` variant instead of failing,
 //!   because refusing a whole PortInfo over one odd nibble would blind the SM.
 
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
-use crate::header::{AttributeId, SMP_DATA_SIZE};
+use crate::header::SMP_DATA_SIZE;
 
 /// Defines a 4-bit or 8-bit enumerated field with named values and an `Other(u8)`
 /// catch-all for values IBA leaves reserved.

@@ -1,8 +1,8 @@
 //! NodeInfo (0x0011) and NodeDescription (0x0010).
 
 use super::{load, rd16, rd24, rd32, rd64, wr16, wr24, wr32, wr64, SmpAttribute};
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
-use crate::header::AttributeId;
 
 open_enum! {
     /// NodeInfo.NodeType.

@@ -7,8 +7,8 @@
 
 use super::{load, rd16, rd24, rd32, rd64, wr16, wr24, wr32, wr64, SmpAttribute};
 use crate::attr::CapabilityMask;
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
-use crate::header::AttributeId;
 
 open_enum! {
     /// Notice.Type (7 bits).

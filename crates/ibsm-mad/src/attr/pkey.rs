@@ -1,8 +1,8 @@
 //! P_KeyTable (0x0016).
 
 use super::{load, rd16, wr16, SmpAttribute};
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
-use crate::header::AttributeId;
 
 /// A partition key: bit 15 is the membership type (1 = full, 0 = limited), bits
 /// 14:0 the base. The all-zero key is the invalid/empty entry.

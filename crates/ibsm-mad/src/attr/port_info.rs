@@ -1,8 +1,8 @@
 //! PortInfo (0x0015), its CapabilityMask, DiagCode and state enums.
 
 use super::{load, rd16, rd24, rd32, rd64, wr16, wr24, wr32, wr64, SmpAttribute};
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
-use crate::header::AttributeId;
 
 /// PortInfo.CapabilityMask (IBA 1.3 Table 150 footnotes; bit 0 is the LSB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -1,8 +1,8 @@
 //! SMInfo (0x0020) and its state enum.
 
 use super::{load, rd32, rd64, wr32, wr64, SmpAttribute};
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
-use crate::header::AttributeId;
 
 /// SMInfo.SMState (4 bits). Strict: values 4..=15 are reserved by IBA and an SM
 /// cannot act on them, so decoding them is an error rather than an `Other`.

@@ -1,8 +1,8 @@
 //! SwitchInfo (0x0012) and the unicast LinearForwardingTable (0x0019).
 
 use super::{load, rd16, wr16, SmpAttribute};
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
-use crate::header::AttributeId;
 
 /// SwitchInfo (IBA 1.3 14.2.5.4, 20 bytes).
 ///

@@ -2,8 +2,8 @@
 //! RandomForwardingTable, MulticastForwardingTable.
 
 use super::{load, rd16, rd64, wr16, wr64, SmpAttribute};
+use crate::attribute_id::AttributeId;
 use crate::error::MadError;
-use crate::header::AttributeId;
 
 /// One 8-entry block of GUIDInfo (IBA 14.2.5.5). Entry 0 of block 0 is the
 /// hardwired PortGUID. Block number: [`crate::modifier::GuidBlock`].
