@@ -1,0 +1,242 @@
+//! What an instance is started with and what its users exchange with it: settings,
+//! commands and their errors, the status snapshot, `Watch` events. The gRPC server,
+//! the demo and the driver all name these, so they sit apart from both.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ibsm_core::election::{ControlPacket, SmState};
+use ibsm_core::subnet::SubnetConfig;
+use tokio::sync::oneshot;
+
+use crate::metrics::Metrics;
+use ibsm_core::node::{PeerView, DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL};
+
+/// Settings of one SM instance.
+#[derive(Debug, Clone)]
+pub struct InstanceConfig {
+    /// Name used in logs and `Status.node_name` (the demo's `sm1`..`sm3`).
+    pub name: String,
+    /// SM priority 0..=15.
+    pub priority: u8,
+    /// SM_Key (OpenSM's default is 1).
+    pub sm_key: u64,
+    /// Standby: interval between polls of the master.
+    pub poll_interval: Duration,
+    /// Standby: missed polls in a row before the master is declared dead.
+    pub poll_retries: u32,
+    /// Interval between light sweeps (PortInfo probe of known ports).
+    pub light_sweep_interval: Duration,
+    /// Not MASTER: interval between heavy sweeps (full directed-route discovery that
+    /// finds the SM ports).
+    pub heavy_sweep_interval: Duration,
+    /// MASTER: interval between periodic heavy sweeps (discovery, LIDs, routing,
+    /// programming of what differs); `Duration::ZERO`: only on change (start, traps,
+    /// a light sweep that sees a change, `Sweep{heavy}` from the API). Default
+    /// [`DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL`]. `--heavy-sweep-interval-s`.
+    pub master_heavy_sweep_interval: Duration,
+    /// Where the instance publishes its Prometheus metrics (shared with `/metrics`;
+    /// the demo keeps one per member across restarts).
+    pub metrics: Arc<Metrics>,
+    /// What the MASTER configures (LMC, routing engine, partitions, light-sweep
+    /// interval, SMP window...). Checked by [`Instance::spawn`].
+    pub subnet: SubnetConfig,
+    /// The replicated fabric state (`--node-id`): a new MASTER seeds its LIDs and
+    /// inherits the LFTs from it, and publishes what it programs after each heavy
+    /// sweep. See [`crate::replication`].
+    pub replication: Option<Arc<crate::replication::Replication>>,
+    /// `--trusted-sm-guid` / `trusted_sm_guids`: `None` trusts every SM (IBA, OpenSM);
+    /// otherwise only these port GUIDs and our own (see
+    /// `ibsm_core::election::ElectionConfig::trusted_sm_guids`).
+    pub trusted_sm_guids: Option<BTreeSet<u64>>,
+}
+
+impl InstanceConfig {
+    /// Defaults: 100 ms x 3 polling (see the crate doc for the trade-off), SM_Key 1,
+    /// light sweep every 2 s (standby probe and the master's configurator alike),
+    /// standby heavy sweep every 10 s, master heavy sweep every
+    /// [`DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL`].
+    pub fn new(name: impl Into<String>, priority: u8) -> InstanceConfig {
+        InstanceConfig {
+            name: name.into(),
+            priority,
+            sm_key: 1,
+            poll_interval: Duration::from_millis(100),
+            poll_retries: 3,
+            light_sweep_interval: Duration::from_secs(2),
+            heavy_sweep_interval: Duration::from_secs(10),
+            master_heavy_sweep_interval: DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL,
+            metrics: Arc::new(Metrics::new()),
+            subnet: SubnetConfig {
+                sweep_interval: Duration::from_secs(2),
+                ..SubnetConfig::default()
+            },
+            replication: None,
+            trusted_sm_guids: None,
+        }
+    }
+}
+
+/// Why a command was refused; the gRPC layer maps these to status codes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// The input itself is wrong (priority 16, unknown GUID, ...).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The input is fine but the SM is not in a state to do it.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// The instance thread is gone.
+    #[error("SM instance {0} is not running")]
+    Unavailable(String),
+}
+
+/// A request to the instance thread.
+#[derive(Debug)]
+pub enum Command {
+    /// Change the configured priority.
+    SetPriority {
+        /// New priority.
+        priority: u8,
+        /// Outcome.
+        reply: oneshot::Sender<Result<(), CommandError>>,
+    },
+    /// Planned handover to `to` (0: the best standby). Replies with the target GUID.
+    Handover {
+        /// Target port GUID or 0.
+        to: u64,
+        /// Outcome.
+        reply: oneshot::Sender<Result<u64, CommandError>>,
+    },
+    /// Send DISABLE, STANDBY or DISCOVER to an SM (master only).
+    SendControl {
+        /// The packet.
+        packet: ControlPacket,
+        /// Target port GUID.
+        guid: u64,
+        /// Outcome (the answer arrives later as an event).
+        reply: oneshot::Sender<Result<(), CommandError>>,
+    },
+    /// Run a sweep now; the reply is its summary, sent when it completes.
+    Sweep {
+        /// Heavy (discovery) or light (probe).
+        heavy: bool,
+        /// Summary.
+        reply: oneshot::Sender<String>,
+    },
+    /// Stop the instance (its port stops advertising IsSM).
+    Shutdown,
+}
+
+/// What `GetStatus` and `ListSms` report; refreshed by the instance thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Instance name.
+    pub name: String,
+    /// Our port GUID (0 until the local port was read).
+    pub guid: u64,
+    /// Our port LID.
+    pub lid: u16,
+    /// Advertised priority.
+    pub priority: u8,
+    /// SMState (`NotActive` before start and after shutdown).
+    pub state: SmState,
+    /// ActCount.
+    pub act_count: u32,
+    /// Master's port GUID (0 if unknown).
+    pub master_guid: u64,
+    /// Master's LID (0 if unknown).
+    pub master_lid: u16,
+    /// Every SM port seen, ourselves included.
+    pub sms: Vec<PeerView>,
+    /// Summary of the last completed sweep.
+    pub last_sweep: String,
+    /// Incoming control packets rejected for a wrong SM_Key.
+    pub sm_key_rejections: u64,
+    /// The thread is running.
+    pub running: bool,
+    /// What this SM configured as MASTER at its last heavy sweep (`None` before its
+    /// first one); kept after it steps down, so it may be stale then.
+    pub fabric: Option<Arc<crate::fabric_view::FabricView>>,
+    /// The partitions of this SM's start-up configuration (`--partition`, config
+    /// file); the MASTER programs them plus the replicated ones.
+    pub startup_partitions: Vec<ibsm_core::subnet::Partition>,
+    /// Conditions an operator must resolve, from this SM's last heavy sweep as
+    /// MASTER (duplicate GUIDs, the topology cap); empty when all is well.
+    pub alarms: Vec<String>,
+    /// MADs the device refused to send (each a failed MAD, never the end of the
+    /// instance thread).
+    pub send_errors: u64,
+}
+
+impl Snapshot {
+    pub(super) fn new(
+        name: &str,
+        startup_partitions: Vec<ibsm_core::subnet::Partition>,
+    ) -> Snapshot {
+        Snapshot {
+            startup_partitions,
+            name: name.to_string(),
+            guid: 0,
+            lid: 0,
+            priority: 0,
+            state: SmState::NotActive,
+            act_count: 0,
+            master_guid: 0,
+            master_lid: 0,
+            sms: Vec::new(),
+            last_sweep: String::new(),
+            sm_key_rejections: 0,
+            running: true,
+            fabric: None,
+            alarms: Vec::new(),
+            send_errors: 0,
+        }
+    }
+}
+
+/// One event for `Watch`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// Wall-clock time, ms since the Unix epoch.
+    pub at_unix_ms: u64,
+    /// `state`, `priority`, `handover`, `control`, `sweep`, `trap`, `stopped`.
+    pub kind: String,
+    /// Human-readable line (for `state`: exactly the log line).
+    pub text: String,
+    /// For `state`: old state.
+    pub from: Option<SmState>,
+    /// For `state`: new state.
+    pub to: Option<SmState>,
+}
+
+pub(super) fn record(
+    kind: &str,
+    text: String,
+    from: Option<SmState>,
+    to: Option<SmState>,
+) -> EventRecord {
+    let at_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    EventRecord {
+        at_unix_ms,
+        kind: kind.to_string(),
+        text,
+        from,
+        to,
+    }
+}
+
+impl From<ibsm_core::node::CommandError> for CommandError {
+    fn from(e: ibsm_core::node::CommandError) -> CommandError {
+        match e {
+            ibsm_core::node::CommandError::InvalidArgument(s) => CommandError::InvalidArgument(s),
+            ibsm_core::node::CommandError::FailedPrecondition(s) => {
+                CommandError::FailedPrecondition(s)
+            }
+        }
+    }
+}

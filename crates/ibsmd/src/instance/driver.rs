@@ -1,0 +1,404 @@
+//! The instance thread: reads the device with a timeout, feeds the [`Node`], writes
+//! what it emits, runs its routing jobs on a worker, and turns its outputs into the
+//! snapshot, events, metrics, command replies and replication writes.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use ibsm_core::election::SmState;
+use ibsm_core::node::{CommandReply, Input, Node, NodeCommand, NodeConfig, NodeEvent, Output};
+use ibsm_core::subnet::storm::LogSampler;
+use ibsm_core::subnet::{RoutingDone, RoutingJob};
+use ibsm_mad::MAD_SIZE;
+use ibsm_transport::MadDevice;
+use tokio::sync::{broadcast, oneshot};
+
+use super::api::{record, Command, CommandError, EventRecord, InstanceConfig, Snapshot};
+
+/// Longest sleep in `recv`, so commands are read at least this often.
+const MAX_WAIT: Duration = Duration::from_millis(20);
+/// How often the instance looks for a routing result while one is being computed.
+const ROUTING_RESULT_POLL: Duration = Duration::from_millis(2);
+/// Send-error log lines: at most [`STORM_LOG_LINES`] per window, then one line with
+/// the count held back.
+const STORM_LOG_WINDOW: Duration = Duration::from_secs(10);
+/// See [`STORM_LOG_WINDOW`].
+const STORM_LOG_LINES: u32 = 20;
+
+/// A thread that runs the node's [`RoutingJob`]s, so the instance thread keeps
+/// answering SMInfo (and everything else) while routes are computed.
+struct RoutingWorker {
+    jobs: mpsc::Sender<RoutingJob>,
+    done: mpsc::Receiver<RoutingDone>,
+    outstanding: usize,
+}
+
+impl RoutingWorker {
+    fn spawn(name: &str) -> anyhow::Result<RoutingWorker> {
+        let (jobs, job_rx) = mpsc::channel::<RoutingJob>();
+        let (done_tx, done) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("{name}-routing"))
+            .spawn(move || {
+                // Ends when the instance drops its sender.
+                while let Ok(job) = job_rx.recv() {
+                    if done_tx.send(job.run()).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| anyhow::anyhow!("SM {name}: cannot start the routing thread: {e}"))?;
+        Ok(RoutingWorker {
+            jobs,
+            done,
+            outstanding: 0,
+        })
+    }
+}
+
+/// Where a command's reply goes.
+enum Reply {
+    Unit(oneshot::Sender<Result<(), CommandError>>),
+    Guid(oneshot::Sender<Result<u64, CommandError>>),
+    Sweep(oneshot::Sender<String>),
+}
+
+pub(super) struct Driver {
+    cfg: InstanceConfig,
+    dev: Box<dyn MadDevice + Send>,
+    epoch: Instant,
+    cmd_rx: mpsc::Receiver<Command>,
+    status: Arc<RwLock<Snapshot>>,
+    events: broadcast::Sender<EventRecord>,
+    node: Node,
+    replies: HashMap<u64, Reply>,
+    next_id: u64,
+    routing: RoutingWorker,
+    /// The replica's applied index last handed to the node.
+    replicated_at: Option<Option<u64>>,
+    send_errors: u64,
+    send_error_log: LogSampler,
+    /// The node ended (start-up failed): the error the thread ends with.
+    failed: Option<String>,
+}
+
+impl Driver {
+    pub(super) fn new(
+        cfg: InstanceConfig,
+        dev: Box<dyn MadDevice + Send>,
+        cmd_rx: mpsc::Receiver<Command>,
+        status: Arc<RwLock<Snapshot>>,
+        events: broadcast::Sender<EventRecord>,
+    ) -> anyhow::Result<Driver> {
+        let epoch = Instant::now();
+        let node = Node::new(node_config(&cfg), Duration::ZERO);
+        let routing = RoutingWorker::spawn(&cfg.name)?;
+        Ok(Driver {
+            cfg,
+            dev,
+            epoch,
+            cmd_rx,
+            status,
+            events,
+            node,
+            replies: HashMap::new(),
+            next_id: 1,
+            routing,
+            replicated_at: None,
+            send_errors: 0,
+            send_error_log: LogSampler::new(STORM_LOG_WINDOW, STORM_LOG_LINES),
+            failed: None,
+        })
+    }
+
+    fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
+    pub(super) fn run(mut self) -> anyhow::Result<()> {
+        self.drain();
+        loop {
+            loop {
+                match self.cmd_rx.try_recv() {
+                    Ok(Command::Shutdown) | Err(mpsc::TryRecvError::Disconnected) => {
+                        tracing::info!("SM instance shutting down");
+                        return Ok(());
+                    }
+                    Ok(cmd) => self.command(cmd),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                }
+            }
+            let now = self.now();
+            while let Ok(done) = self.routing.done.try_recv() {
+                self.routing.outstanding = self.routing.outstanding.saturating_sub(1);
+                self.node.handle_input(now, Input::RoutingDone(done));
+                self.drain();
+            }
+            self.feed_replicated();
+            if self.node.poll_timeout().is_some_and(|t| t <= now) {
+                self.node.handle_timeout(now);
+                self.drain();
+            }
+            if let Some(e) = self.failed.take() {
+                anyhow::bail!(e);
+            }
+            self.publish();
+            let now = self.now();
+            let mut until = now + MAX_WAIT;
+            if self.routing.outstanding > 0 {
+                // The result comes on a channel, not the device: look again soon.
+                until = until.min(now + ROUTING_RESULT_POLL);
+            }
+            if let Some(t) = self.node.poll_timeout() {
+                until = until.min(t);
+            }
+            if let Some(r) = self.dev.recv(until.saturating_sub(now))? {
+                self.feed_replicated();
+                let now = self.now();
+                self.mad(now, &r.mad, r.slid);
+                // Drain what else is already there before the next round of timers.
+                while let Some(r) = self.dev.recv(Duration::ZERO)? {
+                    self.mad(now, &r.mad, r.slid);
+                }
+            }
+        }
+    }
+
+    fn mad(&mut self, now: Duration, mad: &[u8; MAD_SIZE], slid: u16) {
+        self.node.handle_input(now, Input::Mad { mad, slid });
+        self.drain();
+    }
+
+    /// Hand the node the replicated state when the local replica applied something
+    /// since the last time.
+    fn feed_replicated(&mut self) {
+        let Some(r) = self.cfg.replication.clone() else {
+            return;
+        };
+        let applied = r.replica().last_applied();
+        if self.replicated_at == Some(applied) {
+            return;
+        }
+        self.replicated_at = Some(applied);
+        let rep = crate::replication::replicated_fabric(&r);
+        let now = self.now();
+        self.node
+            .handle_input(now, Input::Replicated(Arc::new(rep)));
+        self.drain();
+    }
+
+    fn command(&mut self, cmd: Command) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let (command, reply) = match cmd {
+            Command::SetPriority { priority, reply } => {
+                (NodeCommand::SetPriority(priority), Reply::Unit(reply))
+            }
+            Command::Handover { to, reply } => (NodeCommand::Handover { to }, Reply::Guid(reply)),
+            Command::SendControl {
+                packet,
+                guid,
+                reply,
+            } => (
+                NodeCommand::SendControl { packet, guid },
+                Reply::Unit(reply),
+            ),
+            Command::Sweep { heavy, reply } => (NodeCommand::Sweep { heavy }, Reply::Sweep(reply)),
+            Command::Shutdown => return,
+        };
+        self.replies.insert(id, reply);
+        let now = self.now();
+        self.node.handle_input(now, Input::Command { id, command });
+        self.drain();
+    }
+
+    /// Carry out everything the node emitted.
+    fn drain(&mut self) {
+        while let Some(out) = self.node.poll_output() {
+            match out {
+                Output::Transmit(o) => {
+                    self.device_send(o.dlid, &o.mad);
+                }
+                Output::Event(ev) => self.event(ev),
+                Output::RoutingJob(job) => match self.routing.jobs.send(job) {
+                    Ok(()) => self.routing.outstanding += 1,
+                    Err(mpsc::SendError(job)) => {
+                        tracing::error!("routing thread gone: computing routes inline");
+                        let done = job.run();
+                        let now = self.now();
+                        self.node.handle_input(now, Input::RoutingDone(done));
+                    }
+                },
+                Output::Done { id, result } => self.reply(id, result),
+                Output::ClaimMastership { sm_guid } => {
+                    if let Some(r) = &self.cfg.replication {
+                        r.become_master(sm_guid);
+                    }
+                }
+                Output::ReleaseMastership => {
+                    if let Some(r) = &self.cfg.replication {
+                        r.stop_master();
+                    }
+                }
+                Output::Publish => self.publish_fabric(),
+                Output::Started { port_guid, lid } => {
+                    tracing::debug!(
+                        port_guid = format_args!("{port_guid:#018x}"),
+                        lid,
+                        "local port read"
+                    );
+                }
+                Output::Failed(e) => {
+                    self.failed = Some(format!("SM {}: {e}", self.cfg.name));
+                }
+            }
+        }
+    }
+
+    fn reply(&mut self, id: u64, result: Result<CommandReply, ibsm_core::node::CommandError>) {
+        let Some(reply) = self.replies.remove(&id) else {
+            return;
+        };
+        let result = result.map_err(CommandError::from);
+        match reply {
+            Reply::Unit(tx) => {
+                let _ = tx.send(result.map(|_| ()));
+            }
+            Reply::Guid(tx) => {
+                let _ = tx.send(result.map(|r| match r {
+                    CommandReply::HandoverTo(g) => g,
+                    _ => 0,
+                }));
+            }
+            Reply::Sweep(tx) => {
+                let _ = tx.send(match result {
+                    Ok(CommandReply::Swept(s)) => s,
+                    Ok(_) => String::new(),
+                    Err(e) => e.to_string(),
+                });
+            }
+        }
+    }
+
+    fn event(&mut self, ev: NodeEvent) {
+        let m = &self.cfg.metrics;
+        match ev {
+            NodeEvent::Record {
+                kind,
+                text,
+                from,
+                to,
+            } => {
+                if let Some(to) = to {
+                    m.set_state(to);
+                }
+                let _ = self.events.send(record(kind, text, from, to));
+            }
+            NodeEvent::Sweep(kind) => m.sweep_started(kind),
+            NodeEvent::Phase { phase, took } => m.set_sweep_phase(phase, took),
+            NodeEvent::UntrustedSm => m.count_untrusted_seen(),
+            NodeEvent::MasterSweep { .. } => {}
+        }
+    }
+
+    /// After a heavy sweep as MASTER: replicate what the configurator holds, and
+    /// publish the view `ibsm.v1.Fabric` serves.
+    fn publish_fabric(&mut self) {
+        let Some(subnet) = self.node.subnet() else {
+            return;
+        };
+        if let Some(r) = &self.cfg.replication {
+            let mut rec = crate::replication::record_of(subnet);
+            rec.sm_roster = Some(crate::replication::roster_of(&self.node.status().sms));
+            r.publish(rec);
+        }
+        // The partitions this sweep programmed (start-up plus replicated).
+        let view = crate::fabric_view::FabricView::of(
+            subnet,
+            subnet.sweep_partitions(),
+            record("sweep", String::new(), None, None).at_unix_ms,
+        );
+        if let (Some(v), Ok(mut st)) = (view, self.status.write()) {
+            st.fabric = Some(Arc::new(v));
+        }
+    }
+
+    /// Put one MAD on the device (LID-routed to `dlid` when given and not 0). A send
+    /// error is one failed MAD: counted, logged (sampled under a storm), and left to
+    /// the sender's own timeout and retry; it never ends the instance thread, which
+    /// must keep answering SMInfo.
+    fn device_send(&mut self, dlid: Option<u16>, mad: &[u8; MAD_SIZE]) {
+        let r = match dlid {
+            Some(l) if l != 0 => self.dev.send_lid(l, mad),
+            _ => self.dev.send(mad),
+        };
+        let Err(err) = r else { return };
+        self.send_errors = self.send_errors.saturating_add(1);
+        self.cfg.metrics.mad_send_error();
+        let now = self.now();
+        if let Some(n) = self.send_error_log.take_suppressed(now) {
+            tracing::warn!(suppressed = n, "{n} more MAD send error(s) not logged");
+        }
+        if self.send_error_log.allow(now) {
+            tracing::warn!(
+                %err,
+                dlid = dlid.unwrap_or(0),
+                class = mad[1],
+                method = mad[3],
+                total = self.send_errors,
+                "MAD send failed: counted as a failed MAD"
+            );
+        }
+    }
+
+    fn publish(&mut self) {
+        let st = self.node.status();
+        let state = st.state.unwrap_or(SmState::NotActive);
+        if let Ok(mut s) = self.status.write() {
+            s.guid = st.port_guid;
+            s.lid = st.lid;
+            s.priority = st.priority;
+            s.state = state;
+            s.act_count = st.act_count;
+            s.master_guid = st.master_guid;
+            s.master_lid = st.master_lid;
+            s.sms = st.sms;
+            s.last_sweep = st.last_sweep;
+            s.sm_key_rejections = st.sm_key_rejections;
+            s.running = true;
+            s.alarms = st.alarms;
+            s.send_errors = self.send_errors;
+        }
+        let m = &self.cfg.metrics;
+        m.set_up(true);
+        m.set_state(state);
+        m.set_act_count(st.act_count);
+        m.set_sm_key_rejections(st.sm_key_rejections);
+        m.set_trap_totals(st.traps.0, st.traps.1, st.traps.2);
+        m.set_untrusted_sms(st.untrusted_sms.0, st.untrusted_sms.1);
+        m.set_mad_totals(st.mads.0, st.mads.1, st.mads.2);
+        if st.started {
+            m.set_alarms(st.duplicate_guids, st.topology_capped);
+        }
+    }
+}
+
+/// The node's settings from the instance's.
+fn node_config(cfg: &InstanceConfig) -> NodeConfig {
+    let mut election = ibsm_core::election::ElectionConfig::new(0);
+    election.priority = cfg.priority;
+    election.sm_key = cfg.sm_key;
+    election.poll_interval = cfg.poll_interval;
+    election.poll_retries = cfg.poll_retries;
+    election.trusted_sm_guids.clone_from(&cfg.trusted_sm_guids);
+    NodeConfig {
+        election,
+        light_sweep_interval: cfg.light_sweep_interval,
+        heavy_sweep_interval: cfg.heavy_sweep_interval,
+        master_heavy_sweep_interval: cfg.master_heavy_sweep_interval,
+        subnet: cfg.subnet.clone(),
+        replicated: cfg.replication.is_some(),
+    }
+}
