@@ -60,7 +60,6 @@ exceptions=(
     crates/ibsm-fabric/src/netfile.rs
     crates/ibsm-testkit/src/fabric_sim.rs
     crates/ibsm-testkit/src/raft_sim.rs
-    crates/ibsm-sim/src/sim.rs
     crates/ibsm-labkit/src/lib.rs
 )
 is_exception() {
