@@ -1,0 +1,21 @@
+//! The public simulator: clients, `send`, routing, the delivery queue and faults.
+//!
+//! The files: `types` (what callers see: [`SimConfig`], [`ClientId`], [`Delivery`],
+//! [`SimStats`]), `simulator` ([`Sim`] itself: what it holds, building it, reading its
+//! state, the lookups the other files share), `clients` (attach, detach, IsSM, who
+//! takes a MAD at a port), `send` (what a client may send, and sending it), `route`
+//! (directed-route forwarding and LID routing through the programmed LFTs),
+//! `deliver` (a MAD reaching its destination port: the SMA or a client, and the
+//! delivery queue) and `faults` (links, nodes, loss, latency). All but `types` are
+//! `impl Sim` blocks over the `pub(super)` fields `simulator` declares.
+
+mod clients;
+mod deliver;
+mod faults;
+mod route;
+mod send;
+mod simulator;
+mod types;
+
+pub use simulator::Sim;
+pub use types::{ClientId, Delivery, SimConfig, SimStats};
