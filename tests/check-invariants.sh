@@ -59,12 +59,9 @@ exceptions=(
     crates/ibsm-fabric/src/topology.rs
     crates/ibsm-fabric/src/netfile.rs
     crates/ibsm-core/src/discovery.rs
-    crates/ibsm-testkit/src/fabric_sim.rs
-    crates/ibsm-testkit/src/raft_sim.rs
     crates/ibsm-umad/src/lib.rs
     crates/ibsm-sim/src/sma.rs
     crates/ibsm-sim/src/sim.rs
-    crates/ibsm-labkit/src/lib.rs
 )
 is_exception() {
     local e
