@@ -1,0 +1,279 @@
+//! What a master replicates about its fabric: the [`FabricRecord`] built after a heavy
+//! sweep ([`record_of`], [`roster_of`]) and the ops that turn the replicated state into
+//! it ([`diff_ops`]), which is all the writer sends.
+
+use std::collections::BTreeMap;
+
+use ibsm_core::election::SmState;
+use ibsm_core::subnet::{lft_digest, links_of, Membership, SubnetManager};
+use ibsm_replica::{FabricState, LftDigest, LidRange, Op, TopoLink, TopoNode, TopologySummary};
+
+/// What a master publishes after a sweep: the whole desired replicated record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FabricRecord {
+    /// Port GUID -> LIDs as programmed.
+    pub guid2lid: BTreeMap<u64, LidRange>,
+    /// The discovered topology.
+    pub topology: Option<TopologySummary>,
+    /// Switch node GUID -> digest of the LFT it holds.
+    pub lft_digests: BTreeMap<u64, LftDigest>,
+    /// The M_Key the sweep programmed (None: leave the replicated one alone).
+    pub m_key: Option<u64>,
+    /// The partitions the sweep programmed (start-up plus replicated requests), by
+    /// P_Key; None: leave the replicated ones alone.
+    pub partitions: Option<BTreeMap<u16, ibsm_replica::Partition>>,
+    /// The SM ports the master knows (itself included) with their last SMInfo; None:
+    /// leave the replicated roster alone.
+    pub sm_roster: Option<BTreeMap<u64, ibsm_replica::SmRosterEntry>>,
+}
+
+/// The ops that turn `have` into `want` (sets only: a port GUID stays remembered after
+/// its port leaves, like OpenSM's guid2lid; a digest is replaced, never dropped).
+pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
+    let mut ops = Vec::new();
+    for (g, r) in &want.guid2lid {
+        if have.guid2lid.get(g) != Some(r) {
+            ops.push(Op::SetGuid2Lid {
+                port_guid: *g,
+                range: *r,
+            });
+        }
+    }
+    if let Some(t) = &want.topology {
+        // The sweep counter alone does not make a new topology.
+        let same = have
+            .topology
+            .as_ref()
+            .is_some_and(|h| h.nodes == t.nodes && h.links == t.links);
+        if !same {
+            ops.push(Op::SetTopology(t.clone()));
+        }
+    }
+    for (g, d) in &want.lft_digests {
+        if have.lft_digests.get(g) != Some(d) {
+            ops.push(Op::SetLftDigest {
+                switch_guid: *g,
+                digest: *d,
+            });
+        }
+    }
+    if let Some(k) = want.m_key.filter(|k| *k != have.m_key) {
+        ops.push(Op::SetMKey { m_key: k });
+    }
+    if let Some(parts) = &want.partitions {
+        for (k, p) in parts {
+            if have.partitions.get(k) != Some(p) {
+                ops.push(Op::SetPartition(p.clone()));
+            }
+        }
+        for k in have.partitions.keys().filter(|k| !parts.contains_key(k)) {
+            ops.push(Op::RemovePartition { p_key: *k });
+        }
+    }
+    if let Some(roster) = &want.sm_roster {
+        // ActCount moves all the time: an entry is rewritten when its priority or
+        // state changed, not for its ActCount alone.
+        for (g, e) in roster {
+            let same = have
+                .sm_roster
+                .get(g)
+                .is_some_and(|h| h.priority == e.priority && h.sm_state == e.sm_state);
+            if !same {
+                ops.push(Op::SetSm(*e));
+            }
+        }
+        for g in have.sm_roster.keys().filter(|g| !roster.contains_key(g)) {
+            ops.push(Op::RemoveSm { guid: *g });
+        }
+    }
+    ops
+}
+
+/// What a master publishes after a heavy sweep: LIDs as programmed (switches: port
+/// 0; CAs and routers: every port with a LID, 2^LMC of them), the cabling, and the
+/// digest of every LFT it programmed or verified.
+pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
+    let mut rec = FabricRecord::default();
+    let Some(res) = subnet.last_discovery() else {
+        return rec;
+    };
+    // Published after a heavy sweep, which wrote the configured key into every
+    // PortInfo it reached.
+    rec.m_key = Some(subnet.m_key().key);
+    let t = &res.topology;
+    let mut nodes = Vec::new();
+    for (_, node) in t.iter() {
+        nodes.push(TopoNode {
+            node_guid: node.node_guid,
+            node_type: match node.node_type {
+                ibsm_fabric::NodeType::Ca => 1,
+                ibsm_fabric::NodeType::Switch => 2,
+                ibsm_fabric::NodeType::Router => 3,
+            },
+            num_ports: u8::try_from(node.ports.len().saturating_sub(1)).unwrap_or(u8::MAX),
+            description: node.description.clone(),
+        });
+        let ports: Vec<&ibsm_fabric::Port> = if node.is_switch() {
+            node.port(0).into_iter().collect()
+        } else {
+            node.physical_ports().map(|(_, p)| p).collect()
+        };
+        for p in ports {
+            if p.lid == 0 || p.port_guid == 0 {
+                continue;
+            }
+            let max_lid = p
+                .lid
+                .saturating_add((1u16 << p.lmc.min(7)) - 1)
+                .min(ibsm_replica::MAX_UNICAST_LID);
+            rec.guid2lid.insert(
+                p.port_guid,
+                LidRange {
+                    min_lid: p.lid,
+                    max_lid,
+                },
+            );
+        }
+    }
+    nodes.sort_by_key(|n| n.node_guid);
+    let mut links: Vec<TopoLink> = links_of(t)
+        .into_iter()
+        .map(|(a, pa, b, pb)| TopoLink {
+            node_guid_a: a,
+            port_a: pa,
+            node_guid_b: b,
+            port_b: pb,
+        })
+        .collect();
+    links.sort_by_key(|l| (l.node_guid_a, l.port_a, l.node_guid_b, l.port_b));
+    rec.topology = Some(TopologySummary {
+        sweep: subnet.metrics().heavy_sweeps,
+        nodes,
+        links,
+    });
+    for (guid, top, table) in subnet.programmed_lfts() {
+        rec.lft_digests.insert(
+            guid,
+            LftDigest {
+                lft_top: top,
+                digest: lft_digest(table),
+            },
+        );
+    }
+    rec.partitions = Some(
+        subnet
+            .sweep_partitions()
+            .iter()
+            .map(|p| {
+                let members = p
+                    .members
+                    .iter()
+                    .map(|m| ibsm_replica::PartitionMember {
+                        port_guid: m.port_guid,
+                        full: m.membership == Membership::Full,
+                    })
+                    .collect();
+                (
+                    p.p_key,
+                    ibsm_replica::Partition {
+                        p_key: p.p_key,
+                        name: p.name.clone(),
+                        members,
+                    },
+                )
+            })
+            .collect(),
+    );
+    rec
+}
+
+/// The roster a master replicates: every SM port it knows, itself included, with the
+/// SMInfo it last read (an SM that never answered is left out: no state to record).
+pub fn roster_of(sms: &[ibsm_core::node::PeerView]) -> BTreeMap<u64, ibsm_replica::SmRosterEntry> {
+    sms.iter()
+        .filter_map(|p| {
+            let sm_state = match p.state? {
+                SmState::NotActive => ibsm_replica::SmState::NotActive,
+                SmState::Discovering => ibsm_replica::SmState::Discovering,
+                SmState::Standby => ibsm_replica::SmState::Standby,
+                SmState::Master => ibsm_replica::SmState::Master,
+            };
+            Some((
+                p.guid,
+                ibsm_replica::SmRosterEntry {
+                    guid: p.guid,
+                    priority: p.priority,
+                    sm_state,
+                    act_count: p.act_count,
+                },
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_programmed_partitions_and_the_sm_roster_are_replicated_and_pruned() {
+        let entry = |guid, priority, sm_state| ibsm_replica::SmRosterEntry {
+            guid,
+            priority,
+            sm_state,
+            act_count: 7,
+        };
+        let part = |p_key| ibsm_replica::Partition {
+            p_key,
+            name: format!("p{p_key:x}"),
+            members: vec![ibsm_replica::PartitionMember {
+                port_guid: 9,
+                full: true,
+            }],
+        };
+        let mut have = FabricState::default();
+        have.partitions.insert(0x7fff, part(0x7fff));
+        have.partitions.insert(0x10, part(0x10));
+        have.sm_roster
+            .insert(1, entry(1, 10, ibsm_replica::SmState::Master));
+        have.sm_roster
+            .insert(3, entry(3, 5, ibsm_replica::SmState::Standby));
+        let want = FabricRecord {
+            partitions: Some([(0x7fff, part(0x7fff)), (0x20, part(0x20))].into()),
+            sm_roster: Some(
+                [
+                    // Only the ActCount moved: not rewritten.
+                    (
+                        1,
+                        ibsm_replica::SmRosterEntry {
+                            act_count: 99,
+                            ..entry(1, 10, ibsm_replica::SmState::Master)
+                        },
+                    ),
+                    (2, entry(2, 8, ibsm_replica::SmState::Standby)),
+                ]
+                .into(),
+            ),
+            ..FabricRecord::default()
+        };
+        let ops = diff_ops(&have, &want);
+        assert_eq!(
+            ops,
+            vec![
+                Op::SetPartition(part(0x20)),
+                Op::RemovePartition { p_key: 0x10 },
+                Op::SetSm(entry(2, 8, ibsm_replica::SmState::Standby)),
+                Op::RemoveSm { guid: 3 },
+            ]
+        );
+        for op in &ops {
+            have.apply_op(op);
+        }
+        assert!(
+            diff_ops(&have, &want).is_empty(),
+            "applied: nothing left to write"
+        );
+        // A record that says nothing about them leaves them alone.
+        assert!(diff_ops(&have, &FabricRecord::default()).is_empty());
+    }
+}
