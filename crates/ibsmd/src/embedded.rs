@@ -6,6 +6,7 @@
 //! needs it on the daemon's path, and so do the tests and the demo; it used to live in
 //! the demo module, which made the daemon's fabric opening call into demo code.
 
+use crate::error::DaemonError;
 use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_transport::SharedSim;
 
@@ -34,7 +35,7 @@ pub fn spawn_on_sim(
     node: NodeIdx,
     port: u8,
     cfg: InstanceConfig,
-) -> anyhow::Result<Instance> {
+) -> Result<Instance, DaemonError> {
     spawn_on_sim_client(sim, node, port, cfg).map(|(inst, _)| inst)
 }
 
@@ -45,11 +46,11 @@ pub fn spawn_on_sim_client(
     node: NodeIdx,
     port: u8,
     cfg: InstanceConfig,
-) -> anyhow::Result<(Instance, ibsm_sim::ClientId)> {
+) -> Result<(Instance, ibsm_sim::ClientId), DaemonError> {
     let dev = sim.attach(node, port)?;
     let client = dev.client();
     sim.with_sim(|s| s.set_is_sm(client, true))?
-        .map_err(|e| anyhow::anyhow!("set IsSM: {e}"))?;
+        .map_err(|e| DaemonError::SetIsSm(e.to_string()))?;
     let guard = SimClientGuard {
         sim: sim.clone(),
         client,

@@ -88,10 +88,19 @@
 //! `InstanceConfig::metrics`). `deploy/` has the systemd unit, container, Kubernetes
 //! manifests and a Grafana dashboard.
 
+//!
+//! # Errors
+//!
+//! The library returns typed errors: [`DaemonError`] for opening a fabric, starting an
+//! instance or serving an endpoint, [`CommandError`] for commands, and the module
+//! errors of [`auth`], [`config`] and [`replication`]; only the binary (`ibsmd-bin`)
+//! and the demo turn them into `anyhow`.
+
 pub mod auth;
 pub mod cluster_service;
 pub mod config;
 pub mod embedded;
+pub mod error;
 pub mod fabric_service;
 pub mod fabric_view;
 pub mod fault_injection;
@@ -118,34 +127,39 @@ pub fn install_panic_exit() {
     }));
 }
 
+pub use error::DaemonError;
 pub use instance::{Command, CommandError, EventRecord, Instance, InstanceConfig, Snapshot};
 
 use ibsm_transport::{FabricSpec, MadDevice, SharedSim, UmadDevice};
 
-/// Open the device an `ibsmd --fabric` names, plus what must live as long as the SM
-/// (the open `issmN` that sets IsSM, or the simulator client guard).
-pub fn open_fabric(
-    spec: &FabricSpec,
-) -> anyhow::Result<(Box<dyn MadDevice + Send>, Box<dyn Send>)> {
+/// An SM's device, and what must live as long as the SM (the open `issmN` that sets
+/// IsSM, or the simulator client guard): [`open_fabric`]'s answer.
+pub type OpenedFabric = (Box<dyn MadDevice + Send>, Box<dyn Send>);
+
+/// Open the device an `ibsmd --fabric` names, plus what must live as long as the SM.
+pub fn open_fabric(spec: &FabricSpec) -> Result<OpenedFabric, DaemonError> {
     match spec {
         FabricSpec::Umad(port) => {
             let dev = UmadDevice::open(port, std::time::Duration::from_millis(200))?;
-            let issm = ibsm_umad::open_issm(dev.port().ca_index())?;
+            let issm = ibsm_umad::open_issm(dev.port().ca_index())
+                .map_err(|e| DaemonError::Issm(e.to_string()))?;
             Ok((Box::new(dev), Box::new(issm)))
         }
         _ => {
+            let fabric = DaemonError::Fabric;
             let topology = spec
-                .topology()?
-                .ok_or_else(|| anyhow::anyhow!("not an embedded fabric"))?;
+                .topology()
+                .map_err(|e| fabric(e.to_string()))?
+                .ok_or_else(|| fabric("not an embedded fabric".into()))?;
             let (node, port, _) = embedded::pick_ca_ports(&topology, 1)
                 .into_iter()
                 .next()
-                .ok_or_else(|| anyhow::anyhow!("the fabric has no CA port with a cable"))?;
+                .ok_or_else(|| fabric("the fabric has no CA port with a cable".into()))?;
             let sim = SharedSim::new(&topology);
             let dev = sim.attach(node, port)?;
             let client = dev.client();
             sim.with_sim(|s| s.set_is_sm(client, true))?
-                .map_err(|e| anyhow::anyhow!("set IsSM: {e}"))?;
+                .map_err(|e| DaemonError::SetIsSm(e.to_string()))?;
             Ok((Box::new(dev), Box::new(sim)))
         }
     }

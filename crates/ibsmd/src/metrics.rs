@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::error::DaemonError;
+
 use ibsm_core::election::SmState;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -423,11 +425,20 @@ pub async fn bind(
     instances: Vec<(String, Arc<Metrics>)>,
     addr: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<(SocketAddr, impl Future<Output = ()> + Send + 'static)> {
+) -> Result<(SocketAddr, impl Future<Output = ()> + Send + 'static), DaemonError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {addr}: {e}"))?;
-    let local = listener.local_addr()?;
+        .map_err(|source| DaemonError::Listen {
+            what: "metrics",
+            addr,
+            source,
+        })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| DaemonError::LocalAddr {
+            what: "metrics",
+            source,
+        })?;
     Ok((local, serve_on(instances, listener, shutdown)))
 }
 

@@ -33,6 +33,7 @@ use tonic::{Request, Response};
 
 use crate::auth::Security;
 use crate::cluster_service::ClusterService;
+use crate::error::DaemonError;
 use crate::instance::{Command, CommandError, EventRecord, Instance, Snapshot};
 use crate::replication::Replication;
 
@@ -577,10 +578,13 @@ pub async fn bind(
     inst: Arc<Instance>,
     addr: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<(
-    SocketAddr,
-    impl Future<Output = anyhow::Result<()>> + Send + 'static,
-)> {
+) -> Result<
+    (
+        SocketAddr,
+        impl Future<Output = Result<(), DaemonError>> + Send + 'static,
+    ),
+    DaemonError,
+> {
     let name = inst.name().to_string();
     bind_with(slot(inst), &name, addr, shutdown, ServeOptions::default()).await
 }
@@ -592,13 +596,20 @@ pub async fn bind_with(
     addr: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
     opts: ServeOptions,
-) -> anyhow::Result<(
-    SocketAddr,
-    impl Future<Output = anyhow::Result<()>> + Send + 'static,
-)> {
+) -> Result<
+    (
+        SocketAddr,
+        impl Future<Output = Result<(), DaemonError>> + Send + 'static,
+    ),
+    DaemonError,
+> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen for gRPC on {addr}: {e}"))?;
+        .map_err(|source| DaemonError::Listen {
+            what: "gRPC",
+            addr,
+            source,
+        })?;
     serve_listener(slot, name, listener, shutdown, opts).await
 }
 
@@ -610,11 +621,19 @@ pub async fn serve_listener(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     opts: ServeOptions,
-) -> anyhow::Result<(
-    SocketAddr,
-    impl Future<Output = anyhow::Result<()>> + Send + 'static,
-)> {
-    let local = listener.local_addr()?;
+) -> Result<
+    (
+        SocketAddr,
+        impl Future<Output = Result<(), DaemonError>> + Send + 'static,
+    ),
+    DaemonError,
+> {
+    let local = listener
+        .local_addr()
+        .map_err(|source| DaemonError::LocalAddr {
+            what: "gRPC",
+            source,
+        })?;
     let sec = &opts.security;
     if !sec.authenticates() {
         tracing::warn!(
@@ -641,7 +660,9 @@ pub async fn serve_listener(
     for set in &opts.extra_file_descriptor_sets {
         reflection = reflection.register_encoded_file_descriptor_set(set);
     }
-    let reflection = reflection.build_v1()?;
+    let reflection = reflection
+        .build_v1()
+        .map_err(|e| DaemonError::Reflection(e.to_string()))?;
     let incoming = limited_incoming(listener, MAX_CONNECTIONS);
     // Credentials and roles are checked by one layer in front of every service (see
     // crate::auth); the Raft service checks the members' own credentials.
@@ -658,7 +679,7 @@ pub async fn serve_listener(
     if let Some(tls) = sec.tls.clone() {
         builder = builder
             .tls_config(tls)
-            .map_err(|e| anyhow::anyhow!("TLS configuration: {e}"))?;
+            .map_err(|e| DaemonError::Tls(e.to_string()))?;
     }
     let watch_slots = Arc::new(tokio::sync::Semaphore::new(MAX_WATCH_STREAMS));
     let mut builder = builder.layer(sec.layer());
@@ -704,7 +725,7 @@ pub async fn serve_listener(
         router
             .serve_with_incoming_shutdown(incoming, shutdown)
             .await
-            .map_err(|e| anyhow::anyhow!("gRPC server: {e}"))
+            .map_err(|e| DaemonError::Serve(e.to_string()))
     };
     Ok((local, fut))
 }

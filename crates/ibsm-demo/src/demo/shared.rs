@@ -28,7 +28,7 @@ pub(super) struct Member {
     pub(super) metrics: Arc<Metrics>,
     pub(super) repl: Arc<Replication>,
     pub(super) stop: Option<oneshot::Sender<()>>,
-    pub(super) server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    pub(super) server: Option<tokio::task::JoinHandle<Result<(), ibsmd::DaemonError>>>,
 }
 
 impl Member {

@@ -40,7 +40,7 @@ pub struct InstanceConfig {
     /// the demo keeps one per member across restarts).
     pub metrics: Arc<Metrics>,
     /// What the MASTER configures (LMC, routing engine, partitions, light-sweep
-    /// interval, SMP window...). Checked by [`Instance::spawn`].
+    /// interval, SMP window...). Checked by [`Instance::spawn`](crate::Instance::spawn).
     pub subnet: SubnetConfig,
     /// The replicated fabric state (`--node-id`): a new MASTER seeds its LIDs and
     /// inherits the LFTs from it, and publishes what it programs after each heavy

@@ -15,6 +15,8 @@ use ibsm_mad::MAD_SIZE;
 use ibsm_transport::MadDevice;
 use tokio::sync::{broadcast, oneshot};
 
+use crate::error::DaemonError;
+
 use super::api::{record, Command, CommandError, EventRecord, InstanceConfig, Snapshot};
 
 /// Longest sleep in `recv`, so commands are read at least this often.
@@ -36,7 +38,7 @@ struct RoutingWorker {
 }
 
 impl RoutingWorker {
-    fn spawn(name: &str) -> anyhow::Result<RoutingWorker> {
+    fn spawn(name: &str) -> Result<RoutingWorker, DaemonError> {
         let (jobs, job_rx) = mpsc::channel::<RoutingJob>();
         let (done_tx, done) = mpsc::channel();
         std::thread::Builder::new()
@@ -49,7 +51,11 @@ impl RoutingWorker {
                     }
                 }
             })
-            .map_err(|e| anyhow::anyhow!("SM {name}: cannot start the routing thread: {e}"))?;
+            .map_err(|source| DaemonError::Thread {
+                name: name.to_string(),
+                what: "routing",
+                source,
+            })?;
         Ok(RoutingWorker {
             jobs,
             done,
@@ -91,7 +97,7 @@ impl Driver {
         cmd_rx: mpsc::Receiver<Command>,
         status: Arc<RwLock<Snapshot>>,
         events: broadcast::Sender<EventRecord>,
-    ) -> anyhow::Result<Driver> {
+    ) -> Result<Driver, DaemonError> {
         let epoch = Instant::now();
         let node = Node::new(node_config(&cfg), Duration::ZERO);
         let routing = RoutingWorker::spawn(&cfg.name)?;
@@ -117,7 +123,7 @@ impl Driver {
         self.epoch.elapsed()
     }
 
-    pub(super) fn run(mut self) -> anyhow::Result<()> {
+    pub(super) fn run(mut self) -> Result<(), DaemonError> {
         self.drain();
         loop {
             loop {
@@ -142,7 +148,10 @@ impl Driver {
                 self.drain();
             }
             if let Some(e) = self.failed.take() {
-                anyhow::bail!(e);
+                return Err(DaemonError::Node {
+                    name: self.cfg.name.clone(),
+                    why: e,
+                });
             }
             self.publish();
             let now = self.now();

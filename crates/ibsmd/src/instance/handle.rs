@@ -10,6 +10,8 @@ use ibsm_core::subnet::SubnetManager;
 use ibsm_transport::MadDevice;
 use tokio::sync::broadcast;
 
+use crate::error::DaemonError;
+
 use super::api::{record, Command, CommandError, EventRecord, InstanceConfig, Snapshot};
 use super::driver::Driver;
 
@@ -38,9 +40,11 @@ impl Instance {
         cfg: InstanceConfig,
         device: Box<dyn MadDevice + Send>,
         keepalive: Box<dyn Send>,
-    ) -> anyhow::Result<Instance> {
-        SubnetManager::new(cfg.subnet.clone())
-            .map_err(|e| anyhow::anyhow!("SM {}: subnet configuration: {e}", cfg.name))?;
+    ) -> Result<Instance, DaemonError> {
+        SubnetManager::new(cfg.subnet.clone()).map_err(|e| DaemonError::SubnetConfig {
+            name: cfg.name.clone(),
+            why: e.to_string(),
+        })?;
         let (cmd_tx, cmd_rx) = mpsc::channel();
         let status = Arc::new(RwLock::new(Snapshot::new(
             &cfg.name,
@@ -81,6 +85,11 @@ impl Instance {
                     Err(e) => format!("SM instance {name} stopped: {e}"),
                 };
                 let _ = thread_events.send(record("stopped", why, None, None));
+            })
+            .map_err(|source| DaemonError::Thread {
+                name: name.clone(),
+                what: "SM",
+                source,
             })?;
         Ok(Instance {
             name,

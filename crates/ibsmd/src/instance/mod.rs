@@ -1,5 +1,5 @@
 //! One SM instance: a dedicated OS thread that drives an [`ibsm_core::node::Node`]
-//! (the whole SM, sans-IO) with a [`MadDevice`]. This file holds no SM policy: it
+//! (the whole SM, sans-IO) with a [`MadDevice`](ibsm_transport::MadDevice). This file holds no SM policy: it
 //! reads the device with a timeout and feeds the node, writes what the node emits,
 //! runs the node's routing jobs on a worker thread, hands it the replicated state when
 //! the local replica applied something new, and turns its outputs into the status
@@ -34,7 +34,7 @@
 //! time the local replica's applied index moves (checked before each batch of
 //! inputs, so a HANDOVER that arrives right after its replica caught up sees what it
 //! caught up to); its mastership claims go to [`crate::replication::Replication`],
-//! and after each heavy sweep as MASTER ([`Output::Publish`]) the driver publishes
+//! and after each heavy sweep as MASTER ([`Output::Publish`](ibsm_core::node::Output::Publish)) the driver publishes
 //! what the configurator holds ([`crate::replication::record_of`]) and the
 //! [`crate::fabric_view::FabricView`] that `ibsm.v1.Fabric` serves.
 

@@ -6,7 +6,7 @@
 //! [`Replication`] wraps one [`Replica`] (Raft over the daemon's own gRPC port) and a
 //! background *writer* task. The SM instance thread never waits for Raft: every call it
 //! makes here ([`Replication::become_master`], [`Replication::publish`],
-//! [`Replication::seed`], [`Replication::status`]) is a local, non-blocking operation,
+//! [`Replication::register_sm`], [`Replication::status`]) is a local, non-blocking operation,
 //! so a failover is never slower because of replication, and a master without quorum
 //! keeps sweeping and programming the fabric from its local copy.
 //!
