@@ -41,6 +41,7 @@ pub mod model;
 pub mod raft_sim;
 pub mod raft_sim_net;
 pub mod rng;
+pub mod seeds;
 pub mod sim;
 mod sim_driver;
 pub mod world;

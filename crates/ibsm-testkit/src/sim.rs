@@ -1,5 +1,6 @@
 //! Seeded random multi-SM simulation (see the crate doc). `IBSM_SEED=<n>` replays one seed.
 
+pub use crate::seeds::seeds;
 use std::time::Duration;
 
 use crate::rng::Rng;
@@ -93,16 +94,4 @@ pub fn run(seed: u64, cfg: &SimConfig) -> Result<SimOutcome, String> {
         crashes,
         end: world.describe(),
     })
-}
-
-/// Seeds to run: `IBSM_SEED` if set (one seed), else `0..default_count`.
-pub fn seeds(default_count: u64) -> Result<Vec<u64>, String> {
-    match std::env::var("IBSM_SEED") {
-        Ok(s) => s
-            .trim()
-            .parse::<u64>()
-            .map(|v| vec![v])
-            .map_err(|e| format!("IBSM_SEED={s:?} is not a u64: {e}")),
-        Err(_) => Ok((0..default_count).collect()),
-    }
 }

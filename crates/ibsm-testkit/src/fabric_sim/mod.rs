@@ -54,7 +54,8 @@ mod report;
 mod run;
 mod world;
 
+pub use crate::seeds::seeds;
 pub use crate::sim_driver::{NodeNote, NodeTimers, SmNode};
 pub use config::FabricSimConfig;
-pub use report::{seeds, FabricSimOutcome, Failure};
+pub use report::{FabricSimOutcome, Failure};
 pub use run::run;

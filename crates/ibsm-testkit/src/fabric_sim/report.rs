@@ -62,23 +62,3 @@ impl fmt::Display for Failure {
         )
     }
 }
-
-/// Seeds to run: `IBSM_SEED` if set (one seed), else `IBSM_SEEDS` seeds from 0 (more
-/// seeds for a soak), else `0..default_count`.
-pub fn seeds(default_count: u64) -> Result<Vec<u64>, String> {
-    if let Ok(s) = std::env::var("IBSM_SEED") {
-        return s
-            .trim()
-            .parse::<u64>()
-            .map(|v| vec![v])
-            .map_err(|e| format!("IBSM_SEED={s:?} is not a u64: {e}"));
-    }
-    if let Ok(s) = std::env::var("IBSM_SEEDS") {
-        return s
-            .trim()
-            .parse::<u64>()
-            .map(|n| (0..n).collect())
-            .map_err(|e| format!("IBSM_SEEDS={s:?} is not a u64: {e}"));
-    }
-    Ok((0..default_count).collect())
-}

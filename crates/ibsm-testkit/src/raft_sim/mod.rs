@@ -77,7 +77,8 @@ mod report;
 mod run;
 mod sms;
 
+pub use crate::seeds::seeds;
 pub use config::{Plant, RaftSimConfig, NODES};
-pub use report::{seeds, RaftSimFailure, RaftSimOutcome, Violation};
+pub use report::{RaftSimFailure, RaftSimOutcome, Violation};
 pub use run::run;
 pub use sms::sim_write;

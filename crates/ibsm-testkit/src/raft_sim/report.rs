@@ -126,22 +126,3 @@ pub struct RaftSimOutcome {
     /// One line per step and per write result.
     pub trace: Vec<String>,
 }
-
-/// Seeds to run: `IBSM_SEED=<n>` replays one; else `IBSM_SEEDS=<count>` or `default`.
-pub fn seeds(default_count: u64) -> Result<Vec<u64>, String> {
-    if let Ok(s) = std::env::var("IBSM_SEED") {
-        return s
-            .trim()
-            .parse::<u64>()
-            .map(|v| vec![v])
-            .map_err(|e| format!("IBSM_SEED={s:?} is not a u64: {e}"));
-    }
-    let n = match std::env::var("IBSM_SEEDS") {
-        Ok(s) => s
-            .trim()
-            .parse::<u64>()
-            .map_err(|e| format!("IBSM_SEEDS={s:?} is not a u64: {e}"))?,
-        Err(_) => default_count,
-    };
-    Ok((0..n).collect())
-}
