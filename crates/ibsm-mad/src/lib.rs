@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod address;
 pub mod attr;
 mod attribute_id;
 mod error;
@@ -43,6 +44,7 @@ mod header;
 pub mod modifier;
 mod smp;
 
+pub use address::{GrhInfo, MadAddress, GSI_QKEY};
 pub use attr::*;
 pub use attribute_id::AttributeId;
 pub use error::MadError;
