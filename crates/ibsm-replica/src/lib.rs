@@ -5,8 +5,9 @@
 //!
 //! guid2lid (port GUID -> LID range), partitions, the SM roster (GUID, priority, last
 //! SMState, last ActCount), the mastership epoch and its holder, the last topology
-//! summary, a digest of every switch's LFT ([`lft_digest`]), and runtime configuration
-//! changed through the control API. Changes are [`Command`]s, one Raft log entry each:
+//! summary, a digest of every switch's LFT ([`lft_digest`]), runtime configuration
+//! changed through the control API, and the Subnet Administrator's tables (multicast
+//! groups and members, services, subscriptions; [`sa`]). Changes are [`Command`]s, one Raft log entry each:
 //!
 //! - [`Command::ClaimMastership`] `{ epoch, sm_guid }`: accepted only if `epoch` is
 //!   exactly the current epoch plus one (lower: [`Refusal::StaleEpoch`], the local copy
@@ -138,6 +139,7 @@ mod partition;
 pub mod payload;
 mod peer_auth;
 mod replica;
+pub mod sa;
 pub mod state;
 pub mod store;
 

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::partition::{Partition, PartitionMember};
+pub use crate::sa::SaTable;
+use crate::sa::{check_entry, MAX_SA_ENTRIES};
 
 /// Highest unicast LID (IBA: 0x0001-0xBFFF are unicast).
 pub const MAX_UNICAST_LID: u16 = 0xBFFF;
@@ -112,6 +114,10 @@ pub struct FabricState {
     /// any API: it is the fabric's management secret.
     #[serde(default)]
     pub m_key: u64,
+    /// The Subnet Administrator's tables (multicast groups and members, services,
+    /// subscriptions), each entry in its IBA encoding (see [`crate::sa`]).
+    #[serde(default)]
+    pub sa: BTreeMap<SaTable, BTreeMap<Vec<u8>, Vec<u8>>>,
 }
 
 /// One change inside a master's [`Command::Update`].
@@ -146,6 +152,22 @@ pub enum Op {
     /// The fabric's ports now hold this M_Key (after a sweep that programmed it).
     SetMKey {
         m_key: u64,
+    },
+    /// Insert or replace one SA entry.
+    SetSaEntry {
+        table: SaTable,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// Remove one SA entry (absent: no change).
+    RemoveSaEntry {
+        table: SaTable,
+        key: Vec<u8>,
+    },
+    /// Replace a whole SA table (a new master's first write of what it serves).
+    ReplaceSaTable {
+        table: SaTable,
+        entries: BTreeMap<Vec<u8>, Vec<u8>>,
     },
 }
 
@@ -216,9 +238,50 @@ fn check_range(index: usize, port_guid: u64, r: &LidRange) -> Result<(), Refusal
     Ok(())
 }
 
-fn validate(ops: &[Op]) -> Result<(), Refusal> {
+fn validate(state: &FabricState, ops: &[Op]) -> Result<(), Refusal> {
+    let invalid = |index: usize, reason: String| Refusal::Invalid { index, reason };
+    // Entries each SA table would hold after the ops (upper bound: a Set of a key
+    // already present counts once more than it adds).
+    let mut sizes: BTreeMap<SaTable, usize> = SaTable::ALL
+        .iter()
+        .map(|t| (*t, state.sa.get(t).map_or(0, BTreeMap::len)))
+        .collect();
     for (index, op) in ops.iter().enumerate() {
         match op {
+            Op::SetSaEntry { table, key, value } => {
+                check_entry(*table, key, Some(value)).map_err(|r| invalid(index, r))?;
+                let present = state.sa.get(table).is_some_and(|t| t.contains_key(key));
+                let n = sizes.entry(*table).or_default();
+                *n += usize::from(!present);
+                if *n > MAX_SA_ENTRIES {
+                    return Err(invalid(
+                        index,
+                        format!(
+                            "SA {} would hold more than {MAX_SA_ENTRIES} entries",
+                            table.name()
+                        ),
+                    ));
+                }
+            }
+            Op::RemoveSaEntry { table, key } => {
+                check_entry(*table, key, None).map_err(|r| invalid(index, r))?;
+            }
+            Op::ReplaceSaTable { table, entries } => {
+                if entries.len() > MAX_SA_ENTRIES {
+                    return Err(invalid(
+                        index,
+                        format!(
+                            "SA {}: {} entries, at most {MAX_SA_ENTRIES}",
+                            table.name(),
+                            entries.len()
+                        ),
+                    ));
+                }
+                for (k, v) in entries {
+                    check_entry(*table, k, Some(v)).map_err(|r| invalid(index, r))?;
+                }
+                sizes.insert(*table, entries.len());
+            }
             Op::SetGuid2Lid { port_guid, range } => check_range(index, *port_guid, range)?,
             Op::ReplaceGuid2Lid(map) => {
                 for (g, r) in map {
@@ -281,7 +344,7 @@ impl FabricState {
                         current: self.epoch,
                     });
                 }
-                if let Err(r) = validate(ops) {
+                if let Err(r) = validate(self, ops) {
                     return Outcome::Refused(r);
                 }
                 for op in ops {
@@ -338,6 +401,27 @@ impl FabricState {
             }
             Op::ReplaceLftDigests(map) => self.lft_digests = map.clone(),
             Op::SetMKey { m_key } => self.m_key = *m_key,
+            Op::SetSaEntry { table, key, value } => {
+                self.sa
+                    .entry(*table)
+                    .or_default()
+                    .insert(key.clone(), value.clone());
+            }
+            Op::RemoveSaEntry { table, key } => {
+                if let Some(t) = self.sa.get_mut(table) {
+                    t.remove(key);
+                    if t.is_empty() {
+                        self.sa.remove(table);
+                    }
+                }
+            }
+            Op::ReplaceSaTable { table, entries } => {
+                if entries.is_empty() {
+                    self.sa.remove(table);
+                } else {
+                    self.sa.insert(*table, entries.clone());
+                }
+            }
         }
     }
 
