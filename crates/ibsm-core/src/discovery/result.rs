@@ -7,7 +7,7 @@
 use std::fmt;
 
 use ibsm_fabric::{NodeIdx, Topology};
-use ibsm_mad::attr::{PortInfo, SwitchInfo};
+use ibsm_mad::attr::{NodeInfo, PortInfo, SwitchInfo};
 use ibsm_mad::AttributeId;
 
 use super::limits::TopologyCap;
@@ -89,6 +89,11 @@ pub struct DiscoveryResult {
     pub paths: Vec<Vec<u8>>,
     /// `switch_info[i]` is the SwitchInfo of `NodeIdx(i)` if it is a switch that answered.
     pub switch_info: Vec<Option<SwitchInfo>>,
+    /// `node_info[i]` is the NodeInfo `NodeIdx(i)` first answered with (its
+    /// LocalPortNum and PortGUID are those of the port the walk entered it by). The SA
+    /// serves NodeRecords from it: PartitionCap, Revision and the versions are in no
+    /// other place.
+    pub node_info: Vec<NodeInfo>,
     /// `port_info[i][p]` is the PortInfo of port `p` of `NodeIdx(i)` as read
     /// (every port of a switch, the reached ports of a CA; `None` if not read).
     /// The configurator needs it: CapabilityMask (IsSM), PortState, MTUCap,

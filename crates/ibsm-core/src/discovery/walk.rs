@@ -129,6 +129,7 @@ impl Discovery {
         }
         self.paths.push(path.to_vec());
         self.switch_info.push(None);
+        self.node_info.push(*ni);
         self.port_info
             .push(vec![None; usize::from(ni.num_ports) + 1]);
         tracing::trace!(node = %idx, guid = ni.node_guid, ?node_type, hops = path.len(), "new node");
