@@ -28,5 +28,6 @@
 pub mod discovery;
 pub mod election;
 pub mod node;
+pub mod sa;
 pub mod subnet;
 pub mod transactions;

@@ -6,6 +6,7 @@
 //! notices.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ibsm_fabric::routing::{self, ForwardingTables};
@@ -19,6 +20,7 @@ use super::inherit::{lft_digest, links_of, InheritReport, Inherited, Readback};
 use super::light::sm_port_paths;
 use super::manager::SubnetManager;
 use super::routing_job::{compute_routing, RoutingJob};
+use super::sa_snapshot::{fill_lfts, sa_snapshot};
 use super::sweep::{ProgStage, Stage, Sweep};
 
 impl SubnetManager {
@@ -247,6 +249,7 @@ impl SubnetManager {
     }
 
     pub(super) fn finish_heavy(&mut self, now: Duration, sweep: Box<Sweep>) {
+        let mut sa = sa_snapshot(&sweep, &self.cfg, self.metrics.heavy_sweeps + 1);
         let Sweep {
             res,
             tables,
@@ -275,6 +278,8 @@ impl SubnetManager {
                 self.programmed.lfts.insert(node.node_guid, (top, lft));
             }
         }
+        fill_lfts(&mut sa, &self.programmed);
+        self.sa_fabric = Some(Arc::new(sa));
         self.detect_changes(&res);
         self.metrics.heavy_sweeps += 1;
         self.metrics.last_phases = phases;

@@ -6,11 +6,13 @@
 //! `impl SubnetManager` block each; the fields are `pub(super)` for them.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ibsm_fabric::lid::{LidConfig, LidManager};
 
 use crate::discovery::DiscoveryResult;
+use crate::sa::SaFabric;
 use crate::transactions::Transactions;
 
 use super::config::{ConfigError, MKeyConfig, Partition, SubnetConfig};
@@ -73,6 +75,8 @@ pub struct SubnetManager {
     pub(super) trap_log: storm::LogSampler,
     /// When the last heavy sweep ended (the trap hold-down counts from it).
     pub(super) last_heavy_end: Option<Duration>,
+    /// What the Subnet Administrator serves: the fabric as the last heavy sweep left it.
+    pub(super) sa_fabric: Option<Arc<SaFabric>>,
 }
 
 impl SubnetManager {
@@ -83,6 +87,7 @@ impl SubnetManager {
             trap_limiter: storm::TrapLimiter::new(cfg.trap_rate, cfg.trap_burst),
             trap_log: storm::LogSampler::new(TRAP_LOG_WINDOW, TRAP_LOG_LINES),
             last_heavy_end: None,
+            sa_fabric: None,
             tx: Transactions::new(cfg.transactions.clone()),
             generation: 0,
             lids: LidManager::new(LidConfig { lmc: cfg.lmc }),
@@ -442,6 +447,12 @@ impl SubnetManager {
             .lfts
             .get(&node_guid)
             .map(|(_, v)| v.as_slice())
+    }
+
+    /// The fabric as the last heavy sweep left it, for the Subnet Administrator
+    /// (`None` before the first heavy sweep of a mastership).
+    pub fn sa_fabric(&self) -> Option<&Arc<SaFabric>> {
+        self.sa_fabric.as_ref()
     }
 
     /// Counters and the last phase times.

@@ -167,6 +167,7 @@ mod manager;
 mod metrics;
 mod program;
 mod routing_job;
+mod sa_snapshot;
 pub mod storm;
 mod sweep;
 #[cfg(test)]

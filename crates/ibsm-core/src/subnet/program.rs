@@ -278,7 +278,12 @@ fn neighbor_mtu(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> u8 {
 
 /// The PortInfo we want `port` to hold (read-modify-write of what discovery
 /// read), with PortState/PortPhysicalState "no change".
-fn desired_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> Option<PortInfo> {
+pub(super) fn desired_port_info(
+    sw: &Sweep,
+    cfg: &SubnetConfig,
+    node: NodeIdx,
+    port: u8,
+) -> Option<PortInfo> {
     let res = &sw.res;
     let cur = *pi_of(res, node, port)?;
     let nd = res.topology.node(node)?;

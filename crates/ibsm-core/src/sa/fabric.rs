@@ -1,0 +1,188 @@
+//! [`SaFabric`]: the fabric as the Subnet Administrator answers for it, one immutable
+//! snapshot per heavy sweep.
+//!
+//! Why a snapshot and not the configurator's live state: the SA answers between
+//! sweeps, while a sweep may be half way through rewriting LIDs and tables. It must
+//! answer with what the fabric holds *now* (the last sweep's outcome), never with a
+//! sweep's plan. The configurator builds one when a heavy sweep ends (it knows what it
+//! programmed: PortInfo as written, P_Key tables, LFTs) and the SA keeps it behind an
+//! `Arc` until the next one, so a GetTable of 10k records reads one consistent view.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ibsm_fabric::{NodeIdx, Topology};
+use ibsm_mad::attr::{NodeInfo, PKey, PortInfo, SwitchInfo};
+
+/// The default GID prefix (IBA 4.1.1: link-local fe80::/64).
+pub const DEFAULT_SUBNET_PREFIX: u64 = 0xFE80_0000_0000_0000;
+
+/// One end port (a CA or router port, or a switch's port 0) that holds a LID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndPort {
+    /// Its node.
+    pub node: NodeIdx,
+    /// Its port number (0 for a switch).
+    pub port: u8,
+    /// PortGUID.
+    pub port_guid: u64,
+    /// Base LID.
+    pub lid: u16,
+    /// LMC (the port answers to `lid..lid + 2^lmc`).
+    pub lmc: u8,
+}
+
+/// The fabric as the SA sees it (see the module doc).
+#[derive(Debug, Clone)]
+pub struct SaFabric {
+    /// The master's heavy-sweep counter when this was taken.
+    pub sweep: u64,
+    /// GID prefix of every port (PortInfo.GIDPrefix of the SM's port).
+    pub subnet_prefix: u64,
+    /// The SM's own LID (where the SA is).
+    pub sm_lid: u16,
+    /// The SM's own port GUID.
+    pub sm_port_guid: u64,
+    /// The topology of the last heavy sweep, LIDs as assigned.
+    pub topology: Topology,
+    /// `node_info[i]`: NodeInfo of `NodeIdx(i)` as it answered discovery.
+    pub node_info: Vec<NodeInfo>,
+    /// `port_info[i][p]`: PortInfo of port `p` of `NodeIdx(i)` as the master left it
+    /// (what it wrote, PortState as activation left it), `None` if never read.
+    pub port_info: Vec<Vec<Option<PortInfo>>>,
+    /// `switch_info[i]`: SwitchInfo of switch `NodeIdx(i)`.
+    pub switch_info: Vec<Option<SwitchInfo>>,
+    /// `lfts[i]`: the LinearForwardingTable programmed into switch `NodeIdx(i)`
+    /// (`lft[lid]` = egress port, 255 = none), `None` for CAs and failed switches.
+    pub lfts: Vec<Option<Arc<[u8]>>>,
+    /// PortGUID -> the P_Keys in its P_Key table (membership bit included).
+    pub pkeys: HashMap<u64, Vec<PKey>>,
+    /// Every LID (each of an LMC range) -> the end port answering to it.
+    by_lid: HashMap<u16, EndPort>,
+    /// PortGUID -> end port.
+    by_guid: HashMap<u64, EndPort>,
+}
+
+impl SaFabric {
+    /// A snapshot; the LID and GUID indexes are built from `topology`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        sweep: u64,
+        subnet_prefix: u64,
+        sm_lid: u16,
+        sm_port_guid: u64,
+        topology: Topology,
+        node_info: Vec<NodeInfo>,
+        port_info: Vec<Vec<Option<PortInfo>>>,
+        switch_info: Vec<Option<SwitchInfo>>,
+        lfts: Vec<Option<Arc<[u8]>>>,
+        pkeys: HashMap<u64, Vec<PKey>>,
+    ) -> SaFabric {
+        let mut by_lid = HashMap::new();
+        let mut by_guid = HashMap::new();
+        for (idx, node) in topology.iter() {
+            let ports: Vec<u8> = if node.is_switch() {
+                vec![0]
+            } else {
+                node.physical_ports().map(|(p, _)| p).collect()
+            };
+            for p in ports {
+                let Some(port) = node.port(p) else { continue };
+                if port.lid == 0 || port.port_guid == 0 {
+                    continue;
+                }
+                let lmc = if node.is_switch() { 0 } else { port.lmc.min(7) };
+                let ep = EndPort {
+                    node: idx,
+                    port: p,
+                    port_guid: port.port_guid,
+                    lid: port.lid,
+                    lmc,
+                };
+                for off in 0..(1u32 << lmc) {
+                    let Ok(off) = u16::try_from(off) else { break };
+                    if let Some(l) = port.lid.checked_add(off) {
+                        by_lid.entry(l).or_insert(ep);
+                    }
+                }
+                by_guid.entry(port.port_guid).or_insert(ep);
+            }
+        }
+        SaFabric {
+            sweep,
+            subnet_prefix,
+            sm_lid,
+            sm_port_guid,
+            topology,
+            node_info,
+            port_info,
+            switch_info,
+            lfts,
+            pkeys,
+            by_lid,
+            by_guid,
+        }
+    }
+
+    /// The end port answering to `lid` (any LID of its LMC range).
+    pub fn end_port_by_lid(&self, lid: u16) -> Option<EndPort> {
+        self.by_lid.get(&lid).copied()
+    }
+
+    /// The end port with this PortGUID.
+    pub fn end_port_by_guid(&self, port_guid: u64) -> Option<EndPort> {
+        self.by_guid.get(&port_guid).copied()
+    }
+
+    /// The end port a GID names: its prefix must be the subnet's, its interface ID a
+    /// PortGUID of the fabric.
+    pub fn end_port_by_gid(&self, gid: &[u8; 16]) -> Option<EndPort> {
+        let (prefix, guid) = split_gid(gid);
+        if prefix != self.subnet_prefix {
+            return None;
+        }
+        self.end_port_by_guid(guid)
+    }
+
+    /// Every end port, in node then port order.
+    pub fn end_ports(&self) -> Vec<EndPort> {
+        let mut v: Vec<EndPort> = self.by_guid.values().copied().collect();
+        v.sort_by_key(|e| (e.lid, e.node.0, e.port));
+        v
+    }
+
+    /// The GID of an end port.
+    pub fn gid_of(&self, port_guid: u64) -> [u8; 16] {
+        make_gid(self.subnet_prefix, port_guid)
+    }
+
+    /// PortInfo of `(node, port)` as the master left it.
+    pub fn port_info_of(&self, node: NodeIdx, port: u8) -> Option<&PortInfo> {
+        self.port_info
+            .get(node.as_usize())?
+            .get(usize::from(port))?
+            .as_ref()
+    }
+
+    /// The P_Keys of a port (empty if the port is unknown).
+    pub fn pkeys_of(&self, port_guid: u64) -> &[PKey] {
+        self.pkeys.get(&port_guid).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// A GID from its prefix and interface ID (both big-endian on the wire).
+pub fn make_gid(prefix: u64, guid: u64) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[..8].copy_from_slice(&prefix.to_be_bytes());
+    g[8..].copy_from_slice(&guid.to_be_bytes());
+    g
+}
+
+/// A GID's prefix and interface ID.
+pub fn split_gid(gid: &[u8; 16]) -> (u64, u64) {
+    let mut p = [0u8; 8];
+    let mut i = [0u8; 8];
+    p.copy_from_slice(&gid[..8]);
+    i.copy_from_slice(&gid[8..]);
+    (u64::from_be_bytes(p), u64::from_be_bytes(i))
+}
