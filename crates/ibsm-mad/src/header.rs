@@ -36,6 +36,24 @@ impl Method {
     pub const GET_RESP: Method = Method(0x81);
     /// SubnTrapRepress.
     pub const TRAP_REPRESS: Method = Method(0x07);
+    /// Report (a class manager forwards a Notice to a subscriber, SA 15.2.1).
+    pub const REPORT: Method = Method(0x06);
+    /// ReportResp.
+    pub const REPORT_RESP: Method = Method(0x86);
+    /// GetTable (SA: every record matching a template, RMPP answer).
+    pub const GET_TABLE: Method = Method(0x12);
+    /// GetTableResp.
+    pub const GET_TABLE_RESP: Method = Method(0x92);
+    /// GetTraceTable (SA TraceRecord).
+    pub const GET_TRACE_TABLE: Method = Method(0x13);
+    /// GetMulti (SA MultiPathRecord, RMPP both ways).
+    pub const GET_MULTI: Method = Method(0x14);
+    /// GetMultiResp.
+    pub const GET_MULTI_RESP: Method = Method(0x94);
+    /// Delete (SA: remove a record, e.g. leave a multicast group).
+    pub const DELETE: Method = Method(0x15);
+    /// DeleteResp.
+    pub const DELETE_RESP: Method = Method(0x95);
 
     /// The response bit (R) of the method byte.
     pub const RESPONSE_BIT: u8 = 0x80;
@@ -45,7 +63,7 @@ impl Method {
         self.0 & Self::RESPONSE_BIT != 0
     }
 
-    /// IBA name, or `None` for methods SMPs do not use.
+    /// IBA name, or `None` for methods neither SMPs nor the SA use.
     pub const fn name(self) -> Option<&'static str> {
         Some(match self.0 {
             0x01 => "Get",
@@ -54,6 +72,15 @@ impl Method {
             0x05 => "Trap",
             0x81 => "GetResp",
             0x07 => "TrapRepress",
+            0x06 => "Report",
+            0x86 => "ReportResp",
+            0x12 => "GetTable",
+            0x92 => "GetTableResp",
+            0x13 => "GetTraceTable",
+            0x14 => "GetMulti",
+            0x94 => "GetMultiResp",
+            0x15 => "Delete",
+            0x95 => "DeleteResp",
             _ => return None,
         })
     }
@@ -83,7 +110,7 @@ impl MgmtClass {
     pub const SUBN_LID_ROUTED: MgmtClass = MgmtClass(0x01);
     /// Subnet management, directed route (SubnDirectedRoute).
     pub const SUBN_DIRECTED_ROUTE: MgmtClass = MgmtClass(0x81);
-    /// Subnet administration (not decoded by this crate; named for routing decisions).
+    /// Subnet administration ([`crate::sa::SaMad`]).
     pub const SUBN_ADM: MgmtClass = MgmtClass(0x03);
     /// Performance management.
     pub const PERF_MGT: MgmtClass = MgmtClass(0x04);

@@ -32,6 +32,9 @@
 //!   unused leading 0 of smpdump's "0,1,3" notation: `Smp::get_dr(&[1, 3], ...)` is
 //!   two hops. `DirectedRoute::path()` gives the same slice back.
 //! - Field names are IBA names in snake case (`master_sm_lid`, `capability_mask`).
+//! - **Subnet Administration** (class 0x03) lives in [`sa`]: the SA MAD with its RMPP
+//!   and SA headers, every SA record with its ComponentMask numbering and `matches`,
+//!   and sans-IO RMPP segmentation/reassembly.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -42,6 +45,7 @@ mod attribute_id;
 mod error;
 mod header;
 pub mod modifier;
+pub mod sa;
 mod smp;
 
 pub use address::{GrhInfo, MadAddress, GSI_QKEY};
