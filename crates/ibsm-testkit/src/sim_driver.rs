@@ -95,6 +95,7 @@ impl SmNode {
             master_heavy_sweep_interval: timers.heavy_sweep_interval,
             subnet,
             replicated: false,
+            sa: ibsm_core::sa::SaConfig::default(),
         };
         let mut sm = SmNode {
             guid,

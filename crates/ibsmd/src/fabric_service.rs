@@ -45,7 +45,7 @@ pub struct FabricService {
 enum Source {
     Master(Arc<FabricView>),
     LastView(Arc<FabricView>),
-    Replica(ibsm_replica::FabricState),
+    Replica(Box<ibsm_replica::FabricState>),
 }
 
 impl FabricService {
@@ -92,7 +92,7 @@ impl FabricService {
         }
         if !need_lfts {
             if let Some(r) = &self.repl {
-                return Ok(Source::Replica(r.replica().state()));
+                return Ok(Source::Replica(Box::new(r.replica().state())));
             }
         }
         match &s.fabric {

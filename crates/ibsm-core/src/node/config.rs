@@ -1,5 +1,6 @@
 //! The settings of one node and the fixed intervals behind its policy.
 
+use crate::sa::SaConfig;
 use std::time::Duration;
 
 use crate::election::ElectionConfig;
@@ -68,6 +69,8 @@ pub struct NodeConfig {
     /// the mastership claims: a new MASTER inherits LIDs and LFTs from it, and a
     /// standby whose master goes silent prepares the takeover.
     pub replicated: bool,
+    /// The Subnet Administrator's settings (SA_Key, RMPP timing, limits).
+    pub sa: SaConfig,
 }
 
 impl NodeConfig {
@@ -87,6 +90,7 @@ impl NodeConfig {
                 ..SubnetConfig::default()
             },
             replicated: false,
+            sa: SaConfig::default(),
         }
     }
 }

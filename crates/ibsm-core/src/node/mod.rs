@@ -57,6 +57,7 @@ mod config;
 mod link;
 mod master;
 mod running;
+mod sa;
 mod standby;
 mod startup;
 mod state;
@@ -64,6 +65,8 @@ mod types;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_sa;
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -148,6 +151,8 @@ impl Node {
                         self.finish_startup(now);
                     }
                 }
+                // The SA is not up before the port is known; the requester retries.
+                Input::Gmp { .. } => {}
                 Input::Command { id, command } => s.commands.push((id, command)),
                 Input::Replicated(r) => s.replicated = Some(r),
                 Input::RoutingDone(_) => {}
@@ -155,6 +160,7 @@ impl Node {
             NodePhase::Running(r) => {
                 match input {
                     Input::Mad { mad, slid } => r.handle_mad(now, mad, slid),
+                    Input::Gmp { mad, from } => r.handle_gmp(now, mad, from),
                     Input::Command { id, command } => r.handle_command(now, id, command),
                     Input::RoutingDone(done) => r.subnet.handle_routing_done(now, done),
                     Input::Replicated(rep) => r.replicated_changed(now, rep),
@@ -222,6 +228,14 @@ impl Node {
     pub fn subnet(&self) -> Option<&SubnetManager> {
         match &self.phase {
             NodePhase::Running(r) => Some(&r.subnet),
+            _ => None,
+        }
+    }
+
+    /// The Subnet Administrator, once the node runs.
+    pub fn sa(&self) -> Option<&crate::sa::SaAgent> {
+        match &self.phase {
+            NodePhase::Running(r) => Some(&r.sa),
             _ => None,
         }
     }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use ibsm_mad::{Method, Smp, SmpRoute, MAD_SIZE, PERMISSIVE_LID};
 
 use crate::election::{wire, Election, ElectionError, SmInfoMsg, SmRoute, SmState, Transmit};
+use crate::sa::SaAgent;
 use crate::subnet::storm::LogSampler;
 use crate::subnet::{Outgoing, SubnetManager};
 use crate::transactions::{Transactions, TransactionsConfig};
@@ -106,6 +107,7 @@ impl Running {
             duplicate_guids: 0,
             topology_capped: false,
             trap_event_log: LogSampler::new(TRAP_RECORD_WINDOW, TRAP_RECORD_LINES),
+            sa: SaAgent::new(cfg.sa.clone()),
             cfg,
         })
     }
@@ -149,6 +151,7 @@ impl Running {
             self.tx.poll_timeout(),
             self.election.poll_timeout(),
             self.subnet.poll_timeout(),
+            self.sa.poll_timeout(),
         ]
         .into_iter()
         .flatten()
@@ -166,6 +169,9 @@ impl Running {
         }
         if self.subnet.poll_timeout().is_some_and(|t| t <= now) {
             self.subnet.handle_timeout(now);
+        }
+        if self.sa.poll_timeout().is_some_and(|t| t <= now) {
+            self.sa.handle_timeout(now);
         }
         if self.subnet.is_active() {
             if !self.subnet.is_sweeping() && now >= self.timer(Timer::Heavy) {
@@ -503,6 +509,10 @@ impl Running {
                 progressed = true;
                 self.on_election_event(now, ev);
             }
+            while let Some(t) = self.sa.poll_transmit() {
+                progressed = true;
+                self.out.push_back(Output::TransmitGmp(t));
+            }
             if !progressed {
                 break;
             }
@@ -552,11 +562,7 @@ impl Running {
     pub(crate) fn status(&self) -> NodeStatus {
         let state = self.election.state();
         let master_guid = self.election.master_guid().unwrap_or(0);
-        let master_lid = if master_guid == self.port_guid {
-            self.lid
-        } else {
-            self.peers.get(&master_guid).map_or(0, |p| p.lid)
-        };
+        let master_lid = self.master_lid();
         let mut sms: Vec<PeerView> = self
             .peers
             .values()

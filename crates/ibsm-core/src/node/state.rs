@@ -11,6 +11,7 @@ use ibsm_mad::{PortInfo, Smp, MAD_SIZE};
 
 use crate::discovery::{Discovery, DiscoveryResult, DiscoveryToken};
 use crate::election::{Election, SmPort};
+use crate::sa::SaAgent;
 use crate::subnet::storm::LogSampler;
 use crate::subnet::{Partition, SubnetManager};
 use crate::transactions::{TidRange, Transactions};
@@ -170,6 +171,8 @@ pub(crate) struct Running {
     pub topology_capped: bool,
     /// Per-trap `Watch` records, sampled under a storm.
     pub trap_event_log: LogSampler,
+    /// The Subnet Administrator (answers only while MASTER; redirects otherwise).
+    pub sa: SaAgent,
 }
 
 /// A MAD kept while the node starts.

@@ -13,7 +13,7 @@ use crate::election::SmState;
 
 const MS: Duration = Duration::from_millis(1);
 
-fn cfg(priority: u8) -> NodeConfig {
+pub(super) fn cfg(priority: u8) -> NodeConfig {
     let mut c = NodeConfig::new(priority);
     c.subnet.sweep_interval = Duration::from_millis(500);
     c.light_sweep_interval = Duration::from_millis(500);
@@ -140,28 +140,30 @@ fn a_silent_local_port_ends_the_node_with_a_clear_error() {
 }
 
 /// SM nodes on the embedded simulator, in virtual time.
-struct Lab {
-    topo: Topology,
-    sim: Sim,
-    now: Duration,
-    sms: Vec<Member>,
-    two_masters_since: Option<Duration>,
+pub(super) struct Lab {
+    pub(super) topo: Topology,
+    pub(super) sim: Sim,
+    pub(super) now: Duration,
+    pub(super) sms: Vec<Member>,
+    pub(super) two_masters_since: Option<Duration>,
 }
 
 /// The longest two SMs may both be MASTER (a HANDOVER's round trip).
 const TWO_MASTERS_MAX: Duration = Duration::from_millis(5);
 
-struct Member {
-    at: NodeIdx,
-    client: ClientId,
-    node: Option<Node>,
-    priority: u8,
-    done: Vec<(u64, Result<CommandReply, CommandError>)>,
-    log: Vec<String>,
+pub(super) struct Member {
+    pub(super) at: NodeIdx,
+    pub(super) client: ClientId,
+    pub(super) node: Option<Node>,
+    pub(super) priority: u8,
+    pub(super) done: Vec<(u64, Result<CommandReply, CommandError>)>,
+    pub(super) log: Vec<String>,
+    /// GMPs (SA answers) the node sent.
+    pub(super) gmps: Vec<crate::sa::SaTransmit>,
 }
 
 impl Lab {
-    fn new(topo: Topology, priorities: &[u8]) -> Lab {
+    pub(super) fn new(topo: Topology, priorities: &[u8]) -> Lab {
         let sim = Sim::new(&topo, SimConfig::default());
         let cas: Vec<NodeIdx> = topo
             .iter()
@@ -184,13 +186,14 @@ impl Lab {
                 priority: *p,
                 done: Vec::new(),
                 log: Vec::new(),
+                gmps: Vec::new(),
             });
             lab.start(i);
         }
         lab
     }
 
-    fn start(&mut self, i: usize) {
+    pub(super) fn start(&mut self, i: usize) {
         let m = &mut self.sms[i];
         m.client = self.sim.attach(m.at, 1).unwrap();
         self.sim.set_is_sm(m.client, true).unwrap();
@@ -198,13 +201,13 @@ impl Lab {
         self.drain(i);
     }
 
-    fn kill(&mut self, i: usize) {
+    pub(super) fn kill(&mut self, i: usize) {
         let m = &mut self.sms[i];
         m.node = None;
         self.sim.detach(m.client).unwrap();
     }
 
-    fn drain(&mut self, i: usize) {
+    pub(super) fn drain(&mut self, i: usize) {
         let now = self.now;
         let mut jobs = Vec::new();
         let m = &mut self.sms[i];
@@ -223,6 +226,7 @@ impl Lab {
                     Output::Event(NodeEvent::Record { text, .. }) => {
                         m.log.push(format!("{:?} {text}", now));
                     }
+                    Output::TransmitGmp(t) => m.gmps.push(t),
                     Output::Failed(e) => panic!("node {i} failed: {e}"),
                     _ => {}
                 }
@@ -232,11 +236,11 @@ impl Lab {
         }
     }
 
-    fn state(&self, i: usize) -> Option<SmState> {
+    pub(super) fn state(&self, i: usize) -> Option<SmState> {
         self.sms[i].node.as_ref().and_then(|n| n.status().state)
     }
 
-    fn masters(&self) -> Vec<usize> {
+    pub(super) fn masters(&self) -> Vec<usize> {
         (0..self.sms.len())
             .filter(|&i| self.state(i) == Some(SmState::Master))
             .collect()
@@ -244,7 +248,7 @@ impl Lab {
 
     /// Run until `until`, checking after every step that no two SMs are MASTER
     /// for longer than [`TWO_MASTERS_MAX`].
-    fn run_to(&mut self, until: Duration) {
+    pub(super) fn run_to(&mut self, until: Duration) {
         loop {
             let mut next = self.sim.poll_timeout();
             for m in &self.sms {
@@ -309,7 +313,7 @@ impl Lab {
         }
     }
 
-    fn command(&mut self, i: usize, id: u64, command: NodeCommand) {
+    pub(super) fn command(&mut self, i: usize, id: u64, command: NodeCommand) {
         let now = self.now;
         if let Some(n) = self.sms[i].node.as_mut() {
             n.handle_input(now, Input::Command { id, command });
@@ -317,7 +321,7 @@ impl Lab {
         self.drain(i);
     }
 
-    fn lids(&self) -> Vec<u16> {
+    pub(super) fn lids(&self) -> Vec<u16> {
         self.topo
             .iter()
             .filter(|(_, n)| !n.is_switch())

@@ -6,9 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ibsm_mad::MAD_SIZE;
+use ibsm_mad::{MadAddress, MAD_SIZE};
 
 use crate::election::{ControlPacket, SmState};
+use crate::sa::SaTransmit;
 use crate::subnet::{ConfigError, Inherited, Outgoing, Partition, RoutingDone, RoutingJob};
 use crate::subnet::{SubnetConfig, SweepKind, SweepReport};
 
@@ -22,6 +23,14 @@ pub enum Input<'a> {
         mad: &'a [u8; MAD_SIZE],
         /// Its source LID.
         slid: u16,
+    },
+    /// A General Services MAD (the SA's class 0x03) that arrived on QP1, with its
+    /// source address: where the answer goes.
+    Gmp {
+        /// The MAD.
+        mad: &'a [u8; MAD_SIZE],
+        /// Its source (LID, QP, Q_Key, SL, P_Key index, GRH).
+        from: MadAddress,
     },
     /// An operator command; its [`Output::Done`] carries the same `id`.
     Command {
@@ -41,6 +50,8 @@ pub enum Input<'a> {
 pub enum Output {
     /// Put this MAD on the port (LID-routed when `dlid` is `Some(l)`, `l != 0`).
     Transmit(Outgoing),
+    /// Send this GMP from QP1 (an SA answer or Report) to its address.
+    TransmitGmp(SaTransmit),
     /// Something happened (logs, `Watch`, metrics).
     Event(NodeEvent),
     /// Run this routing computation off the node's thread and hand back its result as

@@ -2,9 +2,26 @@
 //! 0x03 on QP1, answering the queries applications make (PathRecord, MCMemberRecord,
 //! ServiceRecord, InformInfo, and the records of the fabric itself).
 //!
-//! Sans-IO like the rest of the node: a request comes in with its source address and
-//! the time, answers and Reports go out through the node's outputs.
+//! Sans-IO like the rest of the node: [`SaAgent::handle_mad`] takes a request with its
+//! source address ([`ibsm_mad::MadAddress`]), the time, and an [`SaContext`] (the
+//! [`SaFabric`] snapshot of the last heavy sweep, the SMs the master knows, whether
+//! this SM is master); answers come out of [`SaAgent::poll_transmit`]; RMPP
+//! retransmissions run from [`SaAgent::handle_timeout`] once
+//! [`SaAgent::poll_timeout`] has passed.
+//!
+//! Files: `agent` (decode, refuse, dispatch, answer), `transfer` (RMPP sending),
+//! `records` (fabric records), `context` (what a request is answered against and
+//! partition visibility), `fabric` (the snapshot), `config`.
 
+mod agent;
+mod config;
+mod context;
 mod fabric;
+mod records;
+mod transfer;
 
+pub use agent::{SaAgent, SaMetrics, SaTransmit};
+pub use config::SaConfig;
+pub use context::{share_pkey, shared_pkey, Requester, SaContext};
 pub use fabric::{make_gid, split_gid, EndPort, SaFabric, DEFAULT_SUBNET_PREFIX};
+pub use records::class_port_info;

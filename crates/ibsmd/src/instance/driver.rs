@@ -230,6 +230,8 @@ impl Driver {
                 Output::Transmit(o) => {
                     self.device_send(o.dlid, &o.mad);
                 }
+                // GMPs need the QP1 agent of the transport (not wired yet): dropped.
+                Output::TransmitGmp(_) => {}
                 Output::Event(ev) => self.event(ev),
                 Output::RoutingJob(job) => match self.routing.jobs.send(job) {
                     Ok(()) => self.routing.outstanding += 1,
@@ -409,5 +411,10 @@ fn node_config(cfg: &InstanceConfig) -> NodeConfig {
         master_heavy_sweep_interval: cfg.master_heavy_sweep_interval,
         subnet: cfg.subnet.clone(),
         replicated: cfg.replication.is_some(),
+        // The SA_Key is the SM_Key (both default to 1, as OpenSM's sm_key and sa_key).
+        sa: ibsm_core::sa::SaConfig {
+            sa_key: cfg.sm_key,
+            ..ibsm_core::sa::SaConfig::default()
+        },
     }
 }

@@ -1,0 +1,76 @@
+//! The node's Subnet Administrator plumbing: a GMP of class 0x03 goes to the
+//! [`crate::sa::SaAgent`] with the context it is answered against (the master's
+//! fabric snapshot, the SMs this node knows, whether it is MASTER).
+
+use std::time::Duration;
+
+use ibsm_mad::sa::{SmInfoRecord, SA_CLASS};
+use ibsm_mad::{MadAddress, SmInfo, MAD_SIZE};
+
+use crate::election::SmState;
+use crate::sa::SaContext;
+
+use super::state::Running;
+
+impl Running {
+    /// One GMP from QP1.
+    pub(crate) fn handle_gmp(&mut self, now: Duration, mad: &[u8; MAD_SIZE], from: MadAddress) {
+        if mad[1] != SA_CLASS.0 {
+            tracing::trace!(
+                class = mad[1],
+                lid = from.lid,
+                "GMP of a class we do not serve"
+            );
+            return;
+        }
+        let is_master = self.election.state() == SmState::Master && self.subnet.is_active();
+        let sms = self.sm_info_records();
+        let master_lid = self.master_lid();
+        let fabric = if is_master {
+            self.subnet.sa_fabric().cloned()
+        } else {
+            None
+        };
+        let ctx = SaContext {
+            fabric: fabric.as_deref(),
+            sms: &sms,
+            is_master,
+            master_lid,
+        };
+        self.sa.handle_mad(now, &ctx, mad, from);
+    }
+
+    /// The master's LID as this node knows it (0: none known).
+    pub(crate) fn master_lid(&self) -> u16 {
+        let master_guid = self.election.master_guid().unwrap_or(0);
+        if master_guid == self.port_guid {
+            self.lid
+        } else {
+            self.peers.get(&master_guid).map_or(0, |p| p.lid)
+        }
+    }
+
+    /// SMInfoRecords of every SM this node knows with a LID (itself first).
+    fn sm_info_records(&self) -> Vec<SmInfoRecord> {
+        let mut v = vec![SmInfoRecord {
+            lid: self.lid,
+            sm_info: self.election.sm_info(),
+        }];
+        for p in self.peers.values() {
+            let (false, Some(state), true) = (p.is_self, p.state, p.lid != 0) else {
+                continue;
+            };
+            v.push(SmInfoRecord {
+                lid: p.lid,
+                sm_info: SmInfo {
+                    guid: p.guid,
+                    sm_key: 0,
+                    act_count: p.act_count,
+                    priority: p.priority,
+                    sm_state: state,
+                },
+            });
+        }
+        v
+    }
+}

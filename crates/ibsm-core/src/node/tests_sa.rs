@@ -1,0 +1,286 @@
+//! The node's Subnet Administrator, end to end in virtual time: an elected master on
+//! the embedded simulator answers SA queries fed to it as GMPs (Get, GetTable over
+//! RMPP with the receiver's ACKs, refusals with IBA statuses), and a standby
+//! redirects to the master.
+
+use std::time::Duration;
+
+use ibsm_fabric::gen;
+use ibsm_mad::sa::{
+    ClassPortInfo, ComponentMask, LinkRecord, NodeRecord, PortInfoRecord, RmppProgress,
+    RmppReassembler, SaAttributeId, SaMad, SaStatus, SmInfoRecord,
+};
+use ibsm_mad::{MadAddress, Method};
+
+use super::tests::Lab;
+use super::*;
+use crate::election::SmState;
+
+/// Feed one SA request to SM `i` as if it came from `from`; returns what it sent.
+fn ask(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<SaMad> {
+    let now = lab.now;
+    lab.sms[i].gmps.clear();
+    if let Some(n) = lab.sms[i].node.as_mut() {
+        n.handle_input(
+            now,
+            Input::Gmp {
+                mad: &req.encode(),
+                from,
+            },
+        );
+    }
+    lab.drain(i);
+    lab.sms[i]
+        .gmps
+        .iter()
+        .map(|t| {
+            assert_eq!(t.to.lid, from.lid, "answered to the requester");
+            assert_eq!(t.to.qpn, from.qpn, "on its QP");
+            SaMad::decode(&t.mad).expect("the SA sends SA MADs")
+        })
+        .collect()
+}
+
+/// A whole GetTable: the request, then an ACK for every segment until the last,
+/// as a client that does RMPP would. Returns the records.
+fn get_table(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<Vec<u8>> {
+    let mut segs = ask(lab, i, req, from);
+    let mut r = RmppReassembler::new(1 << 20);
+    loop {
+        assert!(
+            !segs.is_empty(),
+            "the SA stopped sending before the last segment"
+        );
+        let mut last_seg = None;
+        for s in &segs {
+            assert_eq!(s.method(), Method::GET_TABLE_RESP);
+            assert_eq!(s.status(), SaStatus::SUCCESS);
+            match r.push(s).expect("segments arrive in order") {
+                RmppProgress::Complete(m) => return m.records().map(<[u8]>::to_vec).collect(),
+                RmppProgress::Incomplete { .. } => last_seg = Some(*s),
+            }
+        }
+        let s = last_seg.expect("a segment");
+        // Acknowledge and open a window of 4 more.
+        let ack = s.rmpp_ack(s.rmpp.seg_num() + 4);
+        segs = ask(lab, i, &ack, from);
+    }
+}
+
+fn end_lids(lab: &Lab) -> Vec<u16> {
+    lab.lids()
+}
+
+#[test]
+fn the_master_answers_fabric_queries_and_a_standby_redirects_to_it() {
+    let topo = gen::fat_tree_2level(4).expect("topology");
+    let switches = topo.iter().filter(|(_, n)| n.is_switch()).count();
+    let cas = topo.iter().filter(|(_, n)| !n.is_switch()).count();
+    let links = topo.links().count();
+    let mut lab = Lab::new(topo, &[10, 5]);
+    lab.run_to(Duration::from_secs(4));
+    assert_eq!(lab.masters(), vec![0]);
+    let lids = end_lids(&lab);
+    let client = MadAddress {
+        qpn: 7,
+        ..MadAddress::gsi(lids[3])
+    };
+
+    // ClassPortInfo.
+    let got = ask(
+        &mut lab,
+        0,
+        &SaMad::new(Method::GET, SaAttributeId::CLASS_PORT_INFO, 1),
+        client,
+    );
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].method(), Method::GET_RESP);
+    let cpi: ClassPortInfo = got[0].record().expect("ClassPortInfo");
+    assert_eq!((cpi.base_version, cpi.class_version), (1, 2));
+
+    // NodeRecord by LID: exactly the CA with that LID.
+    let node0 = lab.sms[0].node.as_ref().expect("node").status().port_guid;
+    let t = NodeRecord {
+        lid: lids[1],
+        ..NodeRecord::default()
+    };
+    let got = ask(
+        &mut lab,
+        0,
+        &SaMad::query(Method::GET, 2, &t, NodeRecord::LID).unwrap(),
+        client,
+    );
+    assert_eq!(got[0].status(), SaStatus::SUCCESS, "{:?}", got[0]);
+    let nr: NodeRecord = got[0].record().unwrap();
+    assert_eq!(nr.lid, lids[1]);
+    assert_ne!(nr.node_info.port_guid, 0);
+    assert_eq!(nr.node_info.local_port_num, 1);
+
+    // A LID nobody has: no records; the whole table by Get: too many.
+    let t = NodeRecord {
+        lid: 0xBEEF,
+        ..NodeRecord::default()
+    };
+    let got = ask(
+        &mut lab,
+        0,
+        &SaMad::query(Method::GET, 3, &t, NodeRecord::LID).unwrap(),
+        client,
+    );
+    assert_eq!(got[0].status(), SaStatus::ERR_NO_RECORDS);
+    let got = ask(
+        &mut lab,
+        0,
+        &SaMad::query(Method::GET, 4, &NodeRecord::default(), ComponentMask::NONE).unwrap(),
+        client,
+    );
+    assert_eq!(got[0].status(), SaStatus::ERR_TOO_MANY_RECORDS);
+
+    // GetTable of every NodeRecord over RMPP: one per CA port, one per switch.
+    let req = SaMad::query(
+        Method::GET_TABLE,
+        5,
+        &NodeRecord::default(),
+        ComponentMask::NONE,
+    )
+    .unwrap();
+    let recs = get_table(&mut lab, 0, &req, client);
+    assert_eq!(recs.len(), cas + switches);
+    let guids: std::collections::BTreeSet<u64> = recs
+        .iter()
+        .map(|b| NodeRecord::decode(b).unwrap().node_info.port_guid)
+        .collect();
+    assert_eq!(guids.len(), cas + switches, "no record twice");
+    assert!(guids.contains(&node0), "the SM's own port is a node too");
+
+    // Every PortInfoRecord of the LID's port, and LinkRecords both ways.
+    let t = PortInfoRecord {
+        endport_lid: lids[2],
+        ..PortInfoRecord::default()
+    };
+    let req = SaMad::query(Method::GET_TABLE, 6, &t, PortInfoRecord::ENDPORT_LID).unwrap();
+    let recs = get_table(&mut lab, 0, &req, client);
+    assert_eq!(recs.len(), 1, "a CA with one port");
+    let pir = PortInfoRecord::decode(&recs[0]).unwrap();
+    assert_eq!(pir.port_info.lid, lids[2]);
+    let master_lid = lab.sms[0].node.as_ref().unwrap().status().lid;
+    assert_eq!(pir.port_info.master_sm_lid, master_lid);
+    let req = SaMad::query(
+        Method::GET_TABLE,
+        7,
+        &LinkRecord::default(),
+        ComponentMask::NONE,
+    )
+    .unwrap();
+    let recs = get_table(&mut lab, 0, &req, client);
+    assert_eq!(recs.len(), 2 * links, "every cable, both directions");
+
+    // SMInfoRecords: both SMs, the master with its state.
+    let req = SaMad::query(
+        Method::GET_TABLE,
+        8,
+        &SmInfoRecord::default(),
+        ComponentMask::NONE,
+    )
+    .unwrap();
+    let recs = get_table(&mut lab, 0, &req, client);
+    let states: Vec<SmState> = recs
+        .iter()
+        .map(|b| SmInfoRecord::decode(b).unwrap().sm_info.sm_state)
+        .collect();
+    assert_eq!(recs.len(), 2, "{states:?}");
+    assert!(states.contains(&SmState::Master) && states.contains(&SmState::Standby));
+
+    // Refusals: a wrong SM_Key is dropped; a bad class version answered BAD_VERSION;
+    // an unsupported method too.
+    let mut bad_key =
+        SaMad::query(Method::GET, 9, &NodeRecord::default(), ComponentMask::NONE).unwrap();
+    bad_key.sm_key = 0x1234;
+    assert!(
+        ask(&mut lab, 0, &bad_key, client).is_empty(),
+        "dropped silently (C15-0.1.5)"
+    );
+    let mut bad_version = SaMad::new(Method::GET, SaAttributeId::NODE_RECORD, 10);
+    bad_version.header.class_version = 1;
+    let got = ask(&mut lab, 0, &bad_version, client);
+    assert_eq!(got[0].status(), SaStatus::BAD_VERSION);
+    let got = ask(
+        &mut lab,
+        0,
+        &SaMad::new(Method(0x20), SaAttributeId::NODE_RECORD, 11),
+        client,
+    );
+    assert_eq!(got[0].status(), SaStatus::METHOD_NOT_SUPPORTED);
+
+    // The standby answers nothing itself: it redirects to the master's LID.
+    let got = ask(
+        &mut lab,
+        1,
+        &SaMad::new(Method::GET, SaAttributeId::CLASS_PORT_INFO, 12),
+        client,
+    );
+    assert_eq!(got[0].status(), SaStatus::REDIRECT);
+    let cpi: ClassPortInfo = got[0].record().unwrap();
+    assert_eq!(cpi.redirect_lid, master_lid);
+}
+
+#[test]
+fn an_unacknowledged_table_is_sent_again_then_given_up() {
+    let topo = gen::fat_tree_2level(4).expect("topology");
+    let mut lab = Lab::new(topo, &[10]);
+    lab.run_to(Duration::from_secs(4));
+    let lids = end_lids(&lab);
+    let client = MadAddress::gsi(lids[1]);
+    let req = SaMad::query(
+        Method::GET_TABLE,
+        5,
+        &NodeRecord::default(),
+        ComponentMask::NONE,
+    )
+    .unwrap();
+    let first = ask(&mut lab, 0, &req, client);
+    assert_eq!(
+        first.len(),
+        1,
+        "a window of one segment until the first ACK"
+    );
+    assert_eq!(first[0].rmpp.seg_num(), 1);
+    // Nobody ACKs (saquery under umad2sim): the segment is sent again a few times.
+    lab.sms[0].gmps.clear();
+    lab.run_to(lab.now + Duration::from_secs(3));
+    let resent = lab.sms[0]
+        .gmps
+        .iter()
+        .filter(|t| SaMad::decode(&t.mad).is_ok_and(|m| m.tid() == 5))
+        .count();
+    let retries = lab.sms[0]
+        .node
+        .as_ref()
+        .unwrap()
+        .sa()
+        .unwrap()
+        .config()
+        .rmpp_retries as usize;
+    assert_eq!(resent, retries, "resent {resent} times");
+    assert_eq!(
+        lab.sms[0]
+            .node
+            .as_ref()
+            .unwrap()
+            .sa()
+            .unwrap()
+            .transfers_in_flight(),
+        0
+    );
+    assert_eq!(
+        lab.sms[0]
+            .node
+            .as_ref()
+            .unwrap()
+            .sa()
+            .unwrap()
+            .metrics()
+            .transfers_aborted,
+        1
+    );
+}

@@ -1,0 +1,382 @@
+//! [`SaAgent`]: requests in, answers out. It decodes an SA MAD, drops what IBA says to
+//! drop (a wrong SM_Key), answers what it must refuse with a status (bad version, an
+//! unsupported method or attribute, a bad template), hands the query to the record
+//! module that knows the attribute, and sends the answer: GetResp with exactly one
+//! record, GetTableResp as an RMPP transfer (see `transfer`).
+//!
+//! A standby's SA answers nobody's queries: it redirects the requester to the master
+//! (MAD status REDIRECT with a ClassPortInfo naming the master's LID and QP1), which
+//! is how IBA lets a client that found the wrong SM find the right one.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use ibsm_mad::sa::{
+    ClassPortInfo, LinkRecord, NodeRecord, PortInfoRecord, RmppType, SaAttributeId, SaError, SaMad,
+    SaRecord, SaStatus, SmInfoRecord,
+};
+use ibsm_mad::{MadAddress, Method, GSI_QKEY, MAD_SIZE};
+
+use super::config::SaConfig;
+use super::context::{Requester, SaContext};
+use super::records;
+use super::transfer::{Send, Transfers};
+
+/// An SA MAD to send.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaTransmit {
+    /// Where (a requester's LID and QP, or a subscriber's).
+    pub to: MadAddress,
+    /// The MAD.
+    pub mad: [u8; MAD_SIZE],
+}
+
+impl std::fmt::Debug for SaTransmit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaTransmit")
+            .field("to", &self.to)
+            .field("method", &self.mad[3])
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counters of the SA (status and metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaMetrics {
+    /// Requests received (every method).
+    pub requests: u64,
+    /// Answers with a non-zero status.
+    pub errors: u64,
+    /// Requests dropped (a wrong SM_Key, undecodable).
+    pub dropped: u64,
+    /// Records sent in answers.
+    pub records_sent: u64,
+    /// RMPP transfers acknowledged to the end.
+    pub transfers_completed: u64,
+    /// RMPP transfers stopped, aborted or expired.
+    pub transfers_aborted: u64,
+    /// Requests redirected to the master (this SM was not master).
+    pub redirected: u64,
+}
+
+/// The Subnet Administrator (see the module doc).
+#[derive(Debug)]
+pub struct SaAgent {
+    cfg: SaConfig,
+    transfers: Transfers,
+    out: VecDeque<SaTransmit>,
+    metrics: SaMetrics,
+}
+
+/// What a query handler answers: records (encoded) or a status.
+type Answer = Result<Vec<Vec<u8>>, SaStatus>;
+
+fn encode_all<R: SaRecord>(recs: Vec<R>) -> Answer {
+    let mut v = Vec::with_capacity(recs.len());
+    for r in recs {
+        let mut b = vec![0u8; R::SIZE];
+        r.encode_into(&mut b)
+            .map_err(|_| SaStatus::ERR_NO_RESOURCES)?;
+        v.push(b);
+    }
+    Ok(v)
+}
+
+fn template<R: SaRecord>(req: &SaMad) -> Result<R, SaStatus> {
+    req.record::<R>().map_err(|_| SaStatus::ERR_REQ_INVALID)
+}
+
+impl SaAgent {
+    /// An SA with these settings.
+    pub fn new(cfg: SaConfig) -> SaAgent {
+        SaAgent {
+            cfg,
+            transfers: Transfers::default(),
+            out: VecDeque::new(),
+            metrics: SaMetrics::default(),
+        }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &SaConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn metrics(&self) -> SaMetrics {
+        let mut m = self.metrics;
+        m.transfers_completed = self.transfers.completed;
+        m.transfers_aborted = self.transfers.aborted;
+        m
+    }
+
+    /// RMPP transfers in flight.
+    pub fn transfers_in_flight(&self) -> usize {
+        self.transfers.len()
+    }
+
+    /// The next MAD to send.
+    pub fn poll_transmit(&mut self) -> Option<SaTransmit> {
+        self.out.pop_front()
+    }
+
+    /// When [`SaAgent::handle_timeout`] wants to run.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.transfers.poll_timeout()
+    }
+
+    /// Retransmissions and expiries.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        let mut sends = Vec::new();
+        self.transfers.handle_timeout(
+            now,
+            self.cfg.rmpp_timeout,
+            self.cfg.rmpp_retries,
+            &mut sends,
+        );
+        self.queue(sends);
+    }
+
+    fn queue(&mut self, sends: Vec<Send>) {
+        for s in sends {
+            self.out.push_back(SaTransmit {
+                to: s.to,
+                mad: s.mad.encode(),
+            });
+        }
+    }
+
+    fn reply(&mut self, to: &MadAddress, mad: &SaMad) {
+        if mad.header.status != 0 {
+            self.metrics.errors += 1;
+        }
+        self.out.push_back(SaTransmit {
+            to: reply_address(to),
+            mad: mad.encode(),
+        });
+    }
+
+    /// An SA MAD (management class 0x03) that arrived from `from`.
+    pub fn handle_mad(
+        &mut self,
+        now: Duration,
+        ctx: &SaContext<'_>,
+        bytes: &[u8; MAD_SIZE],
+        from: MadAddress,
+    ) {
+        let req = match SaMad::decode(bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                self.metrics.dropped += 1;
+                tracing::debug!(lid = from.lid, error = %e, "SA: undecodable MAD dropped");
+                return;
+            }
+        };
+        if req.rmpp.is_active() && req.rmpp.rmpp_type != RmppType::DATA {
+            let mut sends = Vec::new();
+            self.transfers
+                .handle_control(now, self.cfg.rmpp_timeout, &from, &req, &mut sends);
+            self.queue(sends);
+            return;
+        }
+        let method = req.method();
+        if method.is_response() {
+            // ReportResp and answers to requests we never make: nothing to answer.
+            return;
+        }
+        self.metrics.requests += 1;
+        if req.check_version().is_err() {
+            self.reply(
+                &from,
+                &req.response(resp_method(method), SaStatus::BAD_VERSION),
+            );
+            return;
+        }
+        // IBA C15-0.1.5: an SM_Key that is neither 0 nor the SA_Key: drop, silently.
+        if req.sm_key != 0 && req.sm_key != self.cfg.sa_key {
+            self.metrics.dropped += 1;
+            tracing::debug!(lid = from.lid, "SA: request with a wrong SM_Key dropped");
+            return;
+        }
+        if !ctx.is_master {
+            self.redirect(ctx, &from, &req);
+            return;
+        }
+        let requester = ctx.requester(from, req.sm_key == self.cfg.sa_key && req.sm_key != 0);
+        let attr = req.attribute_id();
+        if attr == SaAttributeId::CLASS_PORT_INFO {
+            if method != Method::GET {
+                self.reply(
+                    &from,
+                    &req.response(resp_method(method), SaStatus::METHOD_ATTR_NOT_SUPPORTED),
+                );
+                return;
+            }
+            let mut resp = req.response(Method::GET_RESP, SaStatus::SUCCESS);
+            let _ = resp.set_record(&records::class_port_info(self.cfg.resp_time_value));
+            self.metrics.records_sent += 1;
+            self.reply(&from, &resp);
+            return;
+        }
+        let answer = match method {
+            Method::GET | Method::GET_TABLE => self.query(ctx, &requester, &req),
+            Method::SET | Method::DELETE | Method::GET_MULTI | Method::GET_TRACE_TABLE => {
+                Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED)
+            }
+            _ => Err(SaStatus::METHOD_NOT_SUPPORTED),
+        };
+        self.answer(now, &from, &req, answer);
+    }
+
+    /// Get/GetTable of a fabric record.
+    fn query(&mut self, ctx: &SaContext<'_>, req: &Requester, m: &SaMad) -> Answer {
+        let mask = m.component_mask;
+        match m.attribute_id() {
+            SaAttributeId::NODE_RECORD => encode_all(records::node_records(
+                ctx,
+                req,
+                &template::<NodeRecord>(m)?,
+                mask,
+            )),
+            SaAttributeId::PORT_INFO_RECORD => encode_all(records::port_info_records(
+                ctx,
+                req,
+                &template::<PortInfoRecord>(m)?,
+                mask,
+            )),
+            SaAttributeId::LINK_RECORD => encode_all(records::link_records(
+                ctx,
+                req,
+                &template::<LinkRecord>(m)?,
+                mask,
+            )),
+            SaAttributeId::SM_INFO_RECORD => encode_all(records::sm_info_records(
+                ctx,
+                req,
+                &template::<SmInfoRecord>(m)?,
+                mask,
+            )),
+            _ => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
+        }
+    }
+
+    /// Sends what a handler answered: a status, one record (GetResp and the
+    /// responses of Set/Delete), or a table (GetTableResp over RMPP).
+    fn answer(&mut self, now: Duration, from: &MadAddress, req: &SaMad, answer: Answer) {
+        let method = req.method();
+        let recs = match answer {
+            Ok(r) => r,
+            Err(status) => {
+                self.reply(from, &req.response(resp_method(method), status));
+                return;
+            }
+        };
+        if method == Method::GET_TABLE {
+            let size = recs.first().map_or(0, Vec::len);
+            let n = recs.len();
+            match table(req, size, recs) {
+                Ok((template, payload)) => {
+                    if self.transfers.len() >= self.cfg.max_transfers {
+                        self.reply(
+                            from,
+                            &req.response(Method::GET_TABLE_RESP, SaStatus::ERR_NO_RESOURCES),
+                        );
+                        return;
+                    }
+                    let mut sends = Vec::new();
+                    let to = reply_address(from);
+                    if self
+                        .transfers
+                        .start(
+                            now,
+                            self.cfg.rmpp_timeout,
+                            to,
+                            template,
+                            payload,
+                            &mut sends,
+                        )
+                        .is_ok()
+                    {
+                        self.metrics.records_sent += n as u64;
+                        self.queue(sends);
+                    } else {
+                        self.reply(
+                            from,
+                            &req.response(Method::GET_TABLE_RESP, SaStatus::ERR_NO_RESOURCES),
+                        );
+                    }
+                }
+                Err(_) => self.reply(
+                    from,
+                    &req.response(Method::GET_TABLE_RESP, SaStatus::ERR_NO_RESOURCES),
+                ),
+            }
+            return;
+        }
+        // C15-0.1.30: a Get answers exactly one record.
+        let status = match recs.len() {
+            0 => SaStatus::ERR_NO_RECORDS,
+            1 => SaStatus::SUCCESS,
+            _ => SaStatus::ERR_TOO_MANY_RECORDS,
+        };
+        let mut resp = req.response(resp_method(method), status);
+        if let (true, Some(r)) = (status.is_success(), recs.first()) {
+            resp.set_data(r);
+            resp.attribute_offset = u16::try_from(ibsm_mad::sa::padded(r.len()) / 8).unwrap_or(0);
+            self.metrics.records_sent += 1;
+        }
+        self.reply(from, &resp);
+    }
+
+    fn redirect(&mut self, ctx: &SaContext<'_>, from: &MadAddress, req: &SaMad) {
+        if ctx.master_lid == 0 {
+            // No master known: nothing useful to say; the requester retries.
+            self.metrics.dropped += 1;
+            return;
+        }
+        self.metrics.redirected += 1;
+        let mut cpi: ClassPortInfo = records::class_port_info(self.cfg.resp_time_value);
+        cpi.redirect_lid = ctx.master_lid;
+        cpi.redirect_qp = 1;
+        cpi.redirect_q_key = GSI_QKEY;
+        cpi.redirect_p_key = 0xFFFF;
+        let mut resp = req.response(resp_method(req.method()), SaStatus::REDIRECT);
+        let _ = resp.set_record(&cpi);
+        self.out.push_back(SaTransmit {
+            to: reply_address(from),
+            mad: resp.encode(),
+        });
+    }
+}
+
+/// The response method of a request method (Set is answered with GetResp, IBA
+/// 13.4.5).
+fn resp_method(m: Method) -> Method {
+    match m {
+        Method::SET | Method::GET => Method::GET_RESP,
+        Method::GET_TABLE => Method::GET_TABLE_RESP,
+        Method::GET_MULTI => Method::GET_MULTI_RESP,
+        Method::DELETE => Method::DELETE_RESP,
+        Method::REPORT => Method::REPORT_RESP,
+        Method::GET_TRACE_TABLE => Method::GET_TABLE_RESP,
+        other => Method(other.0 | Method::RESPONSE_BIT),
+    }
+}
+
+/// Where an answer to a request from `from` goes: the requester's LID and QP, with the
+/// GSI Q_Key, its SL and P_Key index, and a GRH back if it sent one.
+fn reply_address(from: &MadAddress) -> MadAddress {
+    MadAddress {
+        qkey: GSI_QKEY,
+        ..*from
+    }
+}
+
+/// The GetTableResp template and payload for `recs` (each `size` bytes).
+fn table(req: &SaMad, size: usize, recs: Vec<Vec<u8>>) -> Result<(SaMad, Vec<u8>), SaError> {
+    let mut template = req.response(Method::GET_TABLE_RESP, SaStatus::SUCCESS);
+    template.sm_key = 0;
+    let payload = ibsm_mad::sa::table_payload(size, recs.iter().map(Vec::as_slice))?;
+    template.attribute_offset = payload.attribute_offset;
+    Ok((template, payload.bytes))
+}
