@@ -52,5 +52,6 @@ pub mod topology;
 pub use gen::GenError;
 pub use netfile::{NetFileError, NetFileErrorKind};
 pub use topology::{
-    Counts, LinkSpeed, LinkWidth, Node, NodeIdx, NodeType, Port, Topology, TopologyError,
+    mtu_bytes, Counts, LinkSpeed, LinkWidth, Node, NodeIdx, NodeType, Port, Rate, Topology,
+    TopologyError,
 };
