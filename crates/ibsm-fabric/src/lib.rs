@@ -45,6 +45,7 @@
 
 pub mod gen;
 pub mod lid;
+pub mod multicast;
 pub mod netfile;
 pub mod routing;
 pub mod topology;

@@ -127,7 +127,7 @@ impl PartialOrd for Rate {
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = self.mbps();
-        if m % 1000 == 0 {
+        if m.is_multiple_of(1000) {
             write!(f, "{} Gb/s", m / 1000)
         } else {
             write!(f, "{}.{} Gb/s", m / 1000, (m % 1000) / 100)
