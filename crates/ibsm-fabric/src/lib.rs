@@ -47,6 +47,7 @@ pub mod gen;
 pub mod lid;
 pub mod multicast;
 pub mod netfile;
+pub mod path;
 pub mod routing;
 pub mod topology;
 
