@@ -45,12 +45,15 @@
 
 pub mod gen;
 pub mod lid;
+pub mod multicast;
 pub mod netfile;
+pub mod path;
 pub mod routing;
 pub mod topology;
 
 pub use gen::GenError;
 pub use netfile::{NetFileError, NetFileErrorKind};
 pub use topology::{
-    Counts, LinkSpeed, LinkWidth, Node, NodeIdx, NodeType, Port, Topology, TopologyError,
+    mtu_bytes, Counts, LinkSpeed, LinkWidth, Node, NodeIdx, NodeType, Port, Rate, Topology,
+    TopologyError,
 };

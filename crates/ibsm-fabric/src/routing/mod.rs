@@ -270,6 +270,62 @@ impl SwitchGraph {
         })
     }
 
+    /// The switch graph of the cables alone, without LID blocks (for
+    /// computations that need no LIDs: multicast trees).
+    pub fn cabling(topo: &Topology) -> SwitchGraph {
+        let mut index = vec![u32::MAX; topo.len()];
+        let mut nodes = Vec::new();
+        let mut guids = Vec::new();
+        for (idx, node) in topo.iter() {
+            if node.is_switch() {
+                if let Some(slot) = index.get_mut(idx.as_usize()) {
+                    *slot = nodes.len() as u32;
+                }
+                nodes.push(idx);
+                guids.push(node.node_guid);
+            }
+        }
+        let sw_of = |n: NodeIdx| index.get(n.as_usize()).copied().filter(|&s| s != u32::MAX);
+        let mut adj = vec![Vec::new(); nodes.len()];
+        let mut has_ca = vec![false; nodes.len()];
+        for (s, &idx) in nodes.iter().enumerate() {
+            let Some(node) = topo.node(idx) else { continue };
+            for (pn, p) in node.physical_ports() {
+                let Some((r, _)) = p.remote else { continue };
+                match sw_of(r) {
+                    Some(t) => {
+                        if let Some(v) = adj.get_mut(s) {
+                            v.push((pn, t));
+                        }
+                    }
+                    None => {
+                        if let Some(h) = has_ca.get_mut(s) {
+                            *h = true;
+                        }
+                    }
+                }
+            }
+        }
+        let nbrs = adj
+            .iter()
+            .map(|a: &Vec<(u8, u32)>| {
+                let mut v: Vec<u32> = a.iter().map(|&(_, t)| t).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            })
+            .collect();
+        SwitchGraph {
+            blocks: vec![Vec::new(); nodes.len()],
+            nodes,
+            guids,
+            adj,
+            nbrs,
+            has_ca,
+            lft_top: 0,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.nodes.len()
     }

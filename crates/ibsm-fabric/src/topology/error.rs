@@ -65,6 +65,16 @@ pub enum TopologyError {
         /// The node holding it.
         existing: NodeIdx,
     },
+    /// An MTU that is not an IBA MTU code (1 = 256 ... 5 = 4096).
+    #[error("MTU code {mtu} for node {node} port {port} is not 1 (256) ... 5 (4096)")]
+    BadMtu {
+        /// The node.
+        node: NodeIdx,
+        /// The port.
+        port: u8,
+        /// The code given.
+        mtu: u8,
+    },
     /// A node must have at least one physical port.
     #[error("node {0:?} has no ports")]
     NoPorts(String),

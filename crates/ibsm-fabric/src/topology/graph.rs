@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use super::error::TopologyError;
 use super::link::{LinkSpeed, LinkWidth};
 use super::node::{Node, NodeIdx, NodeType, Port};
+use super::rate::mtu_bytes;
 
 /// Sizes of a topology, for tests, logs and benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -356,6 +357,49 @@ impl Topology {
             if let Some(port) = self.port_mut(n, p) {
                 port.link_width = width;
                 port.link_speed = speed;
+            }
+        }
+        Ok(())
+    }
+
+    /// Set the MTU of one port (PortInfo.NeighborMTU as discovery reads it, or
+    /// MTUCap for a switch's port 0; see [`Port::mtu`]). `mtu` is an IBA MTU
+    /// code, 1 (256) ... 5 (4096).
+    pub fn set_port_mtu(&mut self, idx: NodeIdx, port: u8, mtu: u8) -> Result<(), TopologyError> {
+        let num_ports = self
+            .node(idx)
+            .ok_or(TopologyError::NoSuchNode(idx))?
+            .num_ports();
+        if mtu_bytes(mtu).is_none() {
+            return Err(TopologyError::BadMtu {
+                node: idx,
+                port,
+                mtu,
+            });
+        }
+        let p = self.port_mut(idx, port).ok_or(TopologyError::NoSuchPort {
+            node: idx,
+            port,
+            num_ports,
+        })?;
+        p.mtu = mtu;
+        Ok(())
+    }
+
+    /// Set the MTU of both ends of the cable at `pa` of `a` (only that port if
+    /// it has no cable): what the SM programs as NeighborMTU on both ends.
+    pub fn set_link_mtu(&mut self, a: NodeIdx, pa: u8, mtu: u8) -> Result<(), TopologyError> {
+        let remote = self.check_port(a, pa)?.remote;
+        if mtu_bytes(mtu).is_none() {
+            return Err(TopologyError::BadMtu {
+                node: a,
+                port: pa,
+                mtu,
+            });
+        }
+        for (n, p) in std::iter::once((a, pa)).chain(remote) {
+            if let Some(port) = self.port_mut(n, p) {
+                port.mtu = mtu;
             }
         }
         Ok(())

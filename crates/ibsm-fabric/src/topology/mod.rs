@@ -5,11 +5,13 @@ mod error;
 mod graph;
 mod link;
 mod node;
+mod rate;
 
 pub use error::TopologyError;
 pub use graph::{Counts, Topology};
 pub use link::{LinkSpeed, LinkWidth};
 pub use node::{Node, NodeIdx, NodeType, Port};
+pub use rate::{mtu_bytes, Rate, MTU_1024, MTU_2048, MTU_256, MTU_4096, MTU_512};
 
 #[cfg(test)]
 mod tests {
@@ -165,6 +167,43 @@ mod tests {
             .iter()
             .all(|p| p.port_guid == 0xdef));
         assert!(t.set_port_guid(h1, 1, 0xdef).is_err());
+    }
+
+    #[test]
+    fn mtu_defaults_and_setters() {
+        let (mut t, sw, h1, _) = two_hcas_one_switch();
+        // ibsim's NeighborMTU/MTUCap on cabled ports.
+        assert!(t
+            .nodes()
+            .iter()
+            .flat_map(|n| &n.ports)
+            .all(|p| p.mtu == MTU_2048));
+        t.set_link_mtu(sw, 1, MTU_1024).unwrap();
+        assert_eq!(t.node(sw).unwrap().ports[1].mtu, MTU_1024);
+        assert_eq!(t.node(h1).unwrap().ports[1].mtu, MTU_1024);
+        t.set_port_mtu(h1, 1, MTU_4096).unwrap();
+        assert_eq!(t.node(h1).unwrap().ports[1].mtu, MTU_4096);
+        assert_eq!(t.node(sw).unwrap().ports[1].mtu, MTU_1024);
+        t.set_port_mtu(sw, 0, MTU_256).unwrap();
+        assert_eq!(
+            t.set_port_mtu(sw, 1, 6),
+            Err(TopologyError::BadMtu {
+                node: sw,
+                port: 1,
+                mtu: 6
+            })
+        );
+        assert!(matches!(
+            t.set_link_mtu(sw, 1, 0),
+            Err(TopologyError::BadMtu { .. })
+        ));
+        assert!(matches!(
+            t.set_port_mtu(sw, 42, MTU_256),
+            Err(TopologyError::NoSuchPort { .. })
+        ));
+        assert_eq!(t.node(sw).unwrap().ports[1].mtu, MTU_1024);
+        // Still compact: the port grew into padding.
+        assert!(std::mem::size_of::<Port>() <= 32);
     }
 
     #[test]

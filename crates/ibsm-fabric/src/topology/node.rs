@@ -5,6 +5,7 @@
 use std::fmt;
 
 use super::link::{LinkSpeed, LinkWidth};
+use super::rate::MTU_2048;
 
 /// Index of a node inside one [`Topology`](crate::Topology). Indices are dense (0..n) and
 /// stable: nodes are never removed, so an index stays valid for the life of
@@ -70,10 +71,20 @@ pub struct Port {
     pub link_width: LinkWidth,
     /// Active link speed.
     pub link_speed: LinkSpeed,
+    /// The MTU this port sends with, IBA encoding (1 = 256 ... 5 = 4096, see
+    /// [`mtu_bytes`](crate::topology::mtu_bytes)): PortInfo.NeighborMTU of a
+    /// physical port (the SM programs both ends of a cable with the smaller
+    /// MTUCap, so they agree), PortInfo.MTUCap of a switch's port 0 (which has
+    /// no neighbor). Discovery fills it from the PortInfo it reads; until then
+    /// it is [`MTU_2048`], what ibsim reports on every cabled port (NeighborMTU
+    /// and MTUCap 4 in its `swport`/`hcaport` templates), so net files and
+    /// generated fabrics predict ibsim. Path MTUs ([`crate::path`]) are the
+    /// minimum over the ports a packet leaves and enters.
+    pub mtu: u8,
 }
 
 impl Port {
-    /// An unconnected port with the given GUID, 4x SDR, no LID.
+    /// An unconnected port with the given GUID, 4x SDR, MTU 2048, no LID.
     pub fn new(port_guid: u64) -> Port {
         Port {
             port_guid,
@@ -82,6 +93,7 @@ impl Port {
             lmc: 0,
             link_width: LinkWidth::default(),
             link_speed: LinkSpeed::default(),
+            mtu: MTU_2048,
         }
     }
 }
