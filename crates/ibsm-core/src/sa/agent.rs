@@ -12,13 +12,14 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use ibsm_mad::sa::{
-    ClassPortInfo, LinkRecord, NodeRecord, PortInfoRecord, RmppType, SaAttributeId, SaError, SaMad,
-    SaRecord, SaStatus, SmInfoRecord,
+    ClassPortInfo, LinkRecord, NodeRecord, PathRecord, PortInfoRecord, RmppType, SaAttributeId,
+    SaError, SaMad, SaRecord, SaStatus, SmInfoRecord,
 };
 use ibsm_mad::{MadAddress, Method, GSI_QKEY, MAD_SIZE};
 
 use super::config::SaConfig;
 use super::context::{Requester, SaContext};
+use super::path;
 use super::records;
 use super::transfer::{Send, Transfers};
 
@@ -256,6 +257,13 @@ impl SaAgent {
                 &template::<SmInfoRecord>(m)?,
                 mask,
             )),
+            SaAttributeId::PATH_RECORD => encode_all(path::path_records(
+                ctx,
+                req,
+                &template::<PathRecord>(m)?,
+                mask,
+                self.cfg.packet_life_time,
+            )?),
             _ => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
         }
     }

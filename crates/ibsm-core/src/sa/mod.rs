@@ -17,6 +17,7 @@ mod agent;
 mod config;
 mod context;
 mod fabric;
+mod path;
 mod records;
 mod transfer;
 
