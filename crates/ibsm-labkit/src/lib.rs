@@ -18,10 +18,12 @@
 //!   command's answer is whatever ibsim prints between our write and its next `sim> `
 //!   prompt; commands are serialized by a mutex so parallel threads sharing one
 //!   `Ibsim` never interleave. Never truncate that file: ibsim writes at its own offset.
-//! - **Dead clients.** ibsim never notices that a client died (a SIGKILLed SM keeps its
-//!   port registration, IsSM and a client slot). [`Ibsim::reap_dead_clients`] does what a
-//!   real kernel does on process exit: it lists `Attached` clients and sends `X <n>` for
-//!   each whose pid is gone (or a zombie).
+//! - **Dead clients.** ibsim does not notice that a client died (a SIGKILLed SM keeps its
+//!   port registration, IsSM and a client slot) until it forwards a MAD to it: then the
+//!   write is refused and ibsim drops it ("client N seems to be dead - disconnecting" on
+//!   its stderr; the MAD is lost, so the sender times out). [`Ibsim::reap_dead_clients`]
+//!   does what a real kernel does on process exit: it lists `Attached` clients and
+//!   sends `X <n>` for each whose pid is gone (or a zombie).
 //! - **Clients.** [`Ibsim::command`] / [`Ibsim::command_on`] return a
 //!   `std::process::Command` with `LD_PRELOAD=umad2sim`, `IBSIM_SOCKNAME` and `SIM_HOST`
 //!   set, for infiniband-diags, OpenSM and our own binaries. [`run_with_timeout`] runs one

@@ -46,8 +46,9 @@
 //! PortInfo's `Lid:` is `Lid`. Deeper-indented lines without dots (PortInfo's capability
 //! flags under `CapMask`) are continuation lines, joined to the previous value with
 //! '\n'. Sub-headers (`RID`, `PortInfo dump:`, `SMInfo dump:`, `LFT:`) are skipped.
-//! Table rows of the block records (`SL: 0| 1|`, an LFT's `0\t255`) become fields named
-//! by their first word. Records without fields (`-s`'s `IsSM ports` title) are dropped.
+//! Table rows of the block records become fields named by what precedes their first ':'
+//! (`SL: 0| 1|` is `SL`) or tab (an LFT's `0\t255` is `0`), or named "" (a P_Key row
+//! `0xffff 0x0000 ...`). Records without fields (`-s`'s `IsSM ports` title) are dropped.
 //! Lines before the first header (`saquery -m 0xC000` prints bare `PortGid` lines)
 //! form a record of kind "".
 
@@ -139,7 +140,7 @@ fn is_sub_header(text: &str) -> bool {
 }
 
 /// Parse saquery's stdout into records (see the module doc for the rules). Never fails:
-/// a line it cannot place becomes a field named by its first word.
+/// an indented line it cannot place becomes a field (named "" if nothing names it).
 pub fn parse_saquery(text: &str) -> Vec<SaRecord> {
     let mut out: Vec<SaRecord> = Vec::new();
     let mut current: Option<SaRecord> = None;
@@ -179,8 +180,9 @@ pub fn parse_saquery(text: &str) -> Vec<SaRecord> {
             continue;
         } else {
             let (name, value) = text
-                .split_once([':', '\t', ' '])
-                .map_or((text, ""), |(n, v)| (n, v));
+                .split_once(':')
+                .or_else(|| text.split_once('\t'))
+                .unwrap_or(("", text));
             rec.fields
                 .push((name.trim().to_string(), value.trim().to_string()));
         }

@@ -11,9 +11,10 @@
 //! and its `-s` means "IsSM ports". To query a particular SA, run saquery from a port
 //! whose MasterSMLID is that SA's LID; with one master, that is every port.
 //!
-//! A saquery killed at [`Saquery::timeout`] would keep its ibsim client slot (ibsim never
-//! notices dead clients), so after such a kill the runner calls
-//! [`Ibsim::reap_dead_clients`] before it returns the timeout.
+//! A saquery killed at [`Saquery::timeout`] would keep its ibsim client slot (ibsim only
+//! notices a dead client when it forwards a MAD to it, and nobody sends MADs to a
+//! saquery), so after such a kill the runner calls [`Ibsim::reap_dead_clients`] before
+//! it returns the timeout.
 
 use std::process::Command;
 use std::time::Duration;
