@@ -629,3 +629,60 @@ fn long_tables_arrive_cut_to_what_fits_224_bytes() -> Result<()> {
     ensure!((pir.records.len(), pir.total) == (2, None), "{pir:?}");
     Ok(())
 }
+
+#[test]
+fn opensm_reads_the_partitions_file_it_is_given() -> Result<()> {
+    let net = example_net(NET)?;
+    let facts = Facts::load(&net)?;
+    let (hca3, hca4) = (
+        facts.by_name("Hca3")?.clone(),
+        facts.by_name("Hca4")?.clone(),
+    );
+    let partitions = format!(
+        "Default=0x7fff, ipoib : ALL=full ;\nstorage=0x0001, ipoib : {:#018x}=full, {:#018x}=full ;\n",
+        hca3.guid, hca4.guid
+    );
+    let sim = Ibsim::start(&net, IbsimOptions::default())?;
+    let mut sm = OpenSm::start(
+        &sim,
+        OPENSM_HOST,
+        OpenSmOptions {
+            guid2lid: facts.guid2lid(),
+            partitions: Some(partitions),
+            ..Default::default()
+        },
+    )?;
+    sm.wait_subnet_up(STEP)?;
+    // The members' P_Key tables carry 0x8001 (full member of 0x0001), Hca1's does not.
+    let trusted = sim.saquery(JUDGE).sm_key(1);
+    let block0 = |lid: u16| -> Result<String> {
+        let t = trusted.query(&["PKTR", &format!("{lid}/1/0")])?;
+        let r = t.records.first().context("no PKeyTableRecord")?;
+        Ok(r.get_all("").collect::<Vec<_>>().join(" "))
+    };
+    for p in [&hca3, &hca4] {
+        let row = block0(p.lid)?;
+        ensure!(
+            row.split_whitespace().any(|k| k == "0x8001"),
+            "LID {}: {row}",
+            p.lid
+        );
+    }
+    let row = block0(facts.by_name(JUDGE)?.lid)?;
+    ensure!(
+        !row.split_whitespace().any(|k| k == "0x8001"),
+        "Hca1: {row}"
+    );
+    // And the `ipoib` flag made a broadcast group for the new partition.
+    let groups = sim.saquery("Hca3").mc_groups()?;
+    let mgids: BTreeSet<&str> = groups
+        .records
+        .iter()
+        .filter_map(|r| r.get("MGID"))
+        .collect();
+    ensure!(
+        mgids.contains(BROADCAST_MGID) && mgids.contains("ff12:401b:8001::ffff:ffff"),
+        "{groups:?}"
+    );
+    Ok(())
+}
