@@ -8,11 +8,13 @@
 //! Every saquery query except `-c` is a SubnAdmGetTable. The SA answers a table with one
 //! RMPP transfer; on a real kernel the umad layer reassembles the segments, under
 //! umad2sim nobody does: the reader gets the first MAD of the transfer only. And of
-//! each MAD it receives, umad2sim hands over only the first [`UMAD2SIM_MAD_BYTES`]
-//! (224) bytes: the MAD is copied into a 288-byte receive buffer after the umad header,
-//! and what saquery reads past it comes from the heap (`saquery -d -d` shows the same
-//! malloc chunk header `2500 0000 0000 0000` at MAD byte 232 in a PathRecord table and
-//! in a ClassPortInfo answer; fixtures `pr_all_debug.txt`, `star_lr_all_debug.txt`).
+//! each MAD it receives only the first [`UMAD2SIM_MAD_BYTES`] (224) bytes are the
+//! sender's: bytes 224-231 arrive as zeros and 232-255 are heap bytes of the reader
+//! (umad2sim queues each MAD in a 288-byte buffer and copies more than that out;
+//! `saquery -d -d` shows the same malloc chunk header `2500 0000 0000 0000` at MAD byte
+//! 232 in a PathRecord table, a LinkRecord table and a ClassPortInfo answer; fixtures
+//! `pr_all_debug.txt`, `star_lr_all_debug.txt`). The receive path is the same for every
+//! umad2sim reader, so an SA under umad2sim should expect the same of its requests.
 //! saquery counts records as `(length - 56) / (AttributeOffset * 8)` with `length`
 //! at most 256, and prints them all. So, with `S` the record size:
 //!
