@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::sa_error::SaqueryError;
 /// Everything that can go wrong in the lab. Each variant says what, where and why.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
@@ -57,6 +59,16 @@ pub enum LabError {
     /// ibsim's console answered something we could not understand.
     #[error("ibsim console: {0}")]
     Console(String),
+    /// saquery ran and did not give the answer asked for (with its stderr).
+    #[error(transparent)]
+    Saquery(#[from] SaqueryError),
+    /// A tool's output or a file did not parse.
+    #[error("{what}, line {line}: {message}")]
+    Parse {
+        what: String,
+        line: usize,
+        message: String,
+    },
 }
 
 /// Result type of this crate.

@@ -18,10 +18,12 @@
 //!   command's answer is whatever ibsim prints between our write and its next `sim> `
 //!   prompt; commands are serialized by a mutex so parallel threads sharing one
 //!   `Ibsim` never interleave. Never truncate that file: ibsim writes at its own offset.
-//! - **Dead clients.** ibsim never notices that a client died (a SIGKILLed SM keeps its
-//!   port registration, IsSM and a client slot). [`Ibsim::reap_dead_clients`] does what a
-//!   real kernel does on process exit: it lists `Attached` clients and sends `X <n>` for
-//!   each whose pid is gone (or a zombie).
+//! - **Dead clients.** ibsim does not notice that a client died (a SIGKILLed SM keeps its
+//!   port registration, IsSM and a client slot) until it forwards a MAD to it: then the
+//!   write is refused and ibsim drops it ("client N seems to be dead - disconnecting" on
+//!   its stderr; the MAD is lost, so the sender times out). [`Ibsim::reap_dead_clients`]
+//!   does what a real kernel does on process exit: it lists `Attached` clients and
+//!   sends `X <n>` for each whose pid is gone (or a zombie).
 //! - **Clients.** [`Ibsim::command`] / [`Ibsim::command_on`] return a
 //!   `std::process::Command` with `LD_PRELOAD=umad2sim`, `IBSIM_SOCKNAME` and `SIM_HOST`
 //!   set, for infiniband-diags, OpenSM and our own binaries. [`run_with_timeout`] runs one
@@ -37,13 +39,28 @@
 //!   [`die_with_parent`] on its clients' commands: `PR_SET_PDEATHSIG` then kills them
 //!   with it. [`ChildGuard::take_stdout`] lets it read a client's piped stdout.
 //!
+//! - **The SA judge.** [`Ibsim::saquery`] runs `saquery` from a chosen HCA and parses
+//!   its records into `(field, value)` lists exactly as printed ([`SaRecord`],
+//!   [`SaTable`]); [`compare`] / [`compare_by_key`] list every field where two SAs'
+//!   answers differ ([`Difference`]); [`Ibsim::ibroute_mft`] reads a switch's MFT
+//!   (`ibroute -M`); [`OpenSmOptions::guid2lid`] starts OpenSM with fixed LIDs, so
+//!   ibsm's SA and OpenSM's can be asked the same questions about the same LIDs.
+//!   What saquery can see through umad2sim (the first 224 bytes of the first MAD of
+//!   each answer: one NodeRecord, two PortInfoRecords, 21 LinkRecords, ...) is in
+//!   `sa_record.rs`; where its queries go (the caller's MasterSMLID, no option to aim
+//!   elsewhere) in `saquery.rs`; saquery's failures in `sa_error.rs`; the guid2lid
+//!   format OpenSM really reads (an empty line after every entry) in `osm_files.rs`.
+//!
 //! # Files
 //!
 //! `error.rs` holds [`LabError`], `parse.rs` the pure parsers of ibsim's text, `tools.rs`
 //! the tool checks, `files.rs` the temp dirs and output files, `child.rs` the child
 //! processes (guards, deadlines, death signal), `ibsim.rs` the ibsim process, `console.rs`
-//! its console commands, `clients.rs` the umad2sim commands of its clients and
-//! `opensm.rs` OpenSM; each builds only on the ones before it.
+//! its console commands, `clients.rs` the umad2sim commands of its clients,
+//! `osm_files.rs` OpenSM's guid2lid file and `opensm.rs` OpenSM; the SA judge is
+//! `sa_record.rs` (saquery's output as records), `sa_error.rs` (its failures, and
+//! below `error.rs`), `sa_compare.rs`, `saquery.rs` (the runner) and `mft.rs`
+//! (`ibroute -M`). Each builds only on the ones before it.
 
 mod child;
 mod clients;
@@ -51,8 +68,14 @@ mod console;
 mod error;
 mod files;
 mod ibsim;
+mod mft;
 mod opensm;
+mod osm_files;
 mod parse;
+mod sa_compare;
+mod sa_error;
+mod sa_record;
+mod saquery;
 mod tools;
 
 #[cfg(test)]
@@ -62,8 +85,17 @@ pub use child::{die_with_parent, pid_alive, run_ok, run_with_timeout, ChildGuard
 pub use error::{LabError, Result};
 pub use files::KEEP_ENV;
 pub use ibsim::{Ibsim, IbsimOptions};
+pub use mft::{parse_ibroute_mft, SwitchMft};
 pub use opensm::{OpenSm, OpenSmOptions};
+pub use osm_files::{format_guid2lid, parse_guid2lid, Guid2LidEntry};
 pub use parse::{net_file_size, parse_attached, AttachedClient, NetFileSize};
+pub use sa_compare::{compare, compare_by_key, compare_records, render, Difference};
+pub use sa_error::{classify_saquery, SaqueryError};
+pub use sa_record::{
+    parse_number, parse_saquery, record_size, SaRecord, SaTable, SA_DATA_DELIVERED, SA_DATA_OFFSET,
+    SA_DATA_PER_MAD, SR_UNDELIVERED_FIELDS, UMAD2SIM_MAD_BYTES,
+};
+pub use saquery::{PathQuery, Saquery, SaqueryOutput, SAQUERY_TIMEOUT};
 pub use tools::{
     example_net, require_lab, require_tool, require_umad2sim, NET_EXAMPLES, REQUIRE_LAB_ENV,
     UMAD2SIM_LIB,

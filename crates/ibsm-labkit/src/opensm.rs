@@ -1,6 +1,8 @@
 //! OpenSM on an ibsim node: [`OpenSmOptions`], starting it with its own config, cache
-//! dir and log as a client of an [`Ibsim`], waiting for a line in its log, and killing
-//! it on drop.
+//! dir and log as a client of an [`Ibsim`] (optionally with fixed LIDs from a guid2lid
+//! file and a partitions.conf), waiting for a line in its log (`SUBNET UP`), and
+//! killing it on drop. Killing does not reap its ibsim client: call
+//! [`Ibsim::reap_dead_clients`] when the node must take a new SM.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use crate::child::ChildGuard;
 use crate::error::{io_err, LabError, Result};
 use crate::files::{make_tempdir, maybe_keep, read_lossy, tail};
 use crate::ibsim::Ibsim;
+use crate::osm_files::{format_guid2lid, parse_guid2lid, Guid2LidEntry};
 use crate::tools::require_tool;
 /// Options for [`OpenSm::start`].
 #[derive(Debug, Clone, Default)]
@@ -25,6 +28,14 @@ pub struct OpenSmOptions {
     pub sweep_interval_s: Option<u32>,
     /// `log_flags` (OpenSM default 0x03: errors and info).
     pub log_flags: Option<u8>,
+    /// Fixed LIDs, `(port GUID, LID)` (LMC 0). When not empty, written as OpenSM's
+    /// `guid2lid` into its cache dir (`OSM_CACHE_DIR`) in the format its parser needs
+    /// (see `osm_files.rs`), and the config gets `honor_guid2lid_file TRUE`. OpenSM
+    /// then gives exactly these LIDs; ports not listed get free ones.
+    pub guid2lid: Vec<(u64, u16)>,
+    /// An OpenSM partitions.conf: written to `<dir>/partitions.conf` and named by
+    /// `partition_config_file`.
+    pub partitions: Option<String>,
     /// Extra config lines (`key value`), appended after ours, so they win.
     pub extra_config: Vec<String>,
     /// Extra command-line arguments.
@@ -69,6 +80,17 @@ impl OpenSm {
         }
         if let Some(v) = opts.log_flags {
             conf.push_str(&format!("log_flags 0x{v:02x}\n"));
+        }
+        if !opts.guid2lid.is_empty() {
+            let path = dir_path.join("guid2lid");
+            fs::write(&path, format_guid2lid(&opts.guid2lid))
+                .map_err(io_err(format!("writing {}", path.display())))?;
+            conf.push_str("honor_guid2lid_file TRUE\n");
+        }
+        if let Some(text) = &opts.partitions {
+            let path = dir_path.join("partitions.conf");
+            fs::write(&path, text).map_err(io_err(format!("writing {}", path.display())))?;
+            conf.push_str(&format!("partition_config_file {}\n", path.display()));
         }
         for line in &opts.extra_config {
             conf.push_str(line);
@@ -132,6 +154,21 @@ impl OpenSm {
     /// The log's current length in bytes, for [`OpenSm::wait_log_since`].
     pub fn log_len(&self) -> usize {
         fs::metadata(&self.log_path).map_or(0, |m| usize::try_from(m.len()).unwrap_or(usize::MAX))
+    }
+
+    /// Wait until OpenSM logs `SUBNET UP` (its first sweep as master is done: LIDs,
+    /// LFTs and ports active).
+    pub fn wait_subnet_up(&mut self, timeout: Duration) -> Result<()> {
+        self.wait_log("SUBNET UP", timeout)
+    }
+
+    /// The guid2lid file OpenSM keeps in its cache dir (it rewrites it after each sweep
+    /// as master): the LIDs it assigned.
+    pub fn guid2lid(&self) -> Result<Vec<Guid2LidEntry>> {
+        let path = self.dir_path.join("guid2lid");
+        let text =
+            fs::read_to_string(&path).map_err(io_err(format!("reading {}", path.display())))?;
+        parse_guid2lid(&text)
     }
 
     /// Wait until the log contains `pattern` (a plain substring).

@@ -79,6 +79,7 @@ pub fn require_lab() -> Result<()> {
         "sminfo",
         "smpquery",
         "smpdump",
+        "saquery",
     ] {
         require_tool(t)?;
     }
