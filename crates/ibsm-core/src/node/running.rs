@@ -513,6 +513,7 @@ impl Running {
                 progressed = true;
                 self.out.push_back(Output::TransmitGmp(t));
             }
+            progressed |= self.apply_group_changes(now);
             if !progressed {
                 break;
             }

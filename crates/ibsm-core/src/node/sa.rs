@@ -8,7 +8,9 @@ use ibsm_mad::sa::{SmInfoRecord, SA_CLASS};
 use ibsm_mad::{MadAddress, SmInfo, MAD_SIZE};
 
 use crate::election::SmState;
-use crate::sa::SaContext;
+use ibsm_fabric::multicast::{EndPort, JoinState, McastMember};
+
+use crate::sa::{split_gid, GroupChange, SaContext};
 
 use super::state::Running;
 
@@ -72,5 +74,41 @@ impl Running {
             });
         }
         v
+    }
+}
+
+impl Running {
+    /// Hand the SA's group changes to the configurator, which keeps each group's
+    /// multicast tree programmed; true if there were any.
+    pub(crate) fn apply_group_changes(&mut self, now: Duration) -> bool {
+        let changes = self.sa.groups_mut().take_changes();
+        if changes.is_empty() {
+            return false;
+        }
+        for ch in changes {
+            match ch {
+                GroupChange::Members { mlid, .. } => {
+                    let members = self
+                        .sa
+                        .groups()
+                        .by_mlid(mlid)
+                        .map(|g| {
+                            g.members
+                                .iter()
+                                .map(|(gid, m)| {
+                                    McastMember::new(
+                                        EndPort::Guid(split_gid(gid).1),
+                                        JoinState::from_bits(m.join_state.0),
+                                    )
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    self.subnet.set_mcast_group(now, mlid, members);
+                }
+                GroupChange::Deleted { mlid, .. } => self.subnet.remove_mcast_group(now, mlid),
+            }
+        }
+        true
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use ibsm_fabric::gen;
 use ibsm_mad::sa::{
-    ClassPortInfo, ComponentMask, LinkRecord, NodeRecord, PortInfoRecord, RmppProgress,
-    RmppReassembler, SaAttributeId, SaMad, SaStatus, SmInfoRecord,
+    ClassPortInfo, ComponentMask, LinkRecord, McMemberRecord, NodeRecord, PortInfoRecord,
+    RmppProgress, RmppReassembler, SaAttributeId, SaMad, SaStatus, SmInfoRecord,
 };
 use ibsm_mad::{MadAddress, Method};
 
@@ -283,4 +283,152 @@ fn an_unacknowledged_table_is_sent_again_then_given_up() {
             .transfers_aborted,
         1
     );
+}
+
+/// The GID of the CA port with this LID, from the SA's own NodeRecord.
+fn port_gid_of(lab: &mut Lab, lid: u16) -> [u8; 16] {
+    let t = NodeRecord {
+        lid,
+        ..NodeRecord::default()
+    };
+    let req = SaMad::query(Method::GET, 900 + u64::from(lid), &t, NodeRecord::LID).unwrap();
+    let got = ask(lab, 0, &req, MadAddress::gsi(lid));
+    let nr: NodeRecord = got[0].record().expect("NodeRecord");
+    crate::sa::make_gid(crate::sa::DEFAULT_SUBNET_PREFIX, nr.node_info.port_guid)
+}
+
+fn join_mask() -> ComponentMask {
+    McMemberRecord::MGID | McMemberRecord::PORT_GID | McMemberRecord::JOIN_STATE
+}
+
+#[test]
+fn ports_join_and_leave_groups_and_the_switches_get_the_trees() {
+    use ibsm_mad::sa::{JoinState, McMemberRecord};
+    let topo = gen::fat_tree_2level(4).expect("topology");
+    let mut lab = Lab::new(topo, &[10]);
+    lab.run_to(Duration::from_secs(4));
+    let lids = end_lids(&lab);
+    let bcast = crate::sa::ipoib_broadcast_mgid(0xFFFF, 2);
+
+    // The IPoIB broadcast group exists from the start, as OpenSM's, and is seen by a
+    // plain (untrusted) query as one group record.
+    let t = McMemberRecord {
+        mgid: bcast,
+        ..McMemberRecord::default()
+    };
+    let req = SaMad::query(Method::GET, 1, &t, McMemberRecord::MGID).unwrap();
+    let got = ask(&mut lab, 0, &req, MadAddress::gsi(lids[1]));
+    assert_eq!(got[0].status(), SaStatus::SUCCESS);
+    let g: McMemberRecord = got[0].record().unwrap();
+    assert_eq!((g.mlid, g.p_key, g.q_key), (0xC000, 0xFFFF, 0x0B1B));
+
+    // Two CAs on different leaves join as full members.
+    let (a, b) = (lids[0], lids[lids.len() - 1]);
+    for (i, lid) in [a, b].into_iter().enumerate() {
+        let rec = McMemberRecord {
+            mgid: bcast,
+            port_gid: port_gid_of(&mut lab, lid),
+            join_state: JoinState::FULL_MEMBER,
+            ..McMemberRecord::default()
+        };
+        let req = SaMad::query(Method::SET, 10 + i as u64, &rec, join_mask()).unwrap();
+        let got = ask(&mut lab, 0, &req, MadAddress::gsi(lid));
+        assert_eq!(
+            got[0].method(),
+            Method::GET_RESP,
+            "a Set is answered with GetResp"
+        );
+        assert_eq!(got[0].status(), SaStatus::SUCCESS, "join of LID {lid}");
+        let r: McMemberRecord = got[0].record().unwrap();
+        assert_eq!(r.mlid, 0xC000);
+        assert_eq!(r.port_gid, rec.port_gid);
+        assert!(r.join_state.contains(JoinState::FULL_MEMBER));
+    }
+    lab.run_to(lab.now + Duration::from_millis(200));
+    let subnet = lab.sms[0].node.as_ref().unwrap().subnet().unwrap();
+    let holders: Vec<u64> = subnet
+        .desired_mfts()
+        .switches()
+        .filter(|(_, s)| !s.entry(0xC000).is_empty())
+        .map(|(g, _)| g)
+        .collect();
+    assert!(
+        holders.len() >= 2,
+        "the tree spans both leaves: {holders:?}"
+    );
+    assert_eq!(subnet.mft_pending(), 0, "every write was sent");
+    assert!(subnet.mft_writes().0 > 0);
+
+    // A port cannot join for another one without the SA_Key.
+    let rec = McMemberRecord {
+        mgid: bcast,
+        port_gid: port_gid_of(&mut lab, a),
+        join_state: JoinState::FULL_MEMBER,
+        ..McMemberRecord::default()
+    };
+    let req = SaMad::query(Method::SET, 20, &rec, join_mask()).unwrap();
+    let got = ask(&mut lab, 0, &req, MadAddress::gsi(b));
+    assert_eq!(got[0].status(), SaStatus::ERR_REQ_INVALID);
+
+    // A new group: too few components, then all of them with an MGID to allocate.
+    let mut rec = McMemberRecord {
+        port_gid: port_gid_of(&mut lab, a),
+        join_state: JoinState::FULL_MEMBER,
+        q_key: 0x1234,
+        p_key: 0xFFFF,
+        ..McMemberRecord::default()
+    };
+    let req = SaMad::query(Method::SET, 21, &rec, join_mask()).unwrap();
+    let got = ask(&mut lab, 0, &req, MadAddress::gsi(a));
+    assert_eq!(got[0].status(), SaStatus::ERR_REQ_INSUFFICIENT_COMPONENTS);
+    let create = join_mask()
+        | McMemberRecord::Q_KEY
+        | McMemberRecord::TCLASS
+        | McMemberRecord::P_KEY
+        | McMemberRecord::FLOW_LABEL
+        | McMemberRecord::SL;
+    let req = SaMad::query(Method::SET, 22, &rec, create).unwrap();
+    let got = ask(&mut lab, 0, &req, MadAddress::gsi(a));
+    assert_eq!(got[0].status(), SaStatus::SUCCESS);
+    let created: McMemberRecord = got[0].record().unwrap();
+    assert_eq!(created.mgid[0], 0xFF, "an allocated multicast GID");
+    assert_eq!(created.mlid, 0xC001, "the lowest free MLID");
+    assert_eq!(created.q_key, 0x1234);
+
+    // Its only full member leaves: the group is deleted.
+    rec.mgid = created.mgid;
+    let req = SaMad::query(Method::DELETE, 23, &rec, join_mask()).unwrap();
+    let got = ask(&mut lab, 0, &req, MadAddress::gsi(a));
+    assert_eq!(got[0].method(), Method::DELETE_RESP);
+    assert_eq!(got[0].status(), SaStatus::SUCCESS);
+    let sa = lab.sms[0].node.as_ref().unwrap().sa().unwrap();
+    assert!(
+        sa.groups().get(&created.mgid).is_none(),
+        "deleted with its last full member"
+    );
+    assert_eq!(sa.groups().len(), 1, "the broadcast group stays");
+
+    // Both leave the broadcast group: it stays (well known), its tree goes.
+    for lid in [a, b] {
+        let rec = McMemberRecord {
+            mgid: bcast,
+            port_gid: port_gid_of(&mut lab, lid),
+            join_state: JoinState::FULL_MEMBER,
+            ..McMemberRecord::default()
+        };
+        let req = SaMad::query(Method::DELETE, 30, &rec, join_mask()).unwrap();
+        let got = ask(&mut lab, 0, &req, MadAddress::gsi(lid));
+        assert_eq!(got[0].status(), SaStatus::SUCCESS);
+    }
+    lab.run_to(lab.now + Duration::from_millis(200));
+    let node = lab.sms[0].node.as_ref().unwrap();
+    assert!(node.sa().unwrap().groups().get(&bcast).is_some());
+    let left = node
+        .subnet()
+        .unwrap()
+        .desired_mfts()
+        .switches()
+        .filter(|(_, s)| !s.entry(0xC000).is_empty())
+        .count();
+    assert_eq!(left, 0, "no switch forwards the empty group");
 }

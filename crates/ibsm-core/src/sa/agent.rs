@@ -12,13 +12,14 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use ibsm_mad::sa::{
-    ClassPortInfo, LinkRecord, NodeRecord, PathRecord, PortInfoRecord, RmppType, SaAttributeId,
-    SaError, SaMad, SaRecord, SaStatus, SmInfoRecord,
+    ClassPortInfo, LinkRecord, McMemberRecord, NodeRecord, PathRecord, PortInfoRecord, RmppType,
+    SaAttributeId, SaError, SaMad, SaRecord, SaStatus, SmInfoRecord,
 };
 use ibsm_mad::{MadAddress, Method, GSI_QKEY, MAD_SIZE};
 
 use super::config::SaConfig;
 use super::context::{Requester, SaContext};
+use super::groups::{default_groups, gid_text, McGroups};
 use super::path;
 use super::records;
 use super::transfer::{Send, Transfers};
@@ -64,6 +65,7 @@ pub struct SaMetrics {
 #[derive(Debug)]
 pub struct SaAgent {
     cfg: SaConfig,
+    groups: McGroups,
     transfers: Transfers,
     out: VecDeque<SaTransmit>,
     metrics: SaMetrics,
@@ -90,8 +92,15 @@ fn template<R: SaRecord>(req: &SaMad) -> Result<R, SaStatus> {
 impl SaAgent {
     /// An SA with these settings.
     pub fn new(cfg: SaConfig) -> SaAgent {
+        let mut groups = McGroups::new();
+        for g in default_groups() {
+            if let Err(e) = groups.insert(g) {
+                tracing::error!(error = %e, "SA: cannot create an IPoIB broadcast group");
+            }
+        }
         SaAgent {
             cfg,
+            groups,
             transfers: Transfers::default(),
             out: VecDeque::new(),
             metrics: SaMetrics::default(),
@@ -109,6 +118,16 @@ impl SaAgent {
         m.transfers_completed = self.transfers.completed;
         m.transfers_aborted = self.transfers.aborted;
         m
+    }
+
+    /// The multicast groups.
+    pub fn groups(&self) -> &McGroups {
+        &self.groups
+    }
+
+    /// The multicast groups, to load a replica's into or take their changes.
+    pub fn groups_mut(&mut self) -> &mut McGroups {
+        &mut self.groups
     }
 
     /// RMPP transfers in flight.
@@ -221,9 +240,8 @@ impl SaAgent {
         }
         let answer = match method {
             Method::GET | Method::GET_TABLE => self.query(ctx, &requester, &req),
-            Method::SET | Method::DELETE | Method::GET_MULTI | Method::GET_TRACE_TABLE => {
-                Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED)
-            }
+            Method::SET | Method::DELETE => self.change(ctx, &requester, &req),
+            Method::GET_MULTI | Method::GET_TRACE_TABLE => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
             _ => Err(SaStatus::METHOD_NOT_SUPPORTED),
         };
         self.answer(now, &from, &req, answer);
@@ -257,6 +275,12 @@ impl SaAgent {
                 &template::<SmInfoRecord>(m)?,
                 mask,
             )),
+            SaAttributeId::MC_MEMBER_RECORD => encode_all(self.groups.query(
+                ctx.fabric,
+                req,
+                &template::<McMemberRecord>(m)?,
+                mask,
+            )),
             SaAttributeId::PATH_RECORD => encode_all(path::path_records(
                 ctx,
                 req,
@@ -264,6 +288,37 @@ impl SaAgent {
                 mask,
                 self.cfg.packet_life_time,
             )?),
+            _ => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
+        }
+    }
+
+    /// Set/Delete: joins and leaves of multicast groups.
+    fn change(&mut self, ctx: &SaContext<'_>, req: &Requester, m: &SaMad) -> Answer {
+        let mask = m.component_mask;
+        match m.attribute_id() {
+            SaAttributeId::MC_MEMBER_RECORD => {
+                let Some(f) = ctx.fabric else {
+                    // No sweep has finished: the ports are not known yet.
+                    return Err(SaStatus::ERR_NO_RESOURCES);
+                };
+                let rec = template::<McMemberRecord>(m)?;
+                let r = if m.method() == Method::SET {
+                    self.groups
+                        .join(f, req, &rec, mask, self.cfg.packet_life_time)
+                } else {
+                    self.groups.leave(f, req, &rec, mask)
+                };
+                if let Err(status) = r {
+                    tracing::debug!(
+                        lid = req.from.lid,
+                        mgid = %gid_text(&rec.mgid),
+                        status = ?status,
+                        "SA: MCMemberRecord {} refused",
+                        if m.method() == Method::SET { "join" } else { "leave" }
+                    );
+                }
+                encode_all(vec![r?])
+            }
             _ => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
         }
     }

@@ -17,6 +17,7 @@ mod agent;
 mod config;
 mod context;
 mod fabric;
+mod groups;
 mod path;
 mod records;
 mod transfer;
@@ -25,4 +26,8 @@ pub use agent::{SaAgent, SaMetrics, SaTransmit};
 pub use config::SaConfig;
 pub use context::{share_pkey, shared_pkey, Requester, SaContext};
 pub use fabric::{make_gid, split_gid, EndPort, SaFabric, DEFAULT_SUBNET_PREFIX};
+pub use groups::{
+    default_groups, gid_text, ipoib_broadcast_mgid, GroupChange, IpoibGroup, McGroup, McGroups,
+    Member, IPOIB_Q_KEY, MLID_FIRST, MLID_LAST,
+};
 pub use records::class_port_info;

@@ -213,6 +213,7 @@ impl SubnetManager {
                     }
                 }
                 Token::Light(op) => self.on_light(op, Some(&smp)),
+                Token::Mft(w) => self.on_mft(w, smp.status == 0),
                 Token::ReadLft { node, block } => {
                     if let Stage::ReadingLfts(_, rb) = &mut self.stage {
                         rb.outstanding = rb.outstanding.saturating_sub(1);
@@ -253,6 +254,7 @@ impl SubnetManager {
                     }
                 }
                 Token::Light(op) => self.on_light(op, None),
+                Token::Mft(w) => self.on_mft(w, false),
                 Token::ReadLft { node, .. } => {
                     if let Stage::ReadingLfts(_, rb) = &mut self.stage {
                         rb.outstanding = rb.outstanding.saturating_sub(1);
@@ -343,6 +345,9 @@ impl SubnetManager {
                         }
                     }
                 }
+            }
+            Stage::Idle | Stage::Light { .. } if self.active => {
+                progressed |= self.feed_mft(now);
             }
             _ => {}
         }

@@ -280,6 +280,7 @@ impl SubnetManager {
         }
         fill_lfts(&mut sa, &self.programmed);
         self.sa_fabric = Some(Arc::new(sa));
+        self.mcast_after_sweep();
         self.detect_changes(&res);
         self.metrics.heavy_sweeps += 1;
         self.metrics.last_phases = phases;

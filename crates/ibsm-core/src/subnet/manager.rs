@@ -18,6 +18,7 @@ use crate::transactions::Transactions;
 use super::config::{ConfigError, MKeyConfig, Partition, SubnetConfig};
 use super::events::{Outgoing, SubnetEvent, SweepReason};
 use super::inherit::{InheritReport, Inherited};
+use super::mcast::Mcast;
 use super::metrics::{SubnetMetrics, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 use super::routing_job::RoutingJob;
 use super::storm;
@@ -77,6 +78,8 @@ pub struct SubnetManager {
     pub(super) last_heavy_end: Option<Duration>,
     /// What the Subnet Administrator serves: the fabric as the last heavy sweep left it.
     pub(super) sa_fabric: Option<Arc<SaFabric>>,
+    /// The SA's multicast groups as MFTs (see `mcast`).
+    pub(super) mcast: Mcast,
 }
 
 impl SubnetManager {
@@ -88,6 +91,7 @@ impl SubnetManager {
             trap_log: storm::LogSampler::new(TRAP_LOG_WINDOW, TRAP_LOG_LINES),
             last_heavy_end: None,
             sa_fabric: None,
+            mcast: Mcast::default(),
             tx: Transactions::new(cfg.transactions.clone()),
             generation: 0,
             lids: LidManager::new(LidConfig { lmc: cfg.lmc }),
@@ -325,6 +329,7 @@ impl SubnetManager {
     /// After [`SubnetManager::prepare_takeover`], that sweep is the prepared one,
     /// continued.
     pub fn become_master(&mut self, now: Duration) {
+        self.mcast.reset_knowledge();
         if self.preparing.is_some() {
             if matches!(
                 self.stage,

@@ -164,6 +164,7 @@ mod heavy;
 mod inherit;
 mod light;
 mod manager;
+mod mcast;
 mod metrics;
 mod program;
 mod routing_job;

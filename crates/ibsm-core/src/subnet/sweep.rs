@@ -33,6 +33,8 @@ pub(super) enum Token {
         node: u32,
         block: u16,
     },
+    /// One MulticastForwardingTable write (see `mcast`).
+    Mft(ibsm_fabric::multicast::MftWrite),
 }
 
 #[derive(Debug, Clone, Copy)]
