@@ -15,6 +15,8 @@ type Table = &'static [(u32, usize, usize, bool)];
 
 const F: bool = false;
 const R: bool = true;
+/// Component number of a used field that is not a component (table blocks).
+const N: u32 = 99;
 
 const NODE_RECORD: Table = &[
     (0, 0, 16, F),
@@ -173,6 +175,105 @@ const INFORM_INFO_RECORD: Table = &[
     (15, 456, 24, F),
 ];
 
+const SWITCH_INFO_RECORD: Table = &[
+    (0, 0, 16, F),
+    (1, 16, 16, R),
+    (2, 32, 16, F),
+    (3, 48, 16, F),
+    (4, 64, 16, F),
+    (5, 80, 16, F),
+    (6, 96, 8, F),
+    (7, 104, 8, F),
+    (8, 112, 8, F),
+    (9, 120, 5, F),
+    (10, 125, 1, F),
+    (11, 126, 2, F),
+    (12, 128, 16, F),
+    (13, 144, 16, F),
+    (14, 160, 1, F),
+    (15, 161, 1, F),
+    (16, 162, 1, F),
+    (17, 163, 1, F),
+    (18, 164, 1, F),
+    (19, 165, 11, R),
+    (20, 176, 16, F),
+];
+
+const LFT_RECORD: Table = &[
+    (0, 0, 16, F),
+    (1, 16, 16, F),
+    (2, 32, 32, R),
+    (N, 64, 512, F),
+];
+
+const MFT_RECORD: Table = &[
+    (0, 0, 16, F),
+    (1, 16, 4, F),
+    (2, 20, 3, R),
+    (3, 23, 9, F),
+    (4, 32, 32, R),
+    (N, 64, 512, F),
+];
+
+const P_KEY_TABLE_RECORD: Table = &[
+    (0, 0, 16, F),
+    (1, 16, 16, F),
+    (2, 32, 8, F),
+    (3, 40, 24, R),
+    (N, 64, 512, F),
+];
+
+const SL_TO_VL_RECORD: Table = &[
+    (0, 0, 16, F),
+    (1, 16, 8, F),
+    (2, 24, 8, F),
+    (3, 32, 32, R),
+    (N, 64, 64, F),
+];
+
+const MULTI_PATH_RECORD: Table = &[
+    (0, 0, 1, F),
+    (1, 1, 3, R),
+    (2, 4, 20, F),
+    (3, 24, 8, F),
+    (4, 32, 8, F),
+    (5, 40, 1, F),
+    (6, 41, 7, F),
+    (7, 48, 16, F),
+    (8, 64, 12, F),
+    (9, 76, 4, F),
+    (10, 80, 2, F),
+    (11, 82, 6, F),
+    (12, 88, 2, F),
+    (13, 90, 6, F),
+    (14, 96, 2, F),
+    (15, 98, 6, F),
+    (16, 104, 8, F),
+    (17, 112, 2, F),
+    (18, 114, 6, R),
+    (19, 120, 8, F),
+    (20, 128, 8, F),
+    (21, 136, 56, F),
+];
+
+const SA_NOTICE: Table = &[(N, 0, 640, F)];
+
+fn guid_info_record_table() -> Vec<(u32, usize, usize, bool)> {
+    let mut t = vec![(0, 0, 16, F), (1, 16, 8, F), (2, 24, 8, R), (3, 32, 32, R)];
+    for k in 0..8 {
+        t.push((4 + k, 64 + 64 * k as usize, 64, F));
+    }
+    t
+}
+
+fn vl_arb_record_table() -> Vec<(u32, usize, usize, bool)> {
+    let mut t = vec![(0, 0, 16, F), (1, 16, 8, F), (2, 24, 8, F), (3, 32, 32, R)];
+    for k in 0..32 {
+        t.push((N, 64 + 16 * k + 4, 12, F)); // Reserved(4) VL(4) Weight(8)
+    }
+    t
+}
+
 fn service_record_table() -> Vec<(u32, usize, usize, bool)> {
     let mut t = vec![
         (0, 0, 64, F),
@@ -238,6 +339,16 @@ fn check<T: SaRecord + PartialEq + std::fmt::Debug>(
     a_bytes: &[u8],
     b_bytes: &[u8],
 ) {
+    check_min::<T>(table, a_bytes, b_bytes, T::SIZE);
+}
+
+/// [`check`] for a record that decodes from `min_len` bytes already.
+fn check_min<T: SaRecord + PartialEq + std::fmt::Debug>(
+    table: &[(u32, usize, usize, bool)],
+    a_bytes: &[u8],
+    b_bytes: &[u8],
+    min_len: usize,
+) {
     let size = T::SIZE;
     assert_eq!(mask_of(size, table, true).len(), size);
     let used = mask_of(size, table, false);
@@ -251,7 +362,7 @@ fn check<T: SaRecord + PartialEq + std::fmt::Debug>(
     assert_eq!(ea, want, "{}: encode(decode(b)) != b & used_bits", T::NAME);
     assert_eq!(T::decode(&ea).as_ref(), Ok(&a), "{}", T::NAME);
     assert!(matches!(
-        T::decode(&a_bytes[..size - 1]),
+        T::decode(&a_bytes[..min_len - 1]),
         Err(SaError::Mad(MadError::TooShort { .. }))
     ));
     let mut out = vec![0u8; size - 1];
@@ -259,7 +370,7 @@ fn check<T: SaRecord + PartialEq + std::fmt::Debug>(
     // A template equal in every field matches under any mask.
     assert!(a.matches(&a, ComponentMask::ALL), "{}", T::NAME);
     // Component by component: b gets a's bytes except inside one component.
-    for &(i, off, w, res) in table {
+    for &(i, off, w, res) in table.iter().filter(|t| t.0 != N) {
         let mut mixed = a_bytes[..size].to_vec();
         let mut m = vec![0u8; size];
         set_bits(&mut m, off, w);
@@ -285,12 +396,12 @@ fn numbering(
     components: &[(&str, u32)],
     fields: ComponentMask,
 ) {
-    let mine: Vec<u32> = table.iter().map(|t| t.0).collect();
+    let mine: Vec<u32> = table.iter().map(|t| t.0).filter(|&i| i != N).collect();
     let theirs: Vec<u32> = components.iter().map(|c| c.1).collect();
     assert_eq!(mine, theirs);
     let field_bits = table
         .iter()
-        .filter(|t| !t.3)
+        .filter(|t| !t.3 && t.0 != N)
         .fold(0u64, |m, t| m | (1 << t.0));
     assert_eq!(fields, ComponentMask(field_bits));
 }
@@ -429,6 +540,82 @@ proptest! {
     }
 
     #[test]
+    fn switch_info_record(a in bytes(SwitchInfoRecord::SIZE), b in bytes(SwitchInfoRecord::SIZE)) {
+        check::<SwitchInfoRecord>(SWITCH_INFO_RECORD, &a, &b);
+    }
+
+    #[test]
+    fn lft_record(a in bytes(72), b in bytes(72)) {
+        check::<LinearForwardingTableRecord>(LFT_RECORD, &a, &b);
+    }
+
+    #[test]
+    fn mft_record(a in bytes(72), b in bytes(72)) {
+        check::<MulticastForwardingTableRecord>(MFT_RECORD, &a, &b);
+    }
+
+    #[test]
+    fn p_key_table_record(a in bytes(72), b in bytes(72)) {
+        check::<PKeyTableRecord>(P_KEY_TABLE_RECORD, &a, &b);
+    }
+
+    #[test]
+    fn sl_to_vl_record(a in bytes(16), b in bytes(16)) {
+        check::<SlToVlMappingTableRecord>(SL_TO_VL_RECORD, &a, &b);
+    }
+
+    #[test]
+    fn vl_arb_record(a in bytes(72), b in bytes(72)) {
+        check::<VlArbitrationTableRecord>(&vl_arb_record_table(), &a, &b);
+    }
+
+    #[test]
+    fn guid_info_record(a in bytes(72), b in bytes(72)) {
+        check::<GuidInfoRecord>(&guid_info_record_table(), &a, &b);
+    }
+
+    #[test]
+    fn sa_notice(a in bytes(80), b in bytes(80)) {
+        check::<SaNotice>(SA_NOTICE, &a, &b);
+    }
+
+    #[test]
+    fn multi_path_record_header(a in bytes(200), b in bytes(200)) {
+        // No GIDs: the GID area is unused and decodes from the 24-byte header alone.
+        let zero = |mut v: Vec<u8>| { v[15] = 0; v[16] = 0; v };
+        check_min::<MultiPathRecord>(MULTI_PATH_RECORD, &zero(a), &zero(b), 24);
+    }
+
+    #[test]
+    fn multi_path_record_gids(a in bytes(200), s in 0u8..=11, d in 0u8..=11) {
+        let d = d.min(11 - s);
+        let mut a = a;
+        a[15] = s;
+        a[16] = d;
+        let n = usize::from(s + d);
+        let r = MultiPathRecord::decode(&a).unwrap();
+        prop_assert_eq!(r.sgids().len(), usize::from(s));
+        prop_assert_eq!(r.dgids().len(), usize::from(d));
+        prop_assert_eq!(r.wire_len(), 24 + 16 * n);
+        let e = r.encode();
+        prop_assert_eq!(&e[24..24 + 16 * n], &a[24..24 + 16 * n]);
+        prop_assert!(e[24 + 16 * n..].iter().all(|&x| x == 0));
+        prop_assert_eq!(MultiPathRecord::decode(&e), Ok(r));
+        prop_assert_eq!(MultiPathRecord::decode(&e[..24 + 16 * n]), Ok(r));
+        if n > 0 {
+            prop_assert!(MultiPathRecord::decode(&e[..23 + 16 * n]).is_err());
+        }
+        let w = MultiPathRecord::with_gids(r.sgids(), r.dgids()).unwrap();
+        prop_assert_eq!(w.sgids(), r.sgids());
+        prop_assert_eq!(w.dgids(), r.dgids());
+        let mut over = a.clone();
+        over[15] = 6;
+        over[16] = 6;
+        let too_many = matches!(MultiPathRecord::decode(&over), Err(SaError::Mad(MadError::InvalidField { .. })));
+        prop_assert!(too_many);
+    }
+
+    #[test]
     fn class_port_info(a in bytes(ClassPortInfo::SIZE)) {
         let mut used = vec![0u8; ClassPortInfo::SIZE];
         for &(o, w) in CLASS_PORT_INFO_USED {
@@ -463,6 +650,11 @@ fn padded_sizes_and_offsets() {
     assert_eq!(ServiceRecord::padded_size(), 176);
     assert_eq!(InformInfoRecord::padded_size(), 64);
     assert_eq!(ClassPortInfo::padded_size(), 72);
+    assert_eq!(SwitchInfoRecord::padded_size(), 24);
+    assert_eq!(SlToVlMappingTableRecord::padded_size(), 16);
+    assert_eq!(LinearForwardingTableRecord::attribute_offset(), 9);
+    assert_eq!(MultiPathRecord::SIZE, 200);
+    assert_eq!(SaNotice::SIZE, 80);
 }
 
 #[test]

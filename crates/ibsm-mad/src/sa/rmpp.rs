@@ -229,7 +229,8 @@ pub enum RmppProgress {
 /// Out-of-order, duplicate, foreign-TID and oversize segments are typed errors; the
 /// reassembler stays usable after a duplicate or an out-of-order segment (the caller
 /// re-ACKs its last in-order segment and the sender retransmits). A MAD without RMPP
-/// (Active clear) as the first input is a complete single-MAD message.
+/// (Active clear, or RMPPType 0) as the first input is a complete single-MAD message
+/// whose payload is all 200 data bytes (its length is not on the wire).
 #[derive(Debug, Clone)]
 pub struct RmppReassembler {
     limit: usize,
@@ -279,8 +280,11 @@ impl RmppReassembler {
                 status: r.status,
             });
         }
-        if !r.is_active() && self.first.is_none() && self.done.is_none() {
-            // A plain MAD (no RMPP): the whole answer is in this one.
+        let plain = !r.is_active() || r.rmpp_type == RmppType::NONE;
+        if plain && self.first.is_none() && self.done.is_none() {
+            // A plain MAD (no RMPP): the whole answer is in this one. RMPPType 0 with
+            // Active set is what OpenSM hands its kernel before RMPP fills the header;
+            // it reaches clients as is where nobody does RMPP (umad2sim).
             self.done = Some(0);
             return Ok(RmppProgress::Complete(Box::new(RmppMessage {
                 first: *seg,
