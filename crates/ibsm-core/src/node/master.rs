@@ -112,6 +112,8 @@ impl Running {
         self.schedule_master_heavy(now);
         tracing::info!("master: configuring the subnet (heavy sweep)");
         self.check_prepared(now);
+        let sa_current = self.inherit_sa();
+        self.subnet.set_reregister_clients(!sa_current);
         if self.cfg.replicated {
             self.take_over(now);
             self.out.push_back(Output::ClaimMastership {
@@ -227,6 +229,11 @@ impl Running {
         rep: std::sync::Arc<ReplicatedFabric>,
     ) {
         self.replicated = Some(rep.clone());
+        if !self.subnet.is_active() {
+            // A standby's SA mirrors the master's (ibsmctl reads it; a takeover
+            // starts from it).
+            self.load_replicated_sa(&rep);
+        }
         if !self.subnet.is_active() || self.partitions_applied.as_ref() == Some(&rep.partitions) {
             return;
         }

@@ -232,6 +232,19 @@ impl Node {
         }
     }
 
+    /// The SA's state as replicated tables (what [`Output::PublishSa`] asks to
+    /// replicate), once the node runs.
+    pub fn sa_tables(&self) -> Option<crate::sa::SaTables> {
+        match &self.phase {
+            NodePhase::Running(r) => {
+                let mut t = crate::sa::SaTables::new();
+                r.sa.groups().to_tables(&mut t);
+                Some(t)
+            }
+            _ => None,
+        }
+    }
+
     /// The Subnet Administrator, once the node runs.
     pub fn sa(&self) -> Option<&crate::sa::SaAgent> {
         match &self.phase {

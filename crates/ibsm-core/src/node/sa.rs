@@ -10,7 +10,9 @@ use ibsm_mad::{MadAddress, SmInfo, MAD_SIZE};
 use crate::election::SmState;
 use ibsm_fabric::multicast::{EndPort, JoinState, McastMember};
 
-use crate::sa::{split_gid, GroupChange, SaContext};
+use crate::sa::{split_gid, GroupChange, McGroups, SaContext};
+
+use super::types::{Output, ReplicatedFabric};
 
 use super::state::Running;
 
@@ -85,6 +87,9 @@ impl Running {
         if changes.is_empty() {
             return false;
         }
+        if self.subnet.is_active() && self.cfg.replicated {
+            self.out.push_back(Output::PublishSa);
+        }
         for ch in changes {
             match ch {
                 GroupChange::Members { mlid, .. } => {
@@ -109,6 +114,45 @@ impl Running {
                 GroupChange::Deleted { mlid, .. } => self.subnet.remove_mcast_group(now, mlid),
             }
         }
+        true
+    }
+}
+
+impl Running {
+    /// A standby's SA takes the replicated groups (if an SA ever replicated them).
+    pub(crate) fn load_replicated_sa(&mut self, rep: &ReplicatedFabric) {
+        let Some((groups, bad)) = McGroups::from_tables(&rep.sa) else {
+            return;
+        };
+        if bad > 0 {
+            tracing::warn!(
+                bad,
+                "SA: replicated entries that do not decode were skipped"
+            );
+        }
+        self.sa.groups_mut().replace_with(groups);
+    }
+
+    /// At MASTER: the SA's state is the replica's when the node replicates and an SA
+    /// replicated it; true then (clients need not re-register). Without replication, or
+    /// when the replica never held SA state (the previous master was not ours), the SA
+    /// starts from what it has and clients are asked to re-register.
+    pub(crate) fn inherit_sa(&mut self) -> bool {
+        if !self.cfg.replicated {
+            return false;
+        }
+        let Some(rep) = self.replicated.clone() else {
+            return false;
+        };
+        if McGroups::from_tables(&rep.sa).is_none() {
+            return false;
+        }
+        self.load_replicated_sa(&rep);
+        tracing::info!(
+            groups = self.sa.groups().len(),
+            members = self.sa.groups().member_count(),
+            "SA: the replica's groups are served as they were; no client re-registration"
+        );
         true
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use ibsm_mad::{MadAddress, MAD_SIZE};
 
 use crate::election::{ControlPacket, SmState};
-use crate::sa::SaTransmit;
+use crate::sa::{SaTables, SaTransmit};
 use crate::subnet::{ConfigError, Inherited, Outgoing, Partition, RoutingDone, RoutingJob};
 use crate::subnet::{SubnetConfig, SweepKind, SweepReport};
 
@@ -71,6 +71,9 @@ pub enum Output {
     },
     /// This SM left MASTER: stop writing the replicated state.
     ReleaseMastership,
+    /// The SA's state changed (a join, a leave, a registration) while MASTER:
+    /// replicate [`super::Node::sa_tables`].
+    PublishSa,
     /// A heavy sweep as MASTER finished: what [`super::Node::subnet`] now holds
     /// (LIDs, topology, LFT digests) is what to replicate and to serve.
     Publish,
@@ -294,6 +297,9 @@ pub struct ReplicatedFabric {
     pub m_key: u64,
     /// The replicated partitions (`Fabric/SetPartition`).
     pub partitions: Vec<Partition>,
+    /// The Subnet Administrator's tables (groups, members, services,
+    /// subscriptions); empty if no SA ever replicated them.
+    pub sa: SaTables,
 }
 
 /// A replicated partition the MASTER leaves out, and why.

@@ -266,6 +266,43 @@ impl McGroups {
         Ok(())
     }
 
+    /// Become `other` (a replica's groups): a change for every group that went or
+    /// differs, none for one that is the same.
+    pub fn replace_with(&mut self, other: McGroups) {
+        for (mgid, g) in &self.groups {
+            match other.groups.get(mgid) {
+                None => self.changes.push(GroupChange::Deleted {
+                    mgid: *mgid,
+                    mlid: g.params.mlid,
+                }),
+                Some(o) if o != g => {
+                    if o.params.mlid != g.params.mlid {
+                        self.changes.push(GroupChange::Deleted {
+                            mgid: *mgid,
+                            mlid: g.params.mlid,
+                        });
+                    }
+                    self.changes.push(GroupChange::Members {
+                        mgid: *mgid,
+                        mlid: o.params.mlid,
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        for (mgid, g) in &other.groups {
+            if !self.groups.contains_key(mgid) {
+                self.changes.push(GroupChange::Members {
+                    mgid: *mgid,
+                    mlid: g.params.mlid,
+                });
+            }
+        }
+        self.groups = other.groups;
+        self.mlids = other.mlids;
+        self.next_mgid = self.next_mgid.max(other.next_mgid);
+    }
+
     /// Drop every group (a new mastership loads the replica's groups after this).
     pub fn clear(&mut self) {
         for (mgid, g) in std::mem::take(&mut self.groups) {

@@ -20,6 +20,7 @@ mod fabric;
 mod groups;
 mod path;
 mod records;
+mod replicated;
 mod transfer;
 
 pub use agent::{SaAgent, SaMetrics, SaTransmit};
@@ -31,3 +32,4 @@ pub use groups::{
     Member, IPOIB_Q_KEY, MLID_FIRST, MLID_LAST,
 };
 pub use records::class_port_info;
+pub use replicated::{SaTableKind, SaTables};

@@ -110,7 +110,7 @@ impl SubnetManager {
             res,
             tables: ForwardingTables::default(),
             master_lid,
-            client_reregister: self.new_master,
+            client_reregister: self.new_master && self.reregister_clients,
             dead: vec![false; n],
             lft_failed: vec![false; n],
             stage: ProgStage::Distribute,

@@ -80,6 +80,9 @@ pub struct SubnetManager {
     pub(super) sa_fabric: Option<Arc<SaFabric>>,
     /// The SA's multicast groups as MFTs (see `mcast`).
     pub(super) mcast: Mcast,
+    /// A new mastership's first sweep sets ClientReregister on end ports (see
+    /// [`SubnetManager::set_reregister_clients`]).
+    pub(super) reregister_clients: bool,
 }
 
 impl SubnetManager {
@@ -92,6 +95,7 @@ impl SubnetManager {
             last_heavy_end: None,
             sa_fabric: None,
             mcast: Mcast::default(),
+            reregister_clients: true,
             tx: Transactions::new(cfg.transactions.clone()),
             generation: 0,
             lids: LidManager::new(LidConfig { lmc: cfg.lmc }),
@@ -328,6 +332,14 @@ impl SubnetManager {
     /// ClientReregister on every end port, then emit [`SubnetEvent::SubnetUp`].
     /// After [`SubnetManager::prepare_takeover`], that sweep is the prepared one,
     /// continued.
+    /// Whether the next mastership's first heavy sweep sets ClientReregister on every
+    /// end port that supports it (the default). A new master whose SA inherited the
+    /// previous master's groups, services and subscriptions from a current replica
+    /// turns it off: clients keep their registrations and need not re-join anything.
+    pub fn set_reregister_clients(&mut self, on: bool) {
+        self.reregister_clients = on;
+    }
+
     pub fn become_master(&mut self, now: Duration) {
         self.mcast.reset_knowledge();
         if self.preparing.is_some() {

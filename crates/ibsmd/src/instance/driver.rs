@@ -254,6 +254,11 @@ impl Driver {
                     }
                 }
                 Output::Publish => self.publish_fabric(),
+                Output::PublishSa => {
+                    if let (Some(r), Some(t)) = (&self.cfg.replication, self.node.sa_tables()) {
+                        r.publish_sa(crate::replication::replica_tables(t));
+                    }
+                }
                 Output::Started { port_guid, lid } => {
                     tracing::debug!(
                         port_guid = format_args!("{port_guid:#018x}"),
@@ -323,6 +328,10 @@ impl Driver {
         if let Some(r) = &self.cfg.replication {
             let mut rec = crate::replication::record_of(subnet);
             rec.sm_roster = Some(crate::replication::roster_of(&self.node.status().sms));
+            rec.sa = self
+                .node
+                .sa_tables()
+                .map(crate::replication::replica_tables);
             r.publish(rec);
         }
         // The partitions this sweep programmed (start-up plus replicated).

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use super::cluster::ClusterConfig;
 use super::keys::{partitions_in, sm_node_key};
 use super::record::FabricRecord;
+use super::sa::ReplicaSaTables;
 use super::writer::{lock, writer, Shared};
 
 /// Errors of the cluster operations.
@@ -237,6 +238,27 @@ impl Replication {
                 return;
             }
             s.desired = Some(record);
+        }
+        self.wake.notify_one();
+    }
+
+    /// Publish the SA's tables alone (a join, a leave): merged into the record waiting
+    /// to be written, or written on their own.
+    pub fn publish_sa(&self, tables: ReplicaSaTables) {
+        {
+            let mut s = lock(&self.shared);
+            if s.master_guid.is_none() {
+                return;
+            }
+            match s.desired.as_mut() {
+                Some(d) => d.sa = Some(tables),
+                None => {
+                    s.desired = Some(FabricRecord {
+                        sa: Some(tables),
+                        ..FabricRecord::default()
+                    })
+                }
+            }
         }
         self.wake.notify_one();
     }

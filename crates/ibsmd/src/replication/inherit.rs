@@ -9,6 +9,7 @@ use ibsm_replica::FabricState;
 
 use super::handle::Replication;
 use super::keys::partitions_in;
+use super::sa::core_tables;
 
 /// The replicated state as the SM node inherits it ([`ibsm_core::node::ReplicatedFabric`]): LIDs as
 /// OpenSM's guid2lid text, LFT digests and cabling, the fabric's M_Key and the
@@ -21,6 +22,7 @@ pub fn replicated_fabric(r: &Replication) -> ReplicatedFabric {
         inherited: inherited_of(s),
         m_key: s.m_key,
         partitions: partitions_in(s),
+        sa: core_tables(s),
     })
 }
 

@@ -84,6 +84,7 @@ mod handle;
 mod inherit;
 mod keys;
 mod record;
+mod sa;
 mod status;
 mod writer;
 
@@ -98,4 +99,5 @@ pub use keys::{
     sm_node_key, SkippedPartition, PARTITION_KEY,
 };
 pub use record::{diff_ops, record_of, roster_of, FabricRecord};
+pub use sa::{core_tables, replica_tables, ReplicaSaTables};
 pub use status::ReplStatus;

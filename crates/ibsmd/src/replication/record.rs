@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::sa::{sa_ops, ReplicaSaTables};
 use ibsm_core::election::SmState;
 use ibsm_core::subnet::{lft_digest, links_of, Membership, SubnetManager};
 use ibsm_replica::{FabricState, LftDigest, LidRange, Op, TopoLink, TopoNode, TopologySummary};
@@ -25,6 +26,9 @@ pub struct FabricRecord {
     /// The SM ports the master knows (itself included) with their last SMInfo; None:
     /// leave the replicated roster alone.
     pub sm_roster: Option<BTreeMap<u64, ibsm_replica::SmRosterEntry>>,
+    /// The SA's tables (groups, members, services, subscriptions); None: leave the
+    /// replicated ones alone.
+    pub sa: Option<ReplicaSaTables>,
 }
 
 /// The ops that turn `have` into `want` (sets only: a port GUID stays remembered after
@@ -85,6 +89,9 @@ pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
         for g in have.sm_roster.keys().filter(|g| !roster.contains_key(g)) {
             ops.push(Op::RemoveSm { guid: *g });
         }
+    }
+    if let Some(sa) = &want.sa {
+        sa_ops(have, sa, &mut ops);
     }
     ops
 }

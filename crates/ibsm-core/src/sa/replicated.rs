@@ -1,0 +1,189 @@
+//! The SA's state as replicated tables of bytes ([`SaTables`]), and back.
+//!
+//! Each entry is in its IBA form, so what a successor decodes is fixed by the spec,
+//! not by this crate's structs: a group is its MCMemberRecord (PortGID and JoinState
+//! zero) plus one flag byte (bit 0: made by the SM), keyed by MGID; a member is
+//! JoinState and ProxyJoin, keyed by MGID + PortGID. The replica stores them opaque
+//! (see `ibsm_replica::sa`).
+
+use std::collections::BTreeMap;
+
+use ibsm_mad::sa::{Gid, JoinState, McMemberRecord};
+
+use super::groups::{McGroup, McGroups, Member};
+
+/// Which replicated SA table (the replica's `SaTable`, named here without it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SaTableKind {
+    /// Multicast groups by MGID.
+    McGroups,
+    /// Group members by MGID + PortGID.
+    McMembers,
+    /// ServiceRecords.
+    Services,
+    /// InformInfo subscriptions.
+    Informs,
+}
+
+/// Replicated SA tables: kind -> key -> value.
+pub type SaTables = BTreeMap<SaTableKind, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+const WELL_KNOWN: u8 = 1;
+
+impl McGroups {
+    /// The groups and members as replicated tables (both present, maybe empty, so
+    /// a successor can tell "no groups" from "never replicated").
+    pub fn to_tables(&self, out: &mut SaTables) {
+        let mut groups = BTreeMap::new();
+        let mut members = BTreeMap::new();
+        for g in self.iter() {
+            let mut v = g.params.encode().to_vec();
+            v.push(if g.well_known { WELL_KNOWN } else { 0 });
+            groups.insert(g.params.mgid.to_vec(), v);
+            for (gid, m) in &g.members {
+                let mut k = g.params.mgid.to_vec();
+                k.extend_from_slice(gid);
+                members.insert(k, vec![m.join_state.0, u8::from(m.proxy_join)]);
+            }
+        }
+        out.insert(SaTableKind::McGroups, groups);
+        out.insert(SaTableKind::McMembers, members);
+    }
+
+    /// Groups from replicated tables; `None` if the tables hold no group table (the
+    /// state was never replicated by an SA). An entry that does not decode is
+    /// skipped and counted in the second value, never a panic.
+    pub fn from_tables(tables: &SaTables) -> Option<(McGroups, usize)> {
+        let groups = tables.get(&SaTableKind::McGroups)?;
+        let empty = BTreeMap::new();
+        let members = tables.get(&SaTableKind::McMembers).unwrap_or(&empty);
+        let mut bad = 0usize;
+        let mut out = McGroups::new();
+        for (k, v) in groups {
+            let (Ok(mgid), Some((flag, rec))) = (<Gid>::try_from(k.as_slice()), v.split_last())
+            else {
+                bad += 1;
+                continue;
+            };
+            let Ok(params) = McMemberRecord::decode(rec) else {
+                bad += 1;
+                continue;
+            };
+            if params.mgid != mgid {
+                bad += 1;
+                continue;
+            }
+            let mut g = McGroup {
+                params,
+                members: BTreeMap::new(),
+                well_known: flag & WELL_KNOWN != 0,
+            };
+            let lo = mgid.to_vec();
+            for (mk, mv) in members.range(lo.clone()..) {
+                if !mk.starts_with(&lo) {
+                    break;
+                }
+                let (Ok(port_gid), [js, proxy]) = (<Gid>::try_from(&mk[16..]), mv.as_slice())
+                else {
+                    bad += 1;
+                    continue;
+                };
+                g.members.insert(
+                    port_gid,
+                    Member {
+                        join_state: JoinState(*js & 0x0F),
+                        proxy_join: *proxy != 0,
+                    },
+                );
+            }
+            if out.insert(g).is_err() {
+                bad += 1;
+            }
+        }
+        // Loading is not a change of membership for anyone to act on twice: the
+        // caller decides what to recompute.
+        let _ = out.take_changes();
+        Some((out, bad))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sa::groups::{default_groups, IpoibGroup};
+
+    fn sample() -> McGroups {
+        let mut g = McGroups::new();
+        for x in default_groups() {
+            g.insert(x).unwrap();
+        }
+        let mut other = IpoibGroup::defaults(0x0012).group(0xC001);
+        other.well_known = false;
+        other.members.insert(
+            [7; 16],
+            Member {
+                join_state: JoinState::FULL_MEMBER,
+                proxy_join: false,
+            },
+        );
+        other.members.insert(
+            [9; 16],
+            Member {
+                join_state: JoinState::SEND_ONLY_NON_MEMBER,
+                proxy_join: true,
+            },
+        );
+        g.insert(other).unwrap();
+        let _ = g.take_changes();
+        g
+    }
+
+    #[test]
+    fn groups_survive_the_tables_exactly() {
+        let g = sample();
+        let mut t = SaTables::new();
+        g.to_tables(&mut t);
+        let (back, bad) = McGroups::from_tables(&t).expect("tables present");
+        assert_eq!(bad, 0);
+        let a: Vec<&McGroup> = g.iter().collect();
+        let b: Vec<&McGroup> = back.iter().collect();
+        assert_eq!(a, b);
+        assert_eq!(back.by_mlid(0xC001).map(|x| x.members.len()), Some(2));
+    }
+
+    #[test]
+    fn no_group_table_means_never_replicated_and_garbage_is_skipped() {
+        assert!(McGroups::from_tables(&SaTables::new()).is_none());
+        let mut t = SaTables::new();
+        sample().to_tables(&mut t);
+        let groups = t.get_mut(&SaTableKind::McGroups).unwrap();
+        groups.insert(vec![1, 2, 3], vec![0; 53]);
+        groups.insert([0xFF; 16].to_vec(), vec![0; 3]);
+        let (back, bad) = McGroups::from_tables(&t).unwrap();
+        assert_eq!(bad, 2);
+        assert_eq!(back.len(), 2, "the good groups are kept");
+    }
+
+    #[test]
+    fn replacing_reports_only_what_differs() {
+        let mut mine = sample();
+        let mut theirs = sample();
+        mine.replace_with(sample());
+        assert!(
+            mine.take_changes().is_empty(),
+            "same groups: nothing to recompute"
+        );
+        let mgid = theirs.by_mlid(0xC001).unwrap().params.mgid;
+        let mut t = SaTables::new();
+        theirs.clear();
+        let _ = theirs.take_changes();
+        theirs.to_tables(&mut t);
+        let (empty, _) = McGroups::from_tables(&t).unwrap();
+        mine.replace_with(empty);
+        let ch = mine.take_changes();
+        assert!(
+            ch.contains(&crate::sa::GroupChange::Deleted { mgid, mlid: 0xC001 }),
+            "{ch:?}"
+        );
+    }
+}
