@@ -50,7 +50,7 @@ pub(super) fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
 
 enum Step {
     Claim(u64, u64),
-    Write(u64, u64, FabricRecord),
+    Write(u64, u64, Box<FabricRecord>),
     Register(u64),
     Idle,
 }
@@ -79,7 +79,7 @@ pub(super) async fn writer(replica: Arc<Replica>, shared: Arc<Mutex<Shared>>, wa
                 {
                     Step::Claim(s.generation, g)
                 }
-                (_, Some(e), Some(d)) => Step::Write(s.generation, e, d.clone()),
+                (_, Some(e), Some(d)) => Step::Write(s.generation, e, Box::new(d.clone())),
                 _ => match s.register {
                     Some(g) => Step::Register(g),
                     None => Step::Idle,
@@ -90,7 +90,7 @@ pub(super) async fn writer(replica: Arc<Replica>, shared: Arc<Mutex<Shared>>, wa
             Step::Idle => Next::Wait,
             Step::Claim(generation, guid) => claim(&replica, &shared, generation, guid).await,
             Step::Write(generation, epoch, want) => {
-                write(&replica, &shared, generation, epoch, want).await
+                write(&replica, &shared, generation, epoch, *want).await
             }
             Step::Register(guid) => register(&replica, &shared, guid).await,
         };
