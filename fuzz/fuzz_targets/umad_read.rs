@@ -2,7 +2,8 @@
 //! header + MAD), to ibsm-umad's `decode_read`. Invariants: only a read shorter than the
 //! header is an error; "no packet" only for a short EAGAIN header; a decoded MAD holds
 //! exactly the bytes after the header (zero-filled); encode -> decode gives it back;
-//! the SMP decode of the MAD never panics.
+//! the SMP decode of the MAD never panics; the source address maps to a `MadAddress`
+//! and back to the same LID, QP, SL and GRH.
 #![no_main]
 
 use ibsm_umad::{decode_read, ReadError, UMAD_HDR_SIZE, UMAD_READ_SIZE};
@@ -22,6 +23,15 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(r.mgmt_class(), r.mad[1]);
             let bytes = r.encode();
             assert_eq!(decode_read(&bytes), Ok(Some(r.clone())));
+            let from = r.source_address();
+            let back = ibsm_umad::Address::from(&from);
+            assert_eq!((back.lid, back.qpn, back.sl), (r.source.lid, r.source.qpn, r.source.sl));
+            assert_eq!(back.grh_present, r.source.grh_present);
+            if r.is_smp() || r.source.qkey != 0 {
+                assert_eq!(from.qkey, r.source.qkey);
+            } else {
+                assert_eq!(from.qkey, ibsm_mad::GSI_QKEY);
+            }
             if let Ok(smp) = r.smp() {
                 assert_eq!(ibsm_mad::Smp::decode(&smp.encode()), Ok(smp));
             }

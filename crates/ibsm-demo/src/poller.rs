@@ -558,10 +558,10 @@ mod tests {
                 priority: 0,
                 sm_state: (self.script)(target, n),
             };
-            self.queue.push_back(ReceivedMad {
-                mad: smp.response().with_attribute(&info).encode(),
-                slid: 0xffff,
-            });
+            self.queue.push_back(ReceivedMad::smp(
+                smp.response().with_attribute(&info).encode(),
+                0xffff,
+            ));
             Ok(())
         }
 

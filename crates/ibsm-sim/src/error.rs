@@ -69,6 +69,29 @@ pub enum SimError {
     /// `set_loss` got a rate outside 0.0..=1.0 (or NaN).
     #[error("loss rate {0} is not within 0.0..=1.0")]
     BadLossRate(f64),
+    /// [`Sim::register_gsi_class`](crate::Sim::register_gsi_class) for a class another
+    /// client of the same port holds (a kernel refuses the second umad agent too).
+    #[error("GMP class {class:#04x} is already registered by {holder} on that port")]
+    ClassInUse {
+        /// The management class.
+        class: u8,
+        /// The client holding it.
+        holder: ClientId,
+    },
+    /// A GMP call was given a subnet management class (0x01, 0x81): SMPs go through
+    /// `send`/`send_to` and need no registration.
+    #[error("class {0:#04x} is subnet management (QP0), not a GMP class")]
+    NotGmpClass(u8),
+    /// A GMP's destination address cannot be sent to.
+    #[error("GMP address: {field} = {value:#x}: {why}")]
+    BadAddress {
+        /// Field of the [`ibsm_mad::MadAddress`].
+        field: &'static str,
+        /// Its value.
+        value: u32,
+        /// Why it is refused.
+        why: &'static str,
+    },
     /// More than `u32::MAX` clients were attached over the life of the simulator.
     #[error("client ids exhausted")]
     TooManyClients,

@@ -12,11 +12,16 @@
 //! `Sim::new(&topology, SimConfig)`; `attach(node, port) -> ClientId`, `detach`,
 //! `set_is_sm(client, bool)`; `send(now, client, &mad)` (directed route, or the answer to
 //! a LID-routed request the client was handed) and `send_to(now, client, dlid, &mad)`
-//! (LID-routed); `poll_delivery(now) -> Option<(ClientId, [u8; 256])>` or
+//! (LID-routed); GMPs: `register_gsi_class(client, class)` (a QP1 agent, e.g. the SA's
+//! class 0x03) and `send_gmp(now, client, &MadAddress, &mad)`;
+//! `poll_delivery(now) -> Option<(ClientId, [u8; 256])>` or
 //! `poll_delivery_from(now) -> Option<Delivery>` (adds the packet's SLID, needed to answer
-//! LID-routed requests), `poll_timeout()`; faults `link_down`/`link_up`/`remove_node`/
+//! LID-routed requests, and its whole source `MadAddress`, where a GMP's answer goes),
+//! `poll_timeout()`; faults `link_down`/`link_up`/`remove_node`/
 //! `set_loss(rate, seed)`/`set_latency`; inspection `stats`, `port_state`, `port_info`,
-//! `lft_entry`, `port_state_change`, `heap_bytes`.
+//! `lft_entry`, `mft_block`, `mft_ports`, `port_state_change`, `heap_bytes`; test support
+//! `bring_up(sm_port)` (LIDs, min-hop LFTs, Active links, MasterSMLID, as a master would
+//! leave the fabric, without running one).
 //!
 //! ## Why sans-IO
 //!
@@ -62,6 +67,25 @@
 //! * SMInfo (any method) and traps are not answered by the SMA: they go to the client
 //!   at the destination port (its IsSM client first), as ibsim does; no client, no answer.
 //!   That client's answer is routed back by the same rules and reaches the requester.
+//! * GMPs (every class but 0x01/0x81) travel between clients on QP1, LID-routed through
+//!   the programmed LFTs like LID-routed SMPs but only over Active links (data VLs);
+//!   the receiving port checks the GSI Q_Key and the P_Key (the sender's table entry
+//!   at its index against the receiver's table). A request goes to the port's client
+//!   registered for its class (one per port, like a kernel's umad agent; no IsSM
+//!   needed, unlike ibsim, which gives QP1 requests only to its IsSM client); a Get or
+//!   Set nobody registered for is answered GetResp status 0x000C, as the Linux kernel
+//!   answers it; a response goes to the client whose request (TID) it answers, every
+//!   RMPP segment of it. The receiver learns the whole source [`ibsm_mad::MadAddress`]
+//!   (LID, QPN 1, Q_Key, SL, path bits, matching P_Key index, GRH). No RMPP is done
+//!   for anyone (nor by ibsim): segments are MADs like any other. The `gmp` module doc
+//!   has the details.
+//! * MulticastForwardingTable: Get/Set on switches with IBA semantics (AttributeModifier
+//!   bits 31..28 = position of 16 ports, bits 8..0 = block of 32 MLIDs from 0xC000,
+//!   32 big-endian 16-bit port masks), blocks up to SwitchInfo.MulticastFDBCap (1024
+//!   by default, as ibsim), positions up to NumPorts / 16, anything else status 0x1C
+//!   (ibsim instead reads zeros with status 0); stored per switch, read back with
+//!   `mft_block`/`mft_ports`. Multicast is not forwarded (by ibsim neither): a GMP to an
+//!   MLID is refused as unsupported.
 //! * Port state machine: links train to Init; the SM moves Init->Armed->Active; Down
 //!   bounces the link (both ends back to Init unless the cable is pulled or disabled);
 //!   anything else is status 0x1C. Link events raise SwitchInfo.PortStateChange (write 1
@@ -80,4 +104,4 @@ mod state;
 mod wire;
 
 pub use error::SimError;
-pub use sim::{ClientId, Delivery, Sim, SimConfig, SimStats};
+pub use sim::{BringUp, ClientId, Delivery, Sim, SimConfig, SimStats};

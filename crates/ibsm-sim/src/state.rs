@@ -87,6 +87,14 @@ impl PortHot {
         self.phys == phys::LINK_UP && self.state >= pstate::INIT
     }
 
+    /// A link carries data packets (VL0..14: every GMP) only when the port is Active
+    /// (IBA 7.2: Init and Armed pass SMPs only); ibsim requires the same of every port
+    /// a LID-routed packet crosses.
+    #[inline]
+    pub fn carries_data(&self) -> bool {
+        self.phys == phys::LINK_UP && self.state == pstate::ACTIVE
+    }
+
     /// True when `lid` addresses this (CA or router) port: base LID .. base + 2^LMC.
     #[inline]
     pub fn owns_lid(&self, lid: u16) -> bool {

@@ -15,6 +15,21 @@ pub enum TransportError {
     /// The embedded simulator refused something.
     #[error("simulator: {0}")]
     Sim(String),
+    /// The device has no agent for this GMP class (it carries SMPs only, or the class
+    /// was never registered).
+    #[error("this device sends no GMPs of class {class:#04x} (no GSI agent for it)")]
+    GmpUnsupported {
+        /// The MAD's management class.
+        class: u8,
+    },
+    /// `send_gmp` was given an SMP (class 0x01/0x81): those go through `send`/`send_lid`.
+    #[error(
+        "class {class:#04x} is subnet management: send it with send or send_lid, not send_gmp"
+    )]
+    NotGmp {
+        /// The MAD's management class.
+        class: u8,
+    },
     /// The simulator lock was poisoned by a panicking thread.
     #[error("simulator lock poisoned")]
     Poisoned,

@@ -5,7 +5,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ibsm_fabric::{NodeIdx, Topology};
-use ibsm_mad::MAD_SIZE;
+use ibsm_mad::{MadAddress, MAD_SIZE};
 use ibsm_sim::{ClientId, Sim, SimConfig};
 
 use crate::device::{MadDevice, ReceivedMad};
@@ -26,7 +26,7 @@ impl Hub {
                 .or_default()
                 .push_back(ReceivedMad {
                     mad: d.mad,
-                    slid: d.slid,
+                    from: d.from,
                 });
         }
     }
@@ -138,24 +138,43 @@ impl SimDevice {
     pub fn client(&self) -> ClientId {
         self.client
     }
+
+    /// Take GMP requests of `class` (e.g. 0x03, Subnet Administration) sent to QP1 of
+    /// this device's port, like a umad GSI agent ([`ibsm_sim::Sim::register_gsi_class`]:
+    /// one client per port and class). Sending GMPs and receiving answers to them needs
+    /// no registration.
+    pub fn register_gsi_class(&self, class: u8) -> Result<(), TransportError> {
+        let mut hub = self.shared.lock()?;
+        hub.sim
+            .register_gsi_class(self.client, class)
+            .map_err(|e| TransportError::Sim(e.to_string()))
+    }
 }
 
 impl SimDevice {
-    fn send_inner(
-        &mut self,
-        dlid: Option<u16>,
-        mad: &[u8; MAD_SIZE],
-    ) -> Result<(), TransportError> {
+    fn send_inner(&mut self, to: To<'_>, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
         let now = self.shared.now();
         let mut hub = self.shared.lock()?;
-        let sent = match dlid {
-            Some(dlid) => hub.sim.send_to(now, self.client, dlid, mad),
-            None => hub.sim.send(now, self.client, mad),
+        let sent = match to {
+            To::Path => hub.sim.send(now, self.client, mad),
+            To::Lid(dlid) => hub.sim.send_to(now, self.client, dlid, mad),
+            To::Gmp(addr) => hub.sim.send_gmp(now, self.client, addr, mad),
         };
         drop(hub);
         self.shared.inner.wake.notify_all();
         sent.map_err(|e| TransportError::Sim(e.to_string()))
     }
+}
+
+/// How a MAD leaves a [`SimDevice`].
+#[derive(Debug, Clone, Copy)]
+enum To<'a> {
+    /// Directed route, or the answer to a LID-routed request handed to us.
+    Path,
+    /// LID-routed SMP.
+    Lid(u16),
+    /// GMP to a full address.
+    Gmp(&'a MadAddress),
 }
 
 /// The first CA (in node order) and its first port with a cable.
@@ -172,11 +191,18 @@ pub(crate) fn first_connected_ca_port(topology: &Topology) -> Option<(NodeIdx, u
 
 impl MadDevice for SimDevice {
     fn send(&mut self, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
-        self.send_inner(None, mad)
+        self.send_inner(To::Path, mad)
     }
 
     fn send_lid(&mut self, dlid: u16, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
-        self.send_inner(Some(dlid), mad)
+        self.send_inner(To::Lid(dlid), mad)
+    }
+
+    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
+        if matches!(mad[1], 0x01 | 0x81) {
+            return Err(TransportError::NotGmp { class: mad[1] });
+        }
+        self.send_inner(To::Gmp(to), mad)
     }
 
     fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError> {

@@ -2,24 +2,28 @@
 
 use std::time::{Duration, Instant};
 
-use ibsm_mad::MAD_SIZE;
-use ibsm_umad::{Dest, PortSpec, UmadOptions, UmadPort};
+use ibsm_mad::{MadAddress, MAD_SIZE};
+use ibsm_umad::{Dest, GsiClass, PortSpec, UmadOptions, UmadPort};
 
 use crate::device::{MadDevice, ReceivedMad};
 use crate::error::TransportError;
 
-/// A umad port used for SMPs. Requests go out with the kernel's own response
-/// tracking set to `request_timeout` (a Linux kernel drops responses to requests
-/// sent with timeout 0) and no kernel retries: retries belong to
-/// `ibsm_core::transactions`. The kernel's "request timed out" notices are
-/// swallowed here for the same reason.
+/// A umad port used for SMPs and, with [`UmadDevice::open_with_sa`] or
+/// [`UmadDevice::register_gsi`], GMPs. Requests go out with the kernel's own response
+/// tracking set to `request_timeout` (a Linux kernel drops responses to requests sent
+/// with timeout 0) and no kernel retries: retries belong to
+/// `ibsm_core::transactions`. The kernel's "request timed out" notices are swallowed
+/// here for the same reason (and so is ibsim's bounce of an undeliverable MAD, which
+/// comes back with the same status).
 #[derive(Debug)]
 pub struct UmadDevice {
     port: UmadPort,
 }
 
 impl UmadDevice {
-    /// Open the port `spec` names (`umad`, `umadN`, `umad:CA[:PORT]`).
+    /// Open the port `spec` names (`umad`, `umadN`, `umad:CA[:PORT]`), SMP agents only:
+    /// what sweeping and discovery need, and all a tool may take on a port where
+    /// another SM's SA holds class 0x03.
     pub fn open(spec: &PortSpec, request_timeout: Duration) -> Result<UmadDevice, TransportError> {
         let opts = UmadOptions {
             request_timeout,
@@ -31,9 +35,27 @@ impl UmadDevice {
         })
     }
 
-    /// Wrap an already open port.
+    /// [`UmadDevice::open`] plus the Subnet Administrator's GSI agent
+    /// ([`GsiClass::SUBN_ADM`]: class 0x03, version 2, on QP1, raw RMPP): the device of an
+    /// SM that serves SA. Under ibsim the SA's requests reach only a client that holds
+    /// `issmN` open, as the SM does anyway (see the `ibsm_umad` crate doc).
+    pub fn open_with_sa(
+        spec: &PortSpec,
+        request_timeout: Duration,
+    ) -> Result<UmadDevice, TransportError> {
+        let mut dev = UmadDevice::open(spec, request_timeout)?;
+        dev.register_gsi(GsiClass::SUBN_ADM)?;
+        Ok(dev)
+    }
+
+    /// Wrap an already open port (its GSI agents, if any, included).
     pub fn from_port(port: UmadPort) -> UmadDevice {
         UmadDevice { port }
+    }
+
+    /// Register a GSI agent for another class ([`UmadPort::register_gsi`]).
+    pub fn register_gsi(&mut self, class: GsiClass) -> Result<u32, TransportError> {
+        Ok(self.port.register_gsi(class)?)
     }
 
     /// The underlying port.
@@ -51,6 +73,16 @@ impl MadDevice for UmadDevice {
         Ok(self.port.send(mad, Dest::Lid(dlid))?)
     }
 
+    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
+        if matches!(mad[1], 0x01 | 0x81) {
+            return Err(TransportError::NotGmp { class: mad[1] });
+        }
+        if self.port.agent_id(mad[1]).is_none() {
+            return Err(TransportError::GmpUnsupported { class: mad[1] });
+        }
+        Ok(self.port.send_gmp(mad, to)?)
+    }
+
     fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -64,8 +96,8 @@ impl MadDevice for UmadDevice {
                 }
                 Some(r) => {
                     return Ok(Some(ReceivedMad {
+                        from: r.source_address(),
                         mad: r.mad,
-                        slid: r.source.lid,
                     }))
                 }
                 None => return Ok(None),

@@ -51,16 +51,16 @@ fn lid_routed_request_carries_the_senders_lid_and_is_answered_there() {
     let get = Smp::get_lid(AttributeId::SM_INFO, 0, 0x1234);
     client.send_lid(9, &get.encode()).expect("send");
     let got = recv_within(&mut sm, Duration::from_secs(2)).expect("the SM got the Get");
-    assert_eq!(got.slid, 5, "SLID must be the requester's LID");
+    assert_eq!(got.slid(), 5, "SLID must be the requester's LID");
     let req = Smp::decode(&got.mad).expect("decode");
     assert_eq!(req.route, SmpRoute::Lid);
     assert_eq!(req.method, Method::GET);
 
     // The answer goes LID-routed to that SLID and reaches the requester from LID 9.
     let resp = req.response();
-    sm.send_lid(got.slid, &resp.encode()).expect("answer");
+    sm.send_lid(got.slid(), &resp.encode()).expect("answer");
     let back = recv_within(&mut client, Duration::from_secs(2)).expect("answer arrived");
-    assert_eq!(back.slid, 9);
+    assert_eq!(back.slid(), 9);
     let resp = Smp::decode(&back.mad).expect("decode");
     assert_eq!(resp.method, Method::GET_RESP);
     assert_eq!(resp.tid as u32, 0x1234);
@@ -75,6 +75,6 @@ fn directed_route_answers_carry_the_permissive_slid() {
     let get = Smp::try_get_dr(&[1], AttributeId::NODE_INFO, 0, 7).expect("smp");
     dev.send(&get.encode()).expect("send");
     let back = recv_within(&mut dev, Duration::from_secs(2)).expect("answer");
-    assert_eq!(back.slid, PERMISSIVE_LID);
+    assert_eq!(back.slid(), PERMISSIVE_LID);
     assert_eq!(Smp::decode(&back.mad).expect("decode").tid as u32, 7);
 }

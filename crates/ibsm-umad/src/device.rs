@@ -1,7 +1,8 @@
 //! [`UmadPort`], an open `umadN`: opening the device file (and closing it without
-//! `OwnedFd`, see `DeviceFd`), registering the two SMP agents, sending with the
-//! header filled in, receiving with `poll` + `read`, and the 0-hop start-up query.
-//! `issm` opens its file through the same `open_device`.
+//! `OwnedFd`, see `DeviceFd`), registering the two SMP agents on QP0 and, on request,
+//! GSI agents on QP1 ([`GsiClass`]), sending with the header filled in, receiving with
+//! `poll` + `read`, and the 0-hop start-up query. `issm` opens its file through the
+//! same `open_device`.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::{Path, PathBuf};
@@ -15,8 +16,11 @@ use nix::sys::stat::Mode;
 use ibsm_mad::{AttributeId, Method, Smp, SmpAttribute};
 
 use crate::error::{Result, UmadError};
+use ibsm_mad::MadAddress;
+
 use crate::header::{
-    decode_read, tid_of, Dest, ReadError, Received, MAD_SIZE, UMAD_HDR_SIZE, UMAD_READ_SIZE,
+    decode_read, tid_of, Address, Dest, ReadError, Received, MAD_SIZE, UMAD_HDR_SIZE,
+    UMAD_READ_SIZE,
 };
 use crate::port::{PortSpec, DEFAULT_SYSFS_DIR};
 
@@ -26,15 +30,61 @@ pub const IB_USER_MAD_REGISTER_AGENT: u32 = 0xC01C_1B01;
 pub const CLASS_SUBN_LID_ROUTED: u8 = 0x01;
 /// Management class: directed-route SMP.
 pub const CLASS_SUBN_DIRECTED_ROUTE: u8 = 0x81;
+/// Management class: Subnet Administration (a GMP class, QP1).
+pub const CLASS_SUBN_ADM: u8 = 0x03;
+/// ClassVersion of Subnet Administration MADs (IBA 1.2+: 2).
+pub const SA_CLASS_VERSION: u8 = 2;
 /// Where device files live.
 pub const DEFAULT_DEVICE_DIR: &str = "/dev/infiniband";
 
-const METHODS: [u8; 4] = [
+const SMP_METHODS: [u8; 4] = [
     0x01, /* Get */
     0x02, /* Set */
     0x05, /* Trap */
     0x07, /* TrapRepress */
 ];
+
+/// The requests an SA receives: SubnAdmGet, SubnAdmSet, SubnAdmGetTable,
+/// SubnAdmGetTraceTable, SubnAdmGetMulti, SubnAdmDelete. Responses cannot be in a
+/// method mask (see [`GsiClass::methods`]).
+const SA_METHODS: [u8; 6] = [
+    0x01, /* Get */
+    0x02, /* Set */
+    0x12, /* GetTable */
+    0x13, /* GetTraceTable */
+    0x14, /* GetMulti */
+    0x15, /* Delete */
+];
+
+/// A GSI (QP1) agent to register with [`UmadPort::register_gsi`]: which class and
+/// class version it takes, and which request methods are delivered to it unsolicited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GsiClass {
+    /// Management class (not 0x01/0x81: SMPs live on QP0).
+    pub class: u8,
+    /// ClassVersion the agent answers (the kernel routes requests by class *and*
+    /// version: a request of another version finds no agent).
+    pub class_version: u8,
+    /// Request methods (0..=0x7F) delivered unsolicited. Responses to our own requests
+    /// (GetResp 0x81, ReportResp 0x86, GetTableResp 0x92, ...) are never in the mask: the
+    /// kernel routes a response by the upper 32 bits of its TID to the agent that sent
+    /// the request, and hands it over only while that request is outstanding (sent with
+    /// `timeout_ms > 0`); under ibsim, by the client id ibsim put in TID bits 63..48 and
+    /// the agent id umad2sim put in bits 47..32. So a Report must be sent as a request
+    /// with a timeout for its ReportResp to come back. RMPP ACKs to our GetTableResp
+    /// segments come as method GetTable (0x12, the kernel's `format_ack` clears the
+    /// response bit) and so arrive through the mask.
+    pub methods: &'static [u8],
+}
+
+impl GsiClass {
+    /// The Subnet Administrator: class 0x03, version 2, the SA's request methods.
+    pub const SUBN_ADM: GsiClass = GsiClass {
+        class: CLASS_SUBN_ADM,
+        class_version: SA_CLASS_VERSION,
+        methods: &SA_METHODS,
+    };
+}
 
 /// Options for [`UmadPort::open`].
 #[derive(Debug, Clone)]
@@ -76,9 +126,9 @@ const _: () = assert!(std::mem::size_of::<RegReq>() == 28);
 // _IOWR(type 0x1b, nr 1, size 28): dir 3 << 30 | size << 16 | type << 8 | nr.
 const _: () = assert!(IB_USER_MAD_REGISTER_AGENT == (3 << 30) | (28 << 16) | (0x1b << 8) | 1);
 
-fn method_mask() -> [u32; 4] {
+fn method_mask(methods: &[u8]) -> [u32; 4] {
     let mut mask = [0u32; 4];
-    for m in METHODS {
+    for &m in methods {
         let m = usize::from(m);
         if let Some(word) = mask.get_mut(m / 32) {
             *word |= 1 << (m % 32);
@@ -135,8 +185,9 @@ pub(crate) fn open_device(path: &Path) -> Result<DeviceFd> {
     Ok(DeviceFd(fd))
 }
 
-/// An open `umadN` with agents for SMP classes 0x01 and 0x81 on QP0. Blocking; use
-/// from one thread (it is `Send`, so move it there).
+/// An open `umadN` with agents for SMP classes 0x01 and 0x81 on QP0, and the GSI
+/// agents registered with [`UmadPort::register_gsi`] on QP1. Blocking; use from one
+/// thread (it is `Send`, so move it there).
 #[derive(Debug)]
 pub struct UmadPort {
     fd: DeviceFd,
@@ -144,6 +195,8 @@ pub struct UmadPort {
     ca_index: u32,
     lid_agent: u32,
     dr_agent: u32,
+    /// (class, agent id) of the GSI agents, at most a handful.
+    gsi_agents: Vec<(u8, u32)>,
     opts: UmadOptions,
 }
 
@@ -152,8 +205,13 @@ impl UmadPort {
     pub fn open(ca_index: u32, opts: UmadOptions) -> Result<UmadPort> {
         let path = opts.device_dir.join(format!("umad{ca_index}"));
         let fd = open_device(&path)?;
-        let lid_agent = register_agent(&fd, &path, CLASS_SUBN_LID_ROUTED)?;
-        let dr_agent = register_agent(&fd, &path, CLASS_SUBN_DIRECTED_ROUTE)?;
+        let smp = |class| GsiClass {
+            class,
+            class_version: 1,
+            methods: &SMP_METHODS,
+        };
+        let lid_agent = register_agent(&fd, &path, 0, smp(CLASS_SUBN_LID_ROUTED))?;
+        let dr_agent = register_agent(&fd, &path, 0, smp(CLASS_SUBN_DIRECTED_ROUTE))?;
         tracing::debug!(path = %path.display(), fd = fd.as_raw_fd(), lid_agent, dr_agent, "umad port open");
         Ok(UmadPort {
             fd,
@@ -161,8 +219,47 @@ impl UmadPort {
             ca_index,
             lid_agent,
             dr_agent,
+            gsi_agents: Vec::new(),
             opts,
         })
+    }
+
+    /// Register a GSI agent on QP1 for `class` (e.g. [`GsiClass::SUBN_ADM`]) and return
+    /// its agent id; from then on [`UmadPort::send`] sends MADs of that class through it
+    /// and [`UmadPort::recv`] returns the requests the mask selects and the responses to
+    /// what it sent.
+    ///
+    /// Registered with `rmpp_version` 0: the caller does RMPP itself, and raw segments
+    /// pass through in both directions (the crate doc has the kernel and umad2sim
+    /// facts). Fails with `EINVAL` on a kernel when another agent on this port already
+    /// holds one of these methods for the class and version (e.g. OpenSM's SA), and
+    /// with [`UmadError::BadGsiClass`] for the SMP classes or a second agent of the
+    /// same class on this descriptor (umad2sim keeps one agent per class and would
+    /// silently replace the first).
+    pub fn register_gsi(&mut self, class: GsiClass) -> Result<u32> {
+        let bad = |why| UmadError::BadGsiClass {
+            class: class.class,
+            why,
+        };
+        if matches!(
+            class.class,
+            CLASS_SUBN_LID_ROUTED | CLASS_SUBN_DIRECTED_ROUTE
+        ) {
+            return Err(bad("SMP classes live on QP0 and are registered at open"));
+        }
+        if self.gsi_agents.iter().any(|&(c, _)| c == class.class) {
+            return Err(bad("this port already has an agent for it"));
+        }
+        let id = register_agent(&self.fd, &self.path, 1, class)?;
+        tracing::debug!(
+            path = %self.path.display(),
+            class = class.class,
+            version = class.class_version,
+            agent = id,
+            "GSI agent registered"
+        );
+        self.gsi_agents.push((class.class, id));
+        Ok(id)
     }
 
     /// Open the port a [`PortSpec`] names (resolving `CA:PORT` through sysfs).
@@ -181,13 +278,26 @@ impl UmadPort {
         &self.path
     }
 
-    /// The agent id registered for management class `class` (0x01 or 0x81).
+    /// The agent id registered for management class `class` (0x01, 0x81, or a GSI
+    /// class registered with [`UmadPort::register_gsi`]).
     pub fn agent_id(&self, class: u8) -> Option<u32> {
         match class {
             CLASS_SUBN_LID_ROUTED => Some(self.lid_agent),
             CLASS_SUBN_DIRECTED_ROUTE => Some(self.dr_agent),
-            _ => None,
+            _ => self
+                .gsi_agents
+                .iter()
+                .find(|&&(c, _)| c == class)
+                .map(|&(_, id)| id),
         }
+    }
+
+    /// Send a GMP to `to` (its LID, QP, SL, path bits and GRH go in the header's address
+    /// block; the Q_Key and P_Key index cannot be chosen through this header, see
+    /// [`Address`]). The MAD's class must have a GSI agent. Requests get the port's
+    /// request timeout (so their responses are delivered), responses none.
+    pub fn send_gmp(&self, mad: &[u8; MAD_SIZE], to: &MadAddress) -> Result<()> {
+        self.send(mad, Dest::Address(Address::from(to)))
     }
 
     /// Send a MAD. Requests (method bit 7 clear) get the port's request timeout and
@@ -402,12 +512,15 @@ impl UmadPort {
     }
 }
 
-fn register_agent(fd: &DeviceFd, path: &Path, class: u8) -> Result<u32> {
+/// `IB_USER_MAD_REGISTER_AGENT` for `class` on QP `qpn` (0 or 1), `rmpp_version` 0.
+fn register_agent(fd: &DeviceFd, path: &Path, qpn: u8, class: GsiClass) -> Result<u32> {
     let mut req = RegReq {
-        method_mask: method_mask(),
-        qpn: 0,
-        mgmt_class: class,
-        mgmt_class_version: 1,
+        method_mask: method_mask(class.methods),
+        qpn,
+        mgmt_class: class.class,
+        mgmt_class_version: class.class_version,
+        // 0: no kernel RMPP; segments pass through raw (see the crate doc).
+        rmpp_version: 0,
         ..RegReq::default()
     };
     // SAFETY: IB_USER_MAD_REGISTER_AGENT reads and writes exactly one
@@ -424,7 +537,7 @@ fn register_agent(fd: &DeviceFd, path: &Path, class: u8) -> Result<u32> {
     if rc < 0 {
         return Err(UmadError::Register {
             path: path.to_path_buf(),
-            class,
+            class: class.class,
             errno: Errno::last(),
         });
     }
@@ -437,8 +550,26 @@ mod tests {
 
     #[test]
     fn method_mask_has_get_set_trap_trap_repress() {
-        let m = method_mask();
+        let m = method_mask(&SMP_METHODS);
         assert_eq!(m[0], (1 << 1) | (1 << 2) | (1 << 5) | (1 << 7));
         assert_eq!(&m[1..], &[0, 0, 0]);
+    }
+
+    #[test]
+    fn sa_method_mask_has_the_sa_requests_and_no_responses() {
+        let m = method_mask(GsiClass::SUBN_ADM.methods);
+        // Get, Set in word 0; GetTable 0x12, GetTraceTable 0x13, GetMulti 0x14,
+        // Delete 0x15 are bits 18..=21 of word 0 too.
+        assert_eq!(
+            m[0],
+            (1 << 1) | (1 << 2) | (1 << 0x12) | (1 << 0x13) | (1 << 0x14) | (1 << 0x15)
+        );
+        assert_eq!(
+            &m[1..],
+            &[0, 0, 0],
+            "no response method (>= 0x80) fits a mask"
+        );
+        // A method past 127 is dropped, not a panic.
+        assert_eq!(method_mask(&[0x86, 0xFF]), [0; 4]);
     }
 }

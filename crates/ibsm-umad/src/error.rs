@@ -32,8 +32,12 @@ pub enum UmadError {
     #[error("short read on {path}: {len} bytes, need at least {UMAD_HDR_SIZE}")]
     ShortRead { path: PathBuf, len: usize },
     /// The MAD's management class has no agent here.
-    #[error("no agent for management class {class:#04x} (only 0x01 and 0x81 are registered)")]
+    #[error("no agent for management class {class:#04x} (0x01 and 0x81 are always registered; a GSI class needs UmadPort::register_gsi)")]
     UnsupportedClass { class: u8 },
+    /// [`UmadPort::register_gsi`](crate::UmadPort::register_gsi) was asked for a class it
+    /// cannot register.
+    #[error("cannot register a GSI agent for class {class:#04x}: {why}")]
+    BadGsiClass { class: u8, why: &'static str },
     /// A port spec could not be parsed or resolved.
     #[error("port spec {spec:?}: {reason}")]
     PortSpec { spec: String, reason: String },

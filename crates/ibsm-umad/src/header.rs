@@ -1,10 +1,11 @@
 //! The umad header codec: the 56-byte `ib_user_mad_hdr_old` (agent id, status,
 //! timeout, retries, length, the address block) in front of every MAD a umad device
 //! reads or writes, where to send a MAD ([`Dest`]), and what a `read` returned
-//! ([`Received`], [`decode_read`]). Pure (no device), so it is unit-tested and
-//! fuzzed; the device code and the errors import it.
+//! ([`Received`], [`decode_read`]), and the mapping between the header's address
+//! block and [`MadAddress`], the address a GMP's answer goes back to. Pure (no device),
+//! so it is unit-tested and fuzzed; the device code and the errors import it.
 
-use ibsm_mad::{MadError, Smp};
+use ibsm_mad::{GrhInfo, MadAddress, MadError, Smp, GSI_QKEY};
 
 /// Size of a MAD.
 pub const MAD_SIZE: usize = 256;
@@ -23,11 +24,29 @@ pub enum Dest {
     Directed,
     /// LID routed to this LID, QP0.
     Lid(u16),
-    /// Full control of the address block.
+    /// Full control of the address block: how GMPs are sent (`Address::from(&MadAddress)`
+    /// fills QPN, Q_Key, SL, path bits and the GRH).
     Address(Address),
 }
 
 /// The address block of the umad header (what the kernel sends to / received from).
+///
+/// What the two implementations put in it, checked in their sources (kernel
+/// `drivers/infiniband/core/user_mad.c`, ibsim 0.10 `umad2sim/umad2sim.c`):
+///
+/// * **Read**: `lid` is the LRH SLID, `qpn` the remote (source) QP, `sl` and
+///   `path_bits` (the DLID path bits, i.e. which of our LMC LIDs was addressed) and the
+///   GRH fields as received. `qkey` is **always 0**: neither the kernel nor umad2sim
+///   reports the Q_Key a packet carried. umad2sim also reports SL 0, path bits 0, no GRH,
+///   and as QPN the QP the *sending agent* registered on (0 or 1).
+/// * **Write**: `lid` is the DLID, `qpn` the remote QP, `sl`, `path_bits` and the GRH
+///   fields are used as given. `qkey` is **ignored** by both: the kernel sends from its
+///   GSI QP with that QP's own Q_Key (IB_QP_SET_QKEY, which is the well-known
+///   0x8001_0000 for QP1), umad2sim forwards no Q_Key at all. We fill it anyway.
+/// * **P_Key index**: the 56-byte header (`ib_user_mad_hdr_old`, see the crate doc for
+///   why we never enable the 64-byte one) has no `pkey_index`: the kernel reads and
+///   writes index 0 on such a descriptor, so a [`MadAddress`] decoded here has
+///   `pkey_index` 0 and a non-zero one cannot be honoured on send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Address {
     pub qpn: u32,
@@ -73,6 +92,50 @@ impl Address {
             traffic_class: b[35],
             gid,
             flow_label: be32(b, 52),
+        }
+    }
+}
+
+impl From<&MadAddress> for Address {
+    /// The header address block that sends a GMP to `a` (its `pkey_index` has no place
+    /// in the 56-byte header: see the type's docs).
+    fn from(a: &MadAddress) -> Address {
+        let g = a.grh.unwrap_or_default();
+        Address {
+            qpn: a.qpn,
+            qkey: a.qkey,
+            lid: a.lid,
+            sl: a.sl,
+            path_bits: a.path_bits,
+            grh_present: a.grh.is_some(),
+            gid_index: g.gid_index,
+            hop_limit: g.hop_limit,
+            traffic_class: g.traffic_class,
+            gid: g.gid,
+            flow_label: g.flow_label,
+        }
+    }
+}
+
+impl Address {
+    /// The block as a [`MadAddress`], field for field (`pkey_index` 0: the 56-byte
+    /// header has none). [`Received::source_address`] is the one to answer a GMP with: it also
+    /// fills in the Q_Key the header never reports.
+    pub fn to_mad_address(&self) -> MadAddress {
+        MadAddress {
+            lid: self.lid,
+            qpn: self.qpn,
+            qkey: self.qkey,
+            sl: self.sl,
+            path_bits: self.path_bits,
+            pkey_index: 0,
+            grh: self.grh_present.then_some(GrhInfo {
+                gid: self.gid,
+                hop_limit: self.hop_limit,
+                traffic_class: self.traffic_class,
+                flow_label: self.flow_label,
+                gid_index: self.gid_index,
+            }),
         }
     }
 }
@@ -153,6 +216,26 @@ impl Received {
     /// Decode the MAD as an SMP.
     pub fn smp(&self) -> Result<Smp, MadError> {
         Smp::decode(&self.mad)
+    }
+
+    /// Is this a subnet management packet (class 0x01 or 0x81, QP0)? Everything else
+    /// is a GMP and arrived on QP1.
+    pub fn is_smp(&self) -> bool {
+        matches!(self.mgmt_class(), 0x01 | 0x81)
+    }
+
+    /// Where the MAD came from, as the address its answer goes to: the header's address
+    /// block ([`Address::to_mad_address`]) with the Q_Key filled in. The header never
+    /// reports a Q_Key (it reads 0, kernel and umad2sim alike), but a GMP can only have
+    /// reached our QP1 with the well-known GSI Q_Key 0x8001_0000 (QP1 takes no other),
+    /// and an answer to QP1 must carry that one too; SMPs (QP0) have
+    /// no Q_Key and keep 0.
+    pub fn source_address(&self) -> MadAddress {
+        let mut a = self.source.to_mad_address();
+        if !self.is_smp() && a.qkey == 0 {
+            a.qkey = GSI_QKEY;
+        }
+        a
     }
 }
 
@@ -266,6 +349,79 @@ mod tests {
         assert_eq!(decode_read(&r.encode()), Ok(Some(r)));
     }
 
+    fn gmp_address() -> MadAddress {
+        MadAddress {
+            lid: 0x0042,
+            qpn: 1,
+            qkey: GSI_QKEY,
+            sl: 5,
+            path_bits: 2,
+            pkey_index: 0,
+            grh: Some(GrhInfo {
+                gid: [
+                    0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 2, 0xc9, 3, 0, 0, 0x12, 0x34,
+                ],
+                hop_limit: 7,
+                traffic_class: 0x20,
+                flow_label: 0x9_8765,
+                gid_index: 3,
+            }),
+        }
+    }
+
+    #[test]
+    fn mad_address_round_trips_through_the_header() {
+        let to = gmp_address();
+        let mut h = [0u8; UMAD_HDR_SIZE];
+        Address::from(&to).encode(&mut h);
+        // The wire layout: QPN and Q_Key big-endian at 20 and 24, LID at 28, SL at 30,
+        // path bits at 31, GRH flag at 32, GID at 36, flow label at 52.
+        assert_eq!(&h[20..24], &[0, 0, 0, 1]);
+        assert_eq!(&h[24..28], &[0x80, 0x01, 0, 0]);
+        assert_eq!(&h[28..32], &[0x00, 0x42, 5, 2]);
+        assert_eq!(&h[32..36], &[1, 3, 7, 0x20]);
+        assert_eq!(h[36], 0xfe);
+        assert_eq!(&h[52..56], &[0, 0x09, 0x87, 0x65]);
+        assert_eq!(Address::decode(&h).to_mad_address(), to);
+        // Without a GRH the GRH fields stay zero and come back as None.
+        let plain = MadAddress::gsi(0x1234);
+        let mut h = [0u8; UMAD_HDR_SIZE];
+        Address::from(&plain).encode(&mut h);
+        assert_eq!(h[32..56], [0u8; 24]);
+        assert_eq!(Address::decode(&h).to_mad_address(), plain);
+    }
+
+    #[test]
+    fn a_gmp_read_gives_its_source_with_the_gsi_qkey() {
+        // As the kernel and umad2sim fill a read: Q_Key 0, P_Key index absent.
+        let mut source = Address::from(&gmp_address());
+        source.qkey = 0;
+        let mut mad = [0u8; MAD_SIZE];
+        mad[0] = 1;
+        mad[1] = crate::device::CLASS_SUBN_ADM;
+        mad[2] = crate::device::SA_CLASS_VERSION;
+        mad[3] = 0x01;
+        let r = Received {
+            mad,
+            status: 0,
+            agent_id: 2,
+            length: 256 + 56,
+            source,
+        };
+        let r = decode_read(&r.encode()).expect("header").expect("MAD");
+        assert!(!r.is_smp());
+        assert_eq!(r.source_address(), gmp_address());
+        // An SMP keeps Q_Key 0: QP0 has none.
+        let mut smp = r.clone();
+        smp.mad[1] = CLASS_SUBN_DIRECTED_ROUTE;
+        assert!(smp.is_smp());
+        assert_eq!(smp.source_address().qkey, 0);
+        // A Q_Key the header did carry is kept.
+        let mut other = r;
+        other.source.qkey = 0x1234_5678;
+        assert_eq!(other.source_address().qkey, 0x1234_5678);
+    }
+
     #[test]
     fn read_shorter_than_a_header_is_an_error() {
         assert_eq!(decode_read(&[0; 55]), Err(ReadError::Short { len: 55 }));
@@ -296,6 +452,16 @@ mod tests {
                     Ok(Some(r)) => {
                         let n = bytes.len().min(UMAD_READ_SIZE);
                         prop_assert_eq!(&r.mad[..n - UMAD_HDR_SIZE], &bytes[UMAD_HDR_SIZE..n]);
+                        // The address block maps to a MadAddress and back unchanged (GRH
+                        // fields of a block without the GRH flag aside: they have no place
+                        // in a MadAddress).
+                        let a = r.source.to_mad_address();
+                        let back = Address::from(&a);
+                        if r.source.grh_present {
+                            prop_assert_eq!(back, r.source);
+                        } else {
+                            prop_assert_eq!(back.to_mad_address(), a);
+                        }
                         prop_assert_eq!(decode_read(&r.encode()), Ok(Some(r)));
                     }
                 }

@@ -61,10 +61,7 @@ fn foreign_sminfo_get() -> ReceivedMad {
     {
         *hop_ptr = hop_cnt;
     }
-    ReceivedMad {
-        mad: smp.encode(),
-        slid: 0xFFFF,
-    }
+    ReceivedMad::smp(smp.encode(), 0xFFFF)
 }
 
 #[test]

@@ -86,7 +86,7 @@ fn ask(dev: &mut SimDevice, req: &Smp, dlid: Option<u16>) -> Option<(Smp, u16)> 
             continue;
         };
         if smp.method == Method::GET_RESP && smp.tid as u32 == req.tid as u32 {
-            return Some((smp, r.slid));
+            return Some((smp, r.slid()));
         }
     }
     None

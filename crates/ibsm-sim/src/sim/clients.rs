@@ -1,6 +1,7 @@
 //! The simulator's clients, SM endpoints at CA ports as `umad`/`issm` on a host:
-//! attaching and detaching one, its IsSM bit, and which client takes what arrives at
-//! a port (its SM first) or answers a request it was handed.
+//! attaching and detaching one, its IsSM bit, the GMP classes it registered (its QP1
+//! agents), and which client takes what arrives at a port (its SM first; a GMP request
+//! the client of its class) or answers a request it was handed.
 
 use ibsm_fabric::NodeIdx;
 
@@ -28,6 +29,7 @@ impl Sim {
             port: idx,
             attached: true,
             is_sm: false,
+            gsi_classes: [0; 4],
         });
         tracing::debug!(client = id, node = node.0, port, "client attached");
         Ok(ClientId(id))
@@ -58,6 +60,56 @@ impl Sim {
             pi.capability_mask.set(ibsm_mad::CapabilityMask::IS_SM, any);
         }
         Ok(())
+    }
+
+    /// Registers `client` for GMP class `class` (e.g. 0x03, Subnet Administration), like a
+    /// umad agent on QP1: GMP *requests* of that class sent to QP1 of the client's port
+    /// are handed to it. Responses need no registration: they go to the client whose
+    /// request they answer. As on a kernel, one client per port may hold a class;
+    /// another client of the same port asking for it gets [`SimError::ClassInUse`].
+    /// The SMP classes 0x01 and 0x81 are not GMPs ([`SimError::NotGmpClass`]).
+    pub fn register_gsi_class(&mut self, client: ClientId, class: u8) -> Result<(), SimError> {
+        if matches!(class, 0x01 | 0x81) {
+            return Err(SimError::NotGmpClass(class));
+        }
+        let port = self.client_rec(client)?.port;
+        if let Some(holder) = self.gsi_client_at(port, class) {
+            if holder == client {
+                return Ok(());
+            }
+            return Err(SimError::ClassInUse { class, holder });
+        }
+        if let Some(w) = self
+            .clients
+            .get_mut(client.0 as usize)
+            .and_then(|c| c.gsi_classes.get_mut(usize::from(class / 64)))
+        {
+            *w |= 1 << (class % 64);
+        }
+        tracing::debug!(client = client.0, class, "GMP class registered");
+        Ok(())
+    }
+
+    /// Undoes [`Sim::register_gsi_class`] (a no-op when the client does not hold it).
+    pub fn unregister_gsi_class(&mut self, client: ClientId, class: u8) -> Result<(), SimError> {
+        self.client_rec(client)?;
+        if let Some(w) = self
+            .clients
+            .get_mut(client.0 as usize)
+            .and_then(|c| c.gsi_classes.get_mut(usize::from(class / 64)))
+        {
+            *w &= !(1 << (class % 64));
+        }
+        Ok(())
+    }
+
+    /// The attached client at port `arr` registered for GMP class `class`.
+    pub(super) fn gsi_client_at(&self, arr: u32, class: u8) -> Option<ClientId> {
+        self.clients
+            .iter()
+            .position(|c| c.attached && c.port == arr && c.takes_class(class))
+            .and_then(|i| u32::try_from(i).ok())
+            .map(ClientId)
     }
 
     /// The (node, port) a client is attached to.

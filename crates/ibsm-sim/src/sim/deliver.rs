@@ -12,8 +12,10 @@ use crate::sma::SmaAction;
 use crate::state::NONE;
 use crate::wire::{self, Mad};
 
+use ibsm_mad::MadAddress;
+
 use super::simulator::{wire_tid, Drop, Forwarded, QKey, Sim, Slot, FORWARD_MEMORY, PERMISSIVE};
-use super::types::{ClientId, Delivery};
+use super::types::{smp_source, ClientId, Delivery};
 
 impl Sim {
     /// A request reached port `arr`: the SMA answers it, or the port's SM client takes it.
@@ -62,7 +64,7 @@ impl Sim {
                 requester_lid: slid,
             });
             self.stats.forwarded_to_clients += 1;
-            self.enqueue(now, cid, slid, m);
+            self.enqueue(now, cid, smp_source(slid), m);
             return;
         }
         let amod = wire::rd32(m, wire::ATTR_MOD);
@@ -138,7 +140,7 @@ impl Sim {
             }
         };
         match target {
-            Some(c) => self.enqueue(now, c, slid, m),
+            Some(c) => self.enqueue(now, c, smp_source(slid), m),
             None => {
                 self.stats.dropped_no_client += 1;
                 tracing::trace!(port = arr, tid, "response reached a port without a client");
@@ -155,10 +157,11 @@ impl Sim {
         tracing::trace!(?why, "MAD dropped in the fabric");
     }
 
-    fn enqueue(&mut self, now: Duration, client: ClientId, slid: u16, m: &Mad) {
+    /// Queue `m` for `client` at `now + latency`, `from` being where it came from.
+    pub(super) fn enqueue(&mut self, now: Duration, client: ClientId, from: MadAddress, m: &Mad) {
         let slot = Slot {
             client,
-            slid,
+            from,
             mad: *m,
         };
         let idx = match self.free_slots.pop() {
@@ -198,7 +201,7 @@ impl Sim {
             self.queue.pop();
             self.free_slots.push(k.slot);
             let s = self.slots.get(k.slot as usize)?;
-            let (client, slid, mad) = (s.client, s.slid, s.mad);
+            let (client, from, mad) = (s.client, s.from, s.mad);
             if !self
                 .clients
                 .get(client.0 as usize)
@@ -207,7 +210,12 @@ impl Sim {
                 continue;
             }
             self.stats.delivered += 1;
-            return Some(Delivery { client, slid, mad });
+            return Some(Delivery {
+                client,
+                slid: from.lid,
+                from,
+                mad,
+            });
         }
     }
 

@@ -1,6 +1,7 @@
-//! Forwarding through the fabric: crossing a link (only a trained one, to a node
-//! that is not removed), the directed route out and back (IBA C14-9, C14-13), and LID
-//! routing through the LFTs the SM programmed, loops cut after `max_lid_hops`.
+//! Forwarding through the fabric: crossing a link (only a trained one for SMPs, only
+//! an Active one for GMPs, to a node that is not removed), the directed route out and
+//! back (IBA C14-9, C14-13), and LID routing through the LFTs the SM programmed,
+//! loops cut after `max_lid_hops`.
 
 use crate::state::NONE;
 use crate::wire::{self, Mad};
@@ -8,15 +9,24 @@ use crate::wire::{self, Mad};
 use super::simulator::{Drop, Sim, PERMISSIVE};
 
 impl Sim {
-    /// The port at the far end of the link out of `from`, if the link carries SMPs.
+    /// The port at the far end of the link out of `from`, if the link carries SMPs
+    /// (`data` false: trained, Init or later) or data packets (`data` true: both ends
+    /// Active).
     #[inline]
-    fn cross(&self, from: u32) -> Result<u32, Drop> {
+    fn cross(&self, from: u32, data: bool) -> Result<u32, Drop> {
+        let up = |p: &crate::state::PortHot| {
+            if data {
+                p.carries_data()
+            } else {
+                p.link_up()
+            }
+        };
         let p = self.fabric.ports.get(from as usize).ok_or(Drop::Link)?;
-        if !p.link_up() {
+        if !up(p) {
             return Err(Drop::Link);
         }
         let r = self.fabric.ports.get(p.remote as usize).ok_or(Drop::Link)?;
-        if !r.link_up()
+        if !up(r)
             || self
                 .fabric
                 .nodes
@@ -34,7 +44,7 @@ impl Sim {
     pub(super) fn walk_out(&self, m: &mut Mad, mut from: u32) -> Result<u32, Drop> {
         let n = m[wire::HOP_CNT];
         loop {
-            let arr = self.cross(from)?;
+            let arr = self.cross(from, false)?;
             let a = self.fabric.ports.get(arr as usize).ok_or(Drop::Link)?;
             let h = m[wire::HOP_PTR];
             wire::set_return_path(m, h, a.num);
@@ -64,7 +74,7 @@ impl Sim {
     pub(super) fn walk_back(&self, m: &mut Mad, mut from: u32) -> Result<u32, Drop> {
         let n = m[wire::HOP_CNT];
         loop {
-            let arr = self.cross(from)?;
+            let arr = self.cross(from, false)?;
             let h = m[wire::HOP_PTR];
             if h == 1 {
                 // C14-13:3 with DrSLID permissive: hand to the SM.
@@ -88,10 +98,20 @@ impl Sim {
         }
     }
 
-    /// LID routing of a packet injected at port `from` (a CA port, or a switch's port 0)
+    /// LID routing of an SMP injected at port `from` (a CA port, or a switch's port 0)
     /// towards `dlid`, through the LFTs the SM has programmed. Returns the receiving
     /// port (for a switch: the port the packet entered by, or port 0 when injected there).
     pub(super) fn route_lid(&self, from: u32, dlid: u16) -> Result<u32, Drop> {
+        self.route_lid_on(from, dlid, false)
+    }
+
+    /// [`Sim::route_lid`] for a data packet (a GMP): the same LFT walk, but every link
+    /// crossed must be Active at both ends.
+    pub(super) fn route_lid_data(&self, from: u32, dlid: u16) -> Result<u32, Drop> {
+        self.route_lid_on(from, dlid, true)
+    }
+
+    fn route_lid_on(&self, from: u32, dlid: u16, data: bool) -> Result<u32, Drop> {
         let f = &self.fabric;
         let p = f.ports.get(from as usize).ok_or(Drop::Link)?;
         let node = f.nodes.get(p.node as usize).ok_or(Drop::Link)?;
@@ -130,7 +150,7 @@ impl Sim {
                 }
                 cur = n.first_port + u32::from(e);
             }
-            let arr = self.cross(cur)?;
+            let arr = self.cross(cur, data)?;
             let a = f.ports.get(arr as usize).ok_or(Drop::Link)?;
             let an = f.nodes.get(a.node as usize).ok_or(Drop::Link)?;
             if an.switch != NONE {

@@ -64,7 +64,7 @@ impl Sim {
             return Err(bad_header(
                 "MgmtClass",
                 class,
-                "the simulator carries subnet management only (0x01 LID-routed, 0x81 directed route)",
+                "send/send_to carry subnet management only (0x01 LID-routed, 0x81 directed route); other classes are GMPs: use send_gmp",
             ));
         }
         if m[wire::CLASS_VERSION] != 1 {

@@ -10,7 +10,7 @@ use std::fmt;
 use std::time::Duration;
 
 use ibsm_fabric::{NodeIdx, Topology};
-use ibsm_mad::{PhysPortState, PortState};
+use ibsm_mad::{MadAddress, PhysPortState, PortState};
 
 use crate::error::SimError;
 use crate::rng::SplitMix64;
@@ -37,6 +37,17 @@ pub(super) struct ClientRec {
     pub(super) port: u32,
     pub(super) attached: bool,
     pub(super) is_sm: bool,
+    /// GMP classes this client takes requests of (bit `class` of the 256), like the
+    /// classes a process registered umad agents for on QP1.
+    pub(super) gsi_classes: [u64; 4],
+}
+
+impl ClientRec {
+    pub(super) fn takes_class(&self, class: u8) -> bool {
+        self.gsi_classes
+            .get(usize::from(class / 64))
+            .is_some_and(|w| w & (1 << (class % 64)) != 0)
+    }
 }
 
 /// A request handed to a client: who asked, so that the answer finds its requester.
@@ -59,7 +70,7 @@ pub(super) struct QKey {
 #[derive(Clone)]
 pub(super) struct Slot {
     pub(super) client: ClientId,
-    pub(super) slid: u16,
+    pub(super) from: MadAddress,
     pub(super) mad: Mad,
 }
 
@@ -168,6 +179,51 @@ impl Sim {
         let n = self.fabric.nodes.get(node.as_usize())?;
         let sw = self.fabric.switches.get(n.switch as usize)?;
         sw.lft.get(usize::from(lid)).copied().filter(|&p| p != 0xFF)
+    }
+
+    /// One MulticastForwardingTable block of a switch as the SM wrote it: the 32 port
+    /// masks (bit `p` = port `16 * position + p`) of MLIDs `0xC000 + 32 * block` onwards.
+    /// None for a non-switch or a block/position outside the table; never written is all
+    /// zeros.
+    pub fn mft_block(&self, node: NodeIdx, block: u16, position: u8) -> Option<[u16; 32]> {
+        let n = self.fabric.nodes.get(node.as_usize())?;
+        if n.switch == crate::state::NONE
+            || u32::from(block) >= u32::from(self.cfg.multicast_fdb_cap).div_ceil(32)
+            || position > n.num_ports / 16
+        {
+            return None;
+        }
+        let raw = self
+            .fabric
+            .tables
+            .mft
+            .get(&(n.switch, block, position))
+            .copied()
+            .unwrap_or([0u8; 64]);
+        let mut out = [0u16; 32];
+        for (o, c) in out.iter_mut().zip(raw.chunks_exact(2)) {
+            *o = u16::from_be_bytes([c[0], c[1]]);
+        }
+        Some(out)
+    }
+
+    /// The ports (0..=NumPorts) a switch's MulticastForwardingTable forwards `mlid` to,
+    /// ascending. None for a non-switch or an MLID outside 0xC000..0xC000+MulticastFDBCap.
+    pub fn mft_ports(&self, node: NodeIdx, mlid: u16) -> Option<Vec<u8>> {
+        let index = mlid.checked_sub(0xC000)?;
+        let n = self.fabric.nodes.get(node.as_usize())?;
+        let mut ports = Vec::new();
+        for position in 0..=n.num_ports / 16 {
+            let masks = self.mft_block(node, index / 32, position)?;
+            let mask = masks.get(usize::from(index % 32)).copied().unwrap_or(0);
+            for bit in 0..16u8 {
+                let port = u16::from(position) * 16 + u16::from(bit);
+                if mask & (1 << bit) != 0 && port <= u16::from(n.num_ports) {
+                    ports.push(u8::try_from(port).unwrap_or(u8::MAX));
+                }
+            }
+        }
+        Some(ports)
     }
 
     /// SwitchInfo.PortStateChange of a switch (None for non-switches).

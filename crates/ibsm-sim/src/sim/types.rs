@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use ibsm_mad::{AttributeId, Method};
+use ibsm_mad::{AttributeId, MadAddress, Method};
 
 use crate::wire;
 
@@ -74,13 +74,23 @@ impl fmt::Display for ClientId {
 }
 
 /// A MAD handed to a client, with the source LID of the packet that carried it
-/// (LRH SLID; [`PERMISSIVE_LID`](ibsm_mad::PERMISSIVE_LID) for directed-route SMPs).
+/// (LRH SLID; [`PERMISSIVE_LID`](ibsm_mad::PERMISSIVE_LID) for directed-route SMPs) and,
+/// for a GMP, its whole source address.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Delivery {
     /// The receiving client.
     pub client: ClientId,
     /// LRH SLID: where a LID-routed answer must go (see [`Sim::send_to`](crate::Sim::send_to)).
+    /// Always `from.lid`.
     pub slid: u16,
+    /// Where it came from, the address an answer goes to (with
+    /// [`Sim::send_gmp`](crate::Sim::send_gmp) for a GMP). For an SMP only the LID is
+    /// meaningful: QPN 0, Q_Key 0, no GRH. For a GMP: the sender's LID (base LID plus
+    /// the path bits it sent from), QPN 1 (every client sends from QP1, as every umad
+    /// agent does), the Q_Key and SL it was sent with, the DLID path bits that
+    /// addressed the receiving port, the index in the receiving port's P_Key table that
+    /// matched the packet's P_Key, and a GRH (the sender's GID) when one was sent.
+    pub from: MadAddress,
     /// The MAD.
     pub mad: [u8; 256],
 }
@@ -90,9 +100,24 @@ impl fmt::Debug for Delivery {
         f.debug_struct("Delivery")
             .field("client", &self.client)
             .field("slid", &self.slid)
+            .field("qpn", &self.from.qpn)
+            .field("class", &self.mad[wire::MGMT_CLASS])
             .field("method", &Method(self.mad[wire::METHOD]))
             .field("attr", &AttributeId(wire::rd16(&self.mad, wire::ATTR_ID)))
             .finish_non_exhaustive()
+    }
+}
+
+/// The source address of an SMP (LID only: SMPs use QP0, no Q_Key, no GRH).
+pub(crate) const fn smp_source(slid: u16) -> MadAddress {
+    MadAddress {
+        lid: slid,
+        qpn: 0,
+        qkey: 0,
+        sl: 0,
+        path_bits: 0,
+        pkey_index: 0,
+        grh: None,
     }
 }
 
@@ -122,4 +147,13 @@ pub struct SimStats {
     pub consumed: u64,
     /// Discarded by an SMA because the M_Key check failed (IBA 14.2.4).
     pub dropped_m_key: u64,
+    /// GMPs (any class but 0x01/0x81) handed to a client.
+    pub gmps_to_clients: u64,
+    /// GMP Get/Set requests no client at their destination port had registered for:
+    /// answered with GetResp status 0x000C, as the Linux kernel's MAD layer does.
+    pub gmps_unclaimed: u64,
+    /// GMPs dropped at the receiving port for their keys: a Q_Key other than the GSI
+    /// one on QP1, or a P_Key the sending port does not hold at the index it sent with
+    /// or the receiving port does not hold at all (the partition check of IBA chapter 10).
+    pub dropped_key: u64,
 }

@@ -12,7 +12,7 @@ use ibsm_core::node::{CommandReply, Input, Node, NodeCommand, NodeConfig, NodeEv
 use ibsm_core::subnet::storm::LogSampler;
 use ibsm_core::subnet::{RoutingDone, RoutingJob};
 use ibsm_mad::MAD_SIZE;
-use ibsm_transport::MadDevice;
+use ibsm_transport::{MadDevice, ReceivedMad};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::error::DaemonError;
@@ -166,17 +166,34 @@ impl Driver {
             if let Some(r) = self.dev.recv(until.saturating_sub(now))? {
                 self.feed_replicated();
                 let now = self.now();
-                self.mad(now, &r.mad, r.slid);
+                self.mad(now, &r);
                 // Drain what else is already there before the next round of timers.
                 while let Some(r) = self.dev.recv(Duration::ZERO)? {
-                    self.mad(now, &r.mad, r.slid);
+                    self.mad(now, &r);
                 }
             }
         }
     }
 
-    fn mad(&mut self, now: Duration, mad: &[u8; MAD_SIZE], slid: u16) {
-        self.node.handle_input(now, Input::Mad { mad, slid });
+    fn mad(&mut self, now: Duration, r: &ReceivedMad) {
+        if !r.is_smp() {
+            // A GMP reaches the device only for a class it registered (the SA's 0x03);
+            // the node takes SMPs only until the SA is wired to it.
+            tracing::debug!(
+                class = r.mgmt_class(),
+                lid = r.from.lid,
+                qpn = r.from.qpn,
+                "GMP received with no SA to take it; dropped"
+            );
+            return;
+        }
+        self.node.handle_input(
+            now,
+            Input::Mad {
+                mad: &r.mad,
+                slid: r.slid(),
+            },
+        );
         self.drain();
     }
 
