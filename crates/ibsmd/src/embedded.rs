@@ -48,6 +48,7 @@ pub fn spawn_on_sim_client(
     cfg: InstanceConfig,
 ) -> Result<(Instance, ibsm_sim::ClientId), DaemonError> {
     let dev = sim.attach(node, port)?;
+    dev.register_gsi_class(ibsm_mad::sa::SA_CLASS.0)?;
     let client = dev.client();
     sim.with_sim(|s| s.set_is_sm(client, true))?
         .map_err(|e| DaemonError::SetIsSm(e.to_string()))?;

@@ -140,7 +140,8 @@ pub type OpenedFabric = (Box<dyn MadDevice + Send>, Box<dyn Send>);
 pub fn open_fabric(spec: &FabricSpec) -> Result<OpenedFabric, DaemonError> {
     match spec {
         FabricSpec::Umad(port) => {
-            let dev = UmadDevice::open(port, std::time::Duration::from_millis(200))?;
+            // With the SA's GSI agent (class 0x03 on QP1): the master answers SA queries.
+            let dev = UmadDevice::open_with_sa(port, std::time::Duration::from_millis(200))?;
             let issm = ibsm_umad::open_issm(dev.port().ca_index())
                 .map_err(|e| DaemonError::Issm(e.to_string()))?;
             Ok((Box::new(dev), Box::new(issm)))
@@ -157,6 +158,7 @@ pub fn open_fabric(spec: &FabricSpec) -> Result<OpenedFabric, DaemonError> {
                 .ok_or_else(|| fabric("the fabric has no CA port with a cable".into()))?;
             let sim = SharedSim::new(&topology);
             let dev = sim.attach(node, port)?;
+            dev.register_gsi_class(ibsm_mad::sa::SA_CLASS.0)?;
             let client = dev.client();
             sim.with_sim(|s| s.set_is_sm(client, true))?
                 .map_err(|e| DaemonError::SetIsSm(e.to_string()))?;

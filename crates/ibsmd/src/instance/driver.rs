@@ -176,24 +176,24 @@ impl Driver {
     }
 
     fn mad(&mut self, now: Duration, r: &ReceivedMad) {
-        if !r.is_smp() {
-            // A GMP reaches the device only for a class it registered (the SA's 0x03);
-            // the node takes SMPs only until the SA is wired to it.
-            tracing::debug!(
-                class = r.mgmt_class(),
-                lid = r.from.lid,
-                qpn = r.from.qpn,
-                "GMP received with no SA to take it; dropped"
+        if r.is_smp() {
+            self.node.handle_input(
+                now,
+                Input::Mad {
+                    mad: &r.mad,
+                    slid: r.slid(),
+                },
             );
-            return;
+        } else {
+            // A GMP reaches the device only for a class it registered (the SA's 0x03).
+            self.node.handle_input(
+                now,
+                Input::Gmp {
+                    mad: &r.mad,
+                    from: r.from,
+                },
+            );
         }
-        self.node.handle_input(
-            now,
-            Input::Mad {
-                mad: &r.mad,
-                slid: r.slid(),
-            },
-        );
         self.drain();
     }
 
@@ -247,8 +247,12 @@ impl Driver {
                 Output::Transmit(o) => {
                     self.device_send(o.dlid, &o.mad);
                 }
-                // GMPs need the QP1 agent of the transport (not wired yet): dropped.
-                Output::TransmitGmp(_) => {}
+                Output::TransmitGmp(t) => {
+                    if let Err(err) = self.dev.send_gmp(&t.to, &t.mad) {
+                        self.send_errors = self.send_errors.saturating_add(1);
+                        tracing::debug!(%err, lid = t.to.lid, qpn = t.to.qpn, "SA answer not sent");
+                    }
+                }
                 Output::Event(ev) => self.event(ev),
                 Output::RoutingJob(job) => match self.routing.jobs.send(job) {
                     Ok(()) => self.routing.outstanding += 1,
