@@ -10,19 +10,21 @@
 //! [`SaAgent::poll_timeout`] has passed.
 //!
 //! Files: `agent` (decode, refuse, dispatch, answer), `transfer` (RMPP sending),
-//! `records` (fabric records), `context` (what a request is answered against and
-//! partition visibility), `fabric` (the snapshot), `config`.
+//! `records` (fabric records), `path` (PathRecord queries) and `path_params` (the
+//! numbers of one path), `context` (what a request is answered against and
+//! partition visibility), `fabric` (the snapshot and its path table), `config`.
 
 mod agent;
 mod config;
 mod context;
 mod fabric;
 mod path;
+mod path_params;
 mod records;
 mod transfer;
 
 pub use agent::{SaAgent, SaMetrics, SaTransmit};
 pub use config::SaConfig;
 pub use context::{share_pkey, shared_pkey, Requester, SaContext};
-pub use fabric::{make_gid, split_gid, EndPort, SaFabric, DEFAULT_SUBNET_PREFIX};
+pub use fabric::{make_gid, split_gid, EndPort, PortLimits, SaFabric, DEFAULT_SUBNET_PREFIX};
 pub use records::class_port_info;
