@@ -10,7 +10,7 @@
 //! [`SaAgent::poll_timeout`] has passed.
 //!
 //! Files: `agent` (decode, refuse, dispatch, answer), `transfer` (RMPP sending),
-//! `records` (fabric records), `path` (PathRecord queries) and `path_params` (the
+//! `records` (fabric records), `path/` (PathRecord queries, and in `params` the
 //! numbers of one path), `context` (what a request is answered against and
 //! partition visibility), `fabric` (the snapshot and its path table), `config`.
 
@@ -19,7 +19,6 @@ mod config;
 mod context;
 mod fabric;
 mod path;
-mod path_params;
 mod records;
 mod transfer;
 

@@ -17,7 +17,7 @@ use ibsm_mad::attr::{CapabilityMask, NodeInfo, PKey, PortInfo};
 use ibsm_mad::sa::{ComponentMask, PathRecord, SaMad, SaStatus, Selector};
 use ibsm_mad::{MadAddress, Method};
 
-use super::path_records;
+use super::super::path_records;
 use crate::sa::{make_gid, EndPort, SaAgent, SaConfig, SaContext, SaFabric, DEFAULT_SUBNET_PREFIX};
 
 const PLT: u8 = 0x12;
@@ -718,6 +718,11 @@ fn lmc_gives_distinct_lids_up_to_numb_path() {
     let got = ask(&f, a.1, Method::GET_TABLE, &t2, PathRecord::DLID);
     assert_eq!(got.len(), 4, "every SLID of the requester to that DLID");
     assert!(got.iter().all(|r| r.dlid == b.1 + 2));
+    // One SLID to everyone: every DLID of each CA (4), the switches' one each.
+    let got = ask(&f, a.1, Method::GET_TABLE, &t2, PathRecord::SLID);
+    let switches = f.end_ports().iter().filter(|e| e.lmc == 0).count();
+    assert_eq!(got.len(), cas.len() * 4 + switches);
+    assert!(got.iter().all(|r| r.slid == a.1 + 3));
 }
 
 #[test]
@@ -743,4 +748,35 @@ fn an_all_to_all_on_a_k8_fat_tree_agrees_with_walks() {
         total += got.len();
     }
     assert_eq!(total, n.cas().len() * ends.len());
+}
+
+#[test]
+fn rates_only_2x_or_hdr_links_give_are_lowered_for_ports_that_do_not_announce_them() {
+    use super::super::params::rate_for_port;
+    let code = |c: u8| Rate::from_iba(c).unwrap();
+    let old = PortInfo::default();
+    let ext = PortInfo {
+        capability_mask: CapabilityMask(CapabilityMask::IS_EXTENDED_SPEEDS_SUPPORTED),
+        ..old
+    };
+    let cap2 = |bits: u16| PortInfo {
+        capability_mask: CapabilityMask(CapabilityMask::IS_CAPABILITY_MASK2_SUPPORTED),
+        capability_mask2: bits,
+        ..old
+    };
+    // 28 Gb/s (2x FDR): 20 Gb/s for an old port, 25 with extended speeds.
+    assert_eq!(rate_for_port(&old, code(19)), code(6));
+    assert_eq!(rate_for_port(&ext, code(19)), code(15));
+    assert_eq!(rate_for_port(&cap2(0x0010), code(19)), code(19));
+    // 50 Gb/s: 40 unless 2x or HDR is announced.
+    assert_eq!(rate_for_port(&old, code(20)), code(7));
+    assert_eq!(rate_for_port(&cap2(0x0020), code(20)), code(20));
+    // 400 Gb/s: 300 without HDR/NDR; 1200 Gb/s: 600 with HDR only, 300 without.
+    assert_eq!(rate_for_port(&old, code(21)), code(18));
+    assert_eq!(rate_for_port(&cap2(0x0020), code(21)), code(21));
+    assert_eq!(rate_for_port(&cap2(0x0020), code(24)), code(22));
+    assert_eq!(rate_for_port(&cap2(0), code(24)), code(18));
+    assert_eq!(rate_for_port(&cap2(0x0400), code(24)), code(24));
+    // Other rates pass.
+    assert_eq!(rate_for_port(&old, Rate::GBPS_10), Rate::GBPS_10);
 }

@@ -24,8 +24,8 @@ use ibsm_fabric::Rate;
 use ibsm_mad::attr::{CapabilityMask, PKey, PortInfo};
 use ibsm_mad::sa::{ComponentMask, PathRecord, Selector};
 
-use super::context::share_pkey;
-use super::fabric::{EndPort, SaFabric};
+use crate::sa::context::share_pkey;
+use crate::sa::fabric::{EndPort, SaFabric};
 
 /// OpenSM's MAX_HOPS: a path through more switches than this has no record.
 const MAX_SWITCH_HOPS: u16 = 64;

@@ -31,7 +31,7 @@
 //!
 //! ## The record
 //!
-//! MTU, rate and PacketLifeTime as `path_params` computes them, with selector
+//! MTU, rate and PacketLifeTime as `params` computes them, with selector
 //! "exactly" (the values are the path's); P_Key as [`PairKey`] says; SL the
 //! template's or 0; HopLimit 0 (a local path, no GRH needed: OpenSM sets 255 only
 //! through a router); NumbPath 0 (OpenSM returns only the Reversible bit in that
@@ -48,14 +48,14 @@
 //! here such a requester (one the last sweep did not see) is treated as in the
 //! default partition, as elsewhere in the SA.
 
+mod params;
+
 use ibsm_mad::sa::{ComponentMask, PathRecord, SaStatus, Selector};
 use ibsm_mad::Method;
 
 use super::context::{Requester, SaContext};
 use super::fabric::{split_gid, EndPort, SaFabric, DEFAULT_SUBNET_PREFIX};
-use super::path_params::{
-    pair_key, path_params, ports_share, rate_for_port, PairKey, PathParams, Selectors,
-};
+use params::{pair_key, path_params, ports_share, rate_for_port, PairKey, PathParams, Selectors};
 
 /// PathRecords for a query template under `mask`, for a Get or a GetTable.
 pub fn path_records(
@@ -321,5 +321,4 @@ impl Query<'_> {
 }
 
 #[cfg(test)]
-#[path = "path_tests.rs"]
 mod tests;
