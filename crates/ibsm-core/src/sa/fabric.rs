@@ -142,7 +142,7 @@ impl SaPaths {
 
 /// What an end port's own PortInfo limits a path to (OpenSM folds both ends' in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PortLimits {
+pub(crate) struct PortLimits {
     /// PortInfo.MTUCap, if a valid MTU.
     pub mtu_cap: Option<u8>,
     /// The rate of LinkWidthActive x LinkSpeedActive (LinkSpeedExtActive when the
@@ -231,7 +231,7 @@ impl SaFabric {
 
     /// What `port` of `node`'s PortInfo limits a path to (nothing if never read or
     /// not valid: a switch's port 0 reports no link of its own on some devices).
-    pub fn port_limits(&self, node: NodeIdx, port: u8) -> PortLimits {
+    pub(crate) fn port_limits(&self, node: NodeIdx, port: u8) -> PortLimits {
         let Some(pi) = self.port_info_of(node, port) else {
             return PortLimits::default();
         };

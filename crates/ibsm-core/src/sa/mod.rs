@@ -25,5 +25,5 @@ mod transfer;
 pub use agent::{SaAgent, SaMetrics, SaTransmit};
 pub use config::SaConfig;
 pub use context::{share_pkey, shared_pkey, Requester, SaContext};
-pub use fabric::{make_gid, split_gid, EndPort, PortLimits, SaFabric, DEFAULT_SUBNET_PREFIX};
+pub use fabric::{make_gid, split_gid, EndPort, SaFabric, DEFAULT_SUBNET_PREFIX};
 pub use records::class_port_info;
