@@ -286,6 +286,7 @@ impl SaAgent {
                 req,
                 &template::<PathRecord>(m)?,
                 mask,
+                m.method(),
                 self.cfg.packet_life_time,
             )?),
             _ => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),

@@ -9,10 +9,11 @@
 //! `Arc` until the next one, so a GetTable of 10k records reads one consistent view.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use ibsm_fabric::{NodeIdx, Topology};
-use ibsm_mad::attr::{NodeInfo, PKey, PortInfo, SwitchInfo};
+use ibsm_fabric::path::{Lfts, PathError, PathSummary, PathTable};
+use ibsm_fabric::{mtu_bytes, LinkSpeed, LinkWidth, NodeIdx, Rate, Topology};
+use ibsm_mad::attr::{CapabilityMask, NodeInfo, PKey, PortInfo, SwitchInfo};
 
 /// The default GID prefix (IBA 4.1.1: link-local fe80::/64).
 pub const DEFAULT_SUBNET_PREFIX: u64 = 0xFE80_0000_0000_0000;
@@ -61,6 +62,98 @@ pub struct SaFabric {
     by_lid: HashMap<u16, EndPort>,
     /// PortGUID -> end port.
     by_guid: HashMap<u64, EndPort>,
+    /// The PathRecord numbers of every (switch, DLID), built on the first PathRecord
+    /// query (see [`SaFabric::path_summary`]).
+    paths: PathCache,
+}
+
+/// The lazily built [`SaPaths`] of a snapshot. A clone starts empty: whoever clones a
+/// snapshot may change its public fields (LFTs, topology) before sharing it, and a
+/// table copied along would then answer for the old ones.
+#[derive(Debug, Default)]
+struct PathCache(OnceLock<SaPaths>);
+
+impl Clone for PathCache {
+    fn clone(&self) -> Self {
+        PathCache::default()
+    }
+}
+
+/// Above this many (switch, DLID) entries (4 bytes each: 64 MB) the [`PathTable`] is
+/// not built and every PathRecord walks the LFTs instead: a k=16 fat tree needs 0.4M
+/// entries, k=24 3M, but k=58 200M (0.8 GB per snapshot), where a walk per query (a
+/// few hops) is the better trade.
+const PATH_TABLE_MAX_ENTRIES: usize = 16 << 20;
+
+/// What PathRecords are answered from: a copy of the topology whose ports carry the
+/// MTU their links run at, and the [`PathTable`] built over it and the LFTs.
+///
+/// Why a copy: discovery leaves every port's `mtu` at its default, while the MTU a
+/// link carries is the NeighborMTU the master programmed (both ends of a cable get
+/// the smaller MTUCap, bounded by the configured maximum). OpenSM takes the minimum
+/// MTUCap over every port a path crosses; here that is the NeighborMTU (never above
+/// either end's MTUCap), bounded by the port's own MTUCap.
+#[derive(Debug, Clone)]
+struct SaPaths {
+    topology: Topology,
+    table: PathTable,
+}
+
+impl SaPaths {
+    fn build(f: &SaFabric) -> SaPaths {
+        let mut topology = f.topology.clone();
+        for (idx, node) in f.topology.iter() {
+            for p in 0..=node.num_ports() {
+                let Some(pi) = f.port_info_of(idx, p) else {
+                    continue;
+                };
+                let mtu = [pi.neighbor_mtu, pi.mtu_cap]
+                    .into_iter()
+                    .filter(|&m| mtu_bytes(m).is_some())
+                    .min();
+                if let Some(m) = mtu {
+                    if let Err(err) = topology.set_port_mtu(idx, p, m) {
+                        tracing::debug!(%err, "SA: port MTU not recorded");
+                    }
+                }
+            }
+        }
+        let switches = topology.iter().filter(|(_, n)| n.is_switch()).count();
+        let entries = switches.saturating_mul(f.by_lid.len());
+        let table = if entries <= PATH_TABLE_MAX_ENTRIES {
+            PathTable::new(&topology, f)
+        } else {
+            tracing::info!(
+                switches,
+                lids = f.by_lid.len(),
+                "SA: fabric too large for a path table; PathRecords walk the LFTs"
+            );
+            PathTable::for_dlids(&topology, f, std::iter::empty())
+        };
+        tracing::debug!(
+            sweep = f.sweep,
+            dlids = table.dlids().len(),
+            switches,
+            "SA: path table built"
+        );
+        SaPaths { topology, table }
+    }
+}
+
+/// What an end port's own PortInfo limits a path to (OpenSM folds both ends' in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct PortLimits {
+    /// PortInfo.MTUCap, if a valid MTU.
+    pub mtu_cap: Option<u8>,
+    /// The rate of LinkWidthActive x LinkSpeedActive (LinkSpeedExtActive when the
+    /// port has extended speeds), if both are valid.
+    pub rate: Option<Rate>,
+}
+
+impl Lfts for SaFabric {
+    fn lft(&self, switch: NodeIdx) -> Option<&[u8]> {
+        self.lfts.get(switch.as_usize())?.as_deref()
+    }
 }
 
 impl SaFabric {
@@ -121,6 +214,45 @@ impl SaFabric {
             pkeys,
             by_lid,
             by_guid,
+            paths: PathCache::default(),
+        }
+    }
+
+    /// Cables, MTU and rate of the path from the end port `source` to `dlid` (exactly
+    /// that LID) through the programmed LFTs, or why there is none.
+    ///
+    /// O(1) from a [`PathTable`] built on the first call (so an SA that is never
+    /// asked for paths never builds one). The snapshot must not change once asked:
+    /// the sweep fills it, then hands it out behind an `Arc`; a clone builds its own.
+    pub fn path_summary(&self, source: (NodeIdx, u8), dlid: u16) -> Result<PathSummary, PathError> {
+        let p = self.paths.0.get_or_init(|| SaPaths::build(self));
+        p.table.summary(&p.topology, self, source, dlid)
+    }
+
+    /// What `port` of `node`'s PortInfo limits a path to (nothing if never read or
+    /// not valid: a switch's port 0 reports no link of its own on some devices).
+    pub(crate) fn port_limits(&self, node: NodeIdx, port: u8) -> PortLimits {
+        let Some(pi) = self.port_info_of(node, port) else {
+            return PortLimits::default();
+        };
+        let extended = pi
+            .capability_mask
+            .contains(CapabilityMask::IS_EXTENDED_SPEEDS_SUPPORTED);
+        let speed = match (extended, pi.link_speed_ext_active, pi.link_speed_active) {
+            (true, 1, _) => Some(LinkSpeed::Fdr),
+            (true, 2, _) => Some(LinkSpeed::Edr),
+            (true, 4, _) => Some(LinkSpeed::Hdr),
+            (true, 8, _) => Some(LinkSpeed::Ndr),
+            (_, _, 1) => Some(LinkSpeed::Sdr),
+            (_, _, 2) => Some(LinkSpeed::Ddr),
+            (_, _, 4) => Some(LinkSpeed::Qdr),
+            _ => None,
+        };
+        PortLimits {
+            mtu_cap: mtu_bytes(pi.mtu_cap).map(|_| pi.mtu_cap),
+            rate: LinkWidth::from_iba(pi.link_width_active)
+                .zip(speed)
+                .map(|(w, s)| Rate::of_link(w, s)),
         }
     }
 

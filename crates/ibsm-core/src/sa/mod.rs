@@ -10,8 +10,9 @@
 //! [`SaAgent::poll_timeout`] has passed.
 //!
 //! Files: `agent` (decode, refuse, dispatch, answer), `transfer` (RMPP sending),
-//! `records` (fabric records), `context` (what a request is answered against and
-//! partition visibility), `fabric` (the snapshot), `config`.
+//! `records` (fabric records), `path/` (PathRecord queries, and in `params` the
+//! numbers of one path), `context` (what a request is answered against and
+//! partition visibility), `fabric` (the snapshot and its path table), `config`.
 
 mod agent;
 mod config;
