@@ -65,8 +65,6 @@ mod types;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_sa;
 
 use std::collections::VecDeque;
 use std::time::Duration;

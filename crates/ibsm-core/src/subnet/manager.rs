@@ -18,7 +18,7 @@ use crate::transactions::Transactions;
 use super::config::{ConfigError, MKeyConfig, Partition, SubnetConfig};
 use super::events::{Outgoing, SubnetEvent, SweepReason};
 use super::inherit::{InheritReport, Inherited};
-use super::mcast::Mcast;
+use super::mcast_state::Mcast;
 use super::metrics::{SubnetMetrics, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 use super::routing_job::RoutingJob;
 use super::storm;

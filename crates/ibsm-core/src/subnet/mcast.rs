@@ -15,7 +15,7 @@
 //! groups we do not know are not cleared (that would cost every block of every
 //! switch at bring-up); see the SA docs.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use ibsm_fabric::multicast::{
@@ -26,43 +26,6 @@ use ibsm_mad::Smp;
 
 use super::manager::SubnetManager;
 use super::sweep::{Tagged, Token};
-
-/// Multicast state of the configurator.
-#[derive(Debug, Default)]
-pub(super) struct Mcast {
-    /// MLID -> members, as the SA last set them.
-    pub(super) groups: BTreeMap<u16, Vec<McastMember>>,
-    /// Switch distances of the topology of heavy sweep `fabric_sweep`.
-    fabric: Option<McastFabric>,
-    fabric_sweep: u64,
-    /// What the switches should hold.
-    pub(super) desired: MftSet,
-    /// What our writes left on them.
-    programmed: MftSet,
-    /// Switches whose MFT is not known to hold `programmed`.
-    unknown: HashSet<u64>,
-    /// Switches written at least once in this mastership.
-    known: HashSet<u64>,
-    /// MLIDs to recompute.
-    dirty: BTreeSet<u16>,
-    /// Writes to send.
-    pub(super) queue: VecDeque<MftWrite>,
-    /// Writes sent, and those a switch refused or never answered.
-    pub(super) writes: u64,
-    pub(super) failures: u64,
-}
-
-impl Mcast {
-    /// A new mastership: nothing is known about the switches.
-    pub(super) fn reset_knowledge(&mut self) {
-        self.programmed = MftSet::new();
-        self.known.clear();
-        self.unknown.clear();
-        self.queue.clear();
-        self.fabric = None;
-        self.dirty.extend(self.groups.keys().copied());
-    }
-}
 
 impl SubnetManager {
     /// The SA's group `mlid` has these members now: recompute its tree and write what

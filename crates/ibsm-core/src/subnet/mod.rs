@@ -165,6 +165,7 @@ mod inherit;
 mod light;
 mod manager;
 mod mcast;
+mod mcast_state;
 mod metrics;
 mod program;
 mod routing_job;

@@ -12,9 +12,9 @@ use ibsm_mad::sa::{
 };
 use ibsm_mad::{MadAddress, Method};
 
-use super::tests::Lab;
-use super::*;
+use super::Lab;
 use crate::election::SmState;
+use crate::node::*;
 
 /// Feed one SA request to SM `i` as if it came from `from`; returns what it sent.
 fn ask(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<SaMad> {

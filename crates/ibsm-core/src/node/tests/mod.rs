@@ -9,6 +9,8 @@ use ibsm_mad::{AttributeId, Method, NodeInfo, PortInfo, Smp};
 use ibsm_sim::{ClientId, Sim, SimConfig};
 
 use super::*;
+
+mod sa;
 use crate::election::SmState;
 
 const MS: Duration = Duration::from_millis(1);
