@@ -73,11 +73,16 @@
 //!     must hold `issmN` open; requests to QPs > 1 match the QP a client connected with,
 //!     which umad2sim always sends as 0, so they reach nobody. No taker: the MAD is
 //!     dropped and comes straight back to its sender with status 110 (ETIMEDOUT). Only
-//!     an HCA's first port has clients (`node_get_port(node, 0)`).
+//!     an HCA's first port has clients (`node_get_port(node, 0)`). Observed too
+//!     (`crates/ibsm-transport/tests/ibsim_sa.rs`): with class 0x03 registered but no
+//!     `issm0` open, `saquery -c` aimed at us exits at once with status 110 and nothing
+//!     arrives; with `issm0` open the Get arrives.
 //!   * Inside the client process umad2sim queues the MAD on the descriptor that
 //!     registered its class (`agent_fds[class]`, one agent per class; a second
 //!     registration replaces the first), so class 0x03 must be registered: for an
-//!     unregistered class the lookup finds no queue or a wrong one. The read's address
+//!     unregistered class the slot holds -1, and `get_fd_data(-1)` (its range check
+//!     never rejects) hands back another descriptor's queue or none, in which case the
+//!     receiver thread dereferences NULL. The read's address
 //!     block: `lid` = the sender's port LID (umad2sim sends SLID 0, ibsim fills it in),
 //!     `qpn` = the QP the sender's agent registered on (1 for `saquery`), `qkey` 0,
 //!     `sl` 0, no GRH. A request's TID keeps its low 32 bits, bits 47..32 are the

@@ -142,7 +142,7 @@ impl Sim {
         self.forwarded
             .iter()
             .rev()
-            .find(|f| f.tid == tid && f.responder == client)
+            .find(|f| !f.gmp && f.tid == tid && f.responder == client)
             .map(|f| f.requester_lid)
     }
 }

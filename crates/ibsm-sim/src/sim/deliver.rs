@@ -62,6 +62,7 @@ impl Sim {
                 requester: origin,
                 requester_port,
                 requester_lid: slid,
+                gmp: false,
             });
             self.stats.forwarded_to_clients += 1;
             self.enqueue(now, cid, smp_source(slid), m);
@@ -132,7 +133,7 @@ impl Sim {
                 let pos = self
                     .forwarded
                     .iter()
-                    .rposition(|f| f.tid == tid && f.requester_port == arr);
+                    .rposition(|f| !f.gmp && f.tid == tid && f.requester_port == arr);
                 match pos.and_then(|i| self.forwarded.remove(i)) {
                     Some(f) if at_port(self, f.requester) => Some(f.requester),
                     _ => self.client_at(arr),

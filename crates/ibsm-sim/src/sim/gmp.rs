@@ -259,7 +259,7 @@ impl Sim {
             .forwarded
             .iter()
             .rev()
-            .find(|f| f.tid == tid && f.requester_port == arr && f.responder == out.origin)
+            .find(|f| f.gmp && f.tid == tid && f.requester_port == arr && f.responder == out.origin)
             .map(|f| f.requester)
             .filter(|c| {
                 self.clients
@@ -283,7 +283,8 @@ impl Sim {
     /// same TID (RMPP ACKs of one transfer, retries) is remembered once.
     fn remember_gmp(&mut self, tid: u64, responder: ClientId, out: Outbound) {
         let known = self.forwarded.iter().rev().take(16).any(|f| {
-            f.tid == tid
+            f.gmp
+                && f.tid == tid
                 && f.responder == responder
                 && f.requester == out.origin
                 && f.requester_port == out.origin_port
@@ -300,6 +301,7 @@ impl Sim {
             requester: out.origin,
             requester_port: out.origin_port,
             requester_lid: out.slid,
+            gmp: true,
         });
     }
 

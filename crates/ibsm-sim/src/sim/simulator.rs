@@ -58,6 +58,9 @@ pub(super) struct Forwarded {
     pub(super) requester: ClientId,
     pub(super) requester_port: u32,
     pub(super) requester_lid: u16,
+    /// A GMP request (its answers, RMPP segments and all, keep the record) rather than
+    /// an SMP (its one answer consumes it); the two never match each other's answers.
+    pub(super) gmp: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
