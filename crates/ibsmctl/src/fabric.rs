@@ -19,6 +19,7 @@ pub enum FabricRequest {
     Topology,
     Lids,
     Route { src: u16, dst: u16 },
+    Groups,
     Partitions,
     SetPartition(pb::PartitionEntry),
     DeletePartition(u16),
@@ -340,6 +341,85 @@ fn partitions_text(r: &pb::ListPartitionsResponse) -> String {
     out
 }
 
+fn groups_json(r: &pb::ListMulticastGroupsResponse) -> Value {
+    json!({
+        "source": r.source,
+        "groups": r.groups.iter().map(|g| json!({
+            "mgid": g.mgid,
+            "mlid": format!("{:#06x}", g.mlid),
+            "p_key": format!("{:#06x}", g.p_key),
+            "q_key": format!("{:#x}", g.q_key),
+            "mtu": g.mtu, "rate": g.rate, "sl": g.sl, "scope": g.scope,
+            "well_known": g.well_known,
+            "members": g.members.iter().map(|m| json!({
+                "port_gid": m.port_gid,
+                "port_guid": fmt_guid(m.port_guid),
+                "join_state": join_state_text(m.join_state),
+                "proxy_join": m.proxy_join,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// JoinState bits as words (full, non, send-only; several joined by `+`).
+fn join_state_text(bits: u32) -> String {
+    let mut v = Vec::new();
+    for (bit, name) in [
+        (1, "full"),
+        (2, "non"),
+        (4, "send-only"),
+        (8, "send-only-full"),
+    ] {
+        if bits & bit != 0 {
+            v.push(name);
+        }
+    }
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join("+")
+    }
+}
+
+fn groups_text(r: &pb::ListMulticastGroupsResponse) -> String {
+    let mut out = format!("source: {}\n", r.source);
+    let mut rows = vec![["MLID", "MGID", "P_KEY", "Q_KEY", "MTU", "RATE", "MEMBERS"]
+        .map(String::from)
+        .to_vec()];
+    for g in &r.groups {
+        let m: Vec<String> = g
+            .members
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}:{}",
+                    fmt_guid(m.port_guid),
+                    join_state_text(m.join_state)
+                )
+            })
+            .collect();
+        rows.push(vec![
+            format!("{:#06x}", g.mlid),
+            g.mgid.clone(),
+            format!("{:#06x}", g.p_key),
+            format!("{:#x}", g.q_key),
+            g.mtu.to_string(),
+            g.rate.to_string(),
+            if m.is_empty() {
+                if g.well_known {
+                    "(none; kept: made by the SM)".into()
+                } else {
+                    "(none)".into()
+                }
+            } else {
+                m.join(",")
+            },
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out
+}
+
 fn members_json(r: &pb::ListMembersResponse) -> Value {
     json!({
         "node_id": r.node_id,
@@ -413,6 +493,15 @@ pub async fn run(target: &Target, req: FabricRequest) -> Result<(), CtlError> {
             )
             .await?;
             print(j, route_json(&r), route_text(&r));
+        }
+        FabricRequest::Groups => {
+            let r = unary(
+                target,
+                "ListMulticastGroups",
+                fabric.list_multicast_groups(pb::ListMulticastGroupsRequest {}),
+            )
+            .await?;
+            print(j, groups_json(&r), groups_text(&r));
         }
         FabricRequest::Partitions => {
             let r = unary(

@@ -162,6 +162,9 @@ enum Command {
         #[arg(value_parser = fabric::parse_lid)]
         dst: u16,
     },
+    /// The SA's multicast groups with their MLIDs and members (a standby answers from
+    /// its replica).
+    Groups,
     /// List partitions, `set NAME PKEY GUID[:full|limited],...`, or `delete PKEY`.
     Partitions {
         #[command(subcommand)]
@@ -267,6 +270,7 @@ fn main() -> ExitCode {
             src: *src,
             dst: *dst,
         }),
+        Command::Groups => Some(fabric::FabricRequest::Groups),
         Command::Partitions { action: None } => Some(fabric::FabricRequest::Partitions),
         Command::Partitions {
             action:
@@ -402,6 +406,7 @@ fn main() -> ExitCode {
         | Command::Lids
         | Command::Route { .. }
         | Command::Partitions { .. }
+        | Command::Groups
         | Command::Members { .. }
         | Command::Drill { .. } => return ExitCode::from(1),
     };

@@ -58,6 +58,7 @@ pub const READ_ONLY_METHODS: &[&str] = &[
     "/ibsm.v1.Fabric/GetLids",
     "/ibsm.v1.Fabric/GetRoute",
     "/ibsm.v1.Fabric/ListPartitions",
+    "/ibsm.v1.Fabric/ListMulticastGroups",
     "/ibsm.v1.Cluster/ListMembers",
 ];
 

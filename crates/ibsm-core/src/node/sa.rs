@@ -10,9 +10,9 @@ use ibsm_mad::{MadAddress, SmInfo, MAD_SIZE};
 use crate::election::SmState;
 use ibsm_fabric::multicast::{EndPort, JoinState, McastMember};
 
-use crate::sa::{split_gid, GroupChange, McGroups, SaContext};
+use crate::sa::{gid_text, split_gid, GroupChange, McGroups, SaContext};
 
-use super::types::{Output, ReplicatedFabric};
+use super::types::{NodeEvent, Output, ReplicatedFabric};
 
 use super::state::Running;
 
@@ -87,13 +87,13 @@ impl Running {
         if changes.is_empty() {
             return false;
         }
-        if self.subnet.is_active() && self.cfg.replicated {
-            self.out.push_back(Output::PublishSa);
-        }
+        // The driver shows the SA's state (status, API) and, while MASTER with
+        // replication, replicates it.
+        self.out.push_back(Output::PublishSa);
         for ch in changes {
             match ch {
-                GroupChange::Members { mlid, .. } => {
-                    let members = self
+                GroupChange::Members { mlid, mgid } => {
+                    let members: Vec<McastMember> = self
                         .sa
                         .groups()
                         .by_mlid(mlid)
@@ -109,9 +109,26 @@ impl Running {
                                 .collect()
                         })
                         .unwrap_or_default();
+                    self.emit(NodeEvent::record(
+                        "sa",
+                        format!(
+                            "multicast group {} (MLID {mlid:#06x}): {} members",
+                            gid_text(&mgid),
+                            members.len()
+                        ),
+                    ));
                     self.subnet.set_mcast_group(now, mlid, members);
                 }
-                GroupChange::Deleted { mlid, .. } => self.subnet.remove_mcast_group(now, mlid),
+                GroupChange::Deleted { mlid, mgid } => {
+                    self.emit(NodeEvent::record(
+                        "sa",
+                        format!(
+                            "multicast group {} (MLID {mlid:#06x}) deleted",
+                            gid_text(&mgid)
+                        ),
+                    ));
+                    self.subnet.remove_mcast_group(now, mlid);
+                }
             }
         }
         true

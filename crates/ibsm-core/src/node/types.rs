@@ -71,8 +71,8 @@ pub enum Output {
     },
     /// This SM left MASTER: stop writing the replicated state.
     ReleaseMastership,
-    /// The SA's state changed (a join, a leave, a registration) while MASTER:
-    /// replicate [`super::Node::sa_tables`].
+    /// The SA's state changed (a join, a leave, a registration; or a standby's mirror
+    /// of the replica): show [`super::Node::sa_tables`], and replicate it while MASTER.
     PublishSa,
     /// A heavy sweep as MASTER finished: what [`super::Node::subnet`] now holds
     /// (LIDs, topology, LFT digests) is what to replicate and to serve.

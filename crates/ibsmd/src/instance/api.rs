@@ -159,6 +159,9 @@ pub struct Snapshot {
     /// What this SM configured as MASTER at its last heavy sweep (`None` before its
     /// first one); kept after it steps down, so it may be stale then.
     pub fabric: Option<Arc<crate::fabric_view::FabricView>>,
+    /// The SA's state as this SM's node holds it (the MASTER's own; a standby's
+    /// mirror of the replica), as replicated tables; refreshed at every change.
+    pub sa: Option<Arc<ibsm_core::sa::SaTables>>,
     /// The partitions of this SM's start-up configuration (`--partition`, config
     /// file); the MASTER programs them plus the replicated ones.
     pub startup_partitions: Vec<ibsm_core::subnet::Partition>,
@@ -190,6 +193,7 @@ impl Snapshot {
             sm_key_rejections: 0,
             running: true,
             fabric: None,
+            sa: None,
             alarms: Vec::new(),
             send_errors: 0,
         }

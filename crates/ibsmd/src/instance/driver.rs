@@ -276,7 +276,13 @@ impl Driver {
                 }
                 Output::Publish => self.publish_fabric(),
                 Output::PublishSa => {
-                    if let (Some(r), Some(t)) = (&self.cfg.replication, self.node.sa_tables()) {
+                    let Some(t) = self.node.sa_tables() else {
+                        continue;
+                    };
+                    if let Ok(mut st) = self.status.write() {
+                        st.sa = Some(Arc::new(t.clone()));
+                    }
+                    if let Some(r) = &self.cfg.replication {
                         r.publish_sa(crate::replication::replica_tables(t));
                     }
                 }
