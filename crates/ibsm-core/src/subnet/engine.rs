@@ -330,6 +330,13 @@ impl SubnetManager {
                         Ok(smp) => {
                             sw.outstanding += 1;
                             program::count(&mut sw.report, op);
+                            if matches!(op, Op::PortInfo { .. })
+                                && smp
+                                    .attribute::<ibsm_mad::PortInfo>()
+                                    .is_ok_and(|p| p.client_reregister)
+                            {
+                                sw.report.client_reregisters += 1;
+                            }
                             self.tx.submit(
                                 now,
                                 smp,

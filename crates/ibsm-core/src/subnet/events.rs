@@ -70,6 +70,8 @@ pub struct SweepReport {
     pub lft_blocks_sent: u64,
     /// PortInfo Sets (configuration and state changes).
     pub port_info_sets: u64,
+    /// End ports asked to re-register with the SA (PortInfo.ClientReregister set).
+    pub client_reregisters: u64,
     /// Ports moved to Armed / Active.
     pub ports_armed: u64,
     /// Ports moved to Active.

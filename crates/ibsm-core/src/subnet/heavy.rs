@@ -285,6 +285,7 @@ impl SubnetManager {
         self.metrics.heavy_sweeps += 1;
         self.metrics.last_phases = phases;
         self.metrics.lft_blocks_sent += report.lft_blocks_sent;
+        self.metrics.client_reregisters += report.client_reregisters;
         self.metrics.failures += report.failures;
         self.metrics.lids = report.lids as u64;
         if !self.subnet_up_sent {

@@ -352,6 +352,12 @@ impl SubnetManager {
                 self.new_master = true;
                 self.subnet_up_sent = false;
                 self.preparing = None;
+                // The prepared sweep was planned as a read-only standby's: it now
+                // programs as a new master, ClientReregister included (unless the SA
+                // inherited a current replica).
+                if let Stage::LidsDone(sw) | Stage::ReadingLfts(sw, _) = &mut self.stage {
+                    sw.client_reregister = self.reregister_clients;
+                }
                 tracing::info!("master: continuing the prepared takeover sweep");
                 self.pump(now);
                 return;

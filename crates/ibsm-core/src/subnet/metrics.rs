@@ -39,6 +39,8 @@ pub struct SubnetMetrics {
     pub duplicate_guids: u64,
     /// 1 when the last heavy sweep's discovery hit the topology cap.
     pub topology_capped: u64,
+    /// End ports asked to re-register with the SA (ClientReregister), in total.
+    pub client_reregisters: u64,
 }
 
 impl SubnetMetrics {
@@ -56,6 +58,12 @@ impl SubnetMetrics {
             "Heavy sweeps completed.",
             "counter",
             self.heavy_sweeps.to_string(),
+        );
+        line(
+            "client_reregisters_total",
+            "End ports asked to re-register with the SA (PortInfo.ClientReregister).",
+            "counter",
+            self.client_reregisters.to_string(),
         );
         line(
             "light_sweeps_total",

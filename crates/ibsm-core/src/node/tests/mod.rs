@@ -148,6 +148,8 @@ pub(super) struct Lab {
     pub(super) now: Duration,
     pub(super) sms: Vec<Member>,
     pub(super) two_masters_since: Option<Duration>,
+    /// Nodes run with `NodeConfig::replicated` (the test feeds their replicas).
+    pub(super) replicated: bool,
 }
 
 /// The longest two SMs may both be MASTER (a HANDOVER's round trip).
@@ -178,6 +180,7 @@ impl Lab {
             now: Duration::ZERO,
             sms: Vec::new(),
             two_masters_since: None,
+            replicated: false,
         };
         for (i, p) in priorities.iter().enumerate() {
             let at = cas[i * 2];
@@ -199,7 +202,9 @@ impl Lab {
         let m = &mut self.sms[i];
         m.client = self.sim.attach(m.at, 1).unwrap();
         self.sim.set_is_sm(m.client, true).unwrap();
-        m.node = Some(Node::new(cfg(m.priority), self.now));
+        let mut c = cfg(m.priority);
+        c.replicated = self.replicated;
+        m.node = Some(Node::new(c, self.now));
         self.drain(i);
     }
 

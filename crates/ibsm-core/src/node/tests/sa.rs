@@ -432,3 +432,120 @@ fn ports_join_and_leave_groups_and_the_switches_get_the_trees() {
         .count();
     assert_eq!(left, 0, "no switch forwards the empty group");
 }
+
+#[test]
+fn a_takeover_from_a_replica_with_the_sas_state_asks_no_client_to_re_register() {
+    use ibsm_mad::sa::JoinState;
+    let topo = gen::fat_tree_2level(4).expect("topology");
+    // Nodes that replicate: start the standby's node only after the flag is set.
+    let mut lab = Lab::new(topo, &[10]);
+    lab.replicated = true;
+    lab.kill(0);
+    lab.start(0);
+    lab.sms.push(super::Member {
+        at: lab.sms[0].at,
+        client: lab.sms[0].client,
+        node: None,
+        priority: 5,
+        done: Vec::new(),
+        log: Vec::new(),
+        gmps: Vec::new(),
+    });
+    let cas: Vec<ibsm_fabric::NodeIdx> = lab
+        .topo
+        .iter()
+        .filter(|(_, n)| !n.is_switch())
+        .map(|(i, _)| i)
+        .collect();
+    lab.sms[1].at = cas[3];
+    lab.start(1);
+    lab.run_to(Duration::from_secs(4));
+    assert_eq!(lab.masters(), vec![0]);
+    let first = lab.sms[0]
+        .node
+        .as_ref()
+        .unwrap()
+        .subnet()
+        .unwrap()
+        .metrics();
+    assert!(
+        first.client_reregisters > 0,
+        "a first master with no replicated SA state asks clients to re-register"
+    );
+
+    // A client joins the broadcast group; the standby's replica gets the SA state.
+    let lids = end_lids(&lab);
+    let lid = lids[1];
+    let rec = McMemberRecord {
+        mgid: crate::sa::ipoib_broadcast_mgid(0xFFFF, 2),
+        port_gid: port_gid_of(&mut lab, lid),
+        join_state: JoinState::FULL_MEMBER,
+        ..McMemberRecord::default()
+    };
+    let req = SaMad::query(Method::SET, 1, &rec, join_mask()).unwrap();
+    assert_eq!(
+        ask(&mut lab, 0, &req, MadAddress::gsi(lid))[0].status(),
+        SaStatus::SUCCESS
+    );
+    let rep = ReplicatedFabric {
+        sa: lab.sms[0].node.as_ref().unwrap().sa_tables().unwrap(),
+        ..ReplicatedFabric::default()
+    };
+    let now = lab.now;
+    lab.sms[1]
+        .node
+        .as_mut()
+        .unwrap()
+        .handle_input(now, Input::Replicated(std::sync::Arc::new(rep)));
+    lab.drain(1);
+    assert_eq!(
+        lab.sms[1]
+            .node
+            .as_ref()
+            .unwrap()
+            .sa()
+            .unwrap()
+            .groups()
+            .member_count(),
+        1,
+        "the standby mirrors the replica"
+    );
+
+    // The master dies: the standby takes over with the SA's state and sets no
+    // ClientReregister anywhere.
+    lab.kill(0);
+    lab.run_to(lab.now + Duration::from_secs(3));
+    assert_eq!(lab.masters(), vec![1]);
+    let node = lab.sms[1].node.as_ref().unwrap();
+    assert_eq!(node.subnet().unwrap().metrics().client_reregisters, 0);
+    assert_eq!(node.sa().unwrap().groups().member_count(), 1);
+    let mlid = node
+        .sa()
+        .unwrap()
+        .groups()
+        .get(&rec.mgid)
+        .map(|g| g.params.mlid);
+    assert_eq!(mlid, Some(0xC000), "the same MLID");
+}
+
+#[test]
+fn a_takeover_without_the_sas_state_asks_clients_to_re_register() {
+    let topo = gen::fat_tree_2level(4).expect("topology");
+    let mut lab = Lab::new(topo, &[10, 5]);
+    lab.run_to(Duration::from_secs(4));
+    assert_eq!(lab.masters(), vec![0]);
+    lab.kill(0);
+    lab.run_to(lab.now + Duration::from_secs(3));
+    assert_eq!(lab.masters(), vec![1]);
+    let m = lab.sms[1]
+        .node
+        .as_ref()
+        .unwrap()
+        .subnet()
+        .unwrap()
+        .metrics();
+    assert!(
+        m.client_reregisters > 0,
+        "no replicated SA state: every client must re-join, so it is asked to"
+    );
+}
