@@ -509,11 +509,13 @@ impl Running {
                 progressed = true;
                 self.on_election_event(now, ev);
             }
+            // Changes first: the driver shows (and replicates) the SA's new state
+            // before the requester gets its answer.
+            progressed |= self.apply_group_changes(now);
             while let Some(t) = self.sa.poll_transmit() {
                 progressed = true;
                 self.out.push_back(Output::TransmitGmp(t));
             }
-            progressed |= self.apply_group_changes(now);
             if !progressed {
                 break;
             }
