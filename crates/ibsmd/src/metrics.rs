@@ -57,6 +57,11 @@ pub struct Metrics {
     rogue_masters: AtomicU64,
     untrusted_reports: AtomicU64,
     up: AtomicU64,
+    sa_groups: AtomicU64,
+    sa_members: AtomicU64,
+    sa_requests: AtomicU64,
+    sa_errors: AtomicU64,
+    client_reregisters: AtomicU64,
     phases: Mutex<BTreeMap<String, f64>>,
 }
 
@@ -169,6 +174,15 @@ impl Metrics {
         if let Ok(mut p) = self.phases.lock() {
             p.insert(name, took.as_secs_f64());
         }
+    }
+
+    /// The SA's size and counters, and the ports asked to re-register.
+    pub fn set_sa(&self, groups: u64, members: u64, requests: u64, errors: u64, rereg: u64) {
+        self.sa_groups.store(groups, Ordering::Relaxed);
+        self.sa_members.store(members, Ordering::Relaxed);
+        self.sa_requests.store(requests, Ordering::Relaxed);
+        self.sa_errors.store(errors, Ordering::Relaxed);
+        self.client_reregisters.store(rereg, Ordering::Relaxed);
     }
 
     /// Whether the replication of this instance is degraded (`ibsm_replication_degraded`).
@@ -289,6 +303,31 @@ const FAMILIES: &[Family] = &[
         kind: "counter",
         help: "Reports of an untrusted SM or rogue master (first seen, or its state changed).",
     },
+    Family {
+        name: "ibsm_sa_groups",
+        kind: "gauge",
+        help: "Multicast groups the SA holds (a standby: its replica's).",
+    },
+    Family {
+        name: "ibsm_sa_members",
+        kind: "gauge",
+        help: "Members of those groups.",
+    },
+    Family {
+        name: "ibsm_sa_requests_total",
+        kind: "counter",
+        help: "SA requests received (every method).",
+    },
+    Family {
+        name: "ibsm_sa_errors_total",
+        kind: "counter",
+        help: "SA answers with a non-zero status.",
+    },
+    Family {
+        name: "ibsm_client_reregisters_total",
+        kind: "counter",
+        help: "End ports asked to re-register with the SA (PortInfo.ClientReregister).",
+    },
 ];
 
 /// Names of every metric family `/metrics` serves (dashboards are checked against it).
@@ -403,6 +442,20 @@ pub fn render(instances: &[(String, Arc<Metrics>)]) -> String {
                         _ => &m.topology_capped,
                     };
                     let _ = writeln!(out, "{name}{{sm=\"{sm}\"}} {}", load(v));
+                }
+                "ibsm_sa_groups"
+                | "ibsm_sa_members"
+                | "ibsm_sa_requests_total"
+                | "ibsm_sa_errors_total"
+                | "ibsm_client_reregisters_total" => {
+                    let v = match f.name {
+                        "ibsm_sa_groups" => &m.sa_groups,
+                        "ibsm_sa_members" => &m.sa_members,
+                        "ibsm_sa_requests_total" => &m.sa_requests,
+                        "ibsm_sa_errors_total" => &m.sa_errors,
+                        _ => &m.client_reregisters,
+                    };
+                    let _ = writeln!(out, "{}{{sm=\"{sm}\"}} {}", f.name, load(v));
                 }
                 "ibsm_untrusted_sms" | "ibsm_rogue_masters" | "ibsm_untrusted_sm_reports_total" => {
                     let v = match f.name {

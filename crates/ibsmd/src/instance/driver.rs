@@ -426,6 +426,16 @@ impl Driver {
         m.set_trap_totals(st.traps.0, st.traps.1, st.traps.2);
         m.set_untrusted_sms(st.untrusted_sms.0, st.untrusted_sms.1);
         m.set_mad_totals(st.mads.0, st.mads.1, st.mads.2);
+        if let (Some(sa), Some(sub)) = (self.node.sa(), self.node.subnet()) {
+            let sm = sa.metrics();
+            m.set_sa(
+                sa.groups().len() as u64,
+                sa.groups().member_count() as u64,
+                sm.requests,
+                sm.errors,
+                sub.metrics().client_reregisters,
+            );
+        }
         if st.started {
             m.set_alarms(st.duplicate_guids, st.topology_capped);
         }
