@@ -643,6 +643,40 @@ fn check_set_partition(
     Ok((part, key, value))
 }
 
+/// The groups of replicated SA tables as the API lists them.
+pub(crate) fn group_entries(tables: &ibsm_core::sa::SaTables) -> Vec<pb::McGroupEntry> {
+    let Some((groups, _)) = ibsm_core::sa::McGroups::from_tables(tables) else {
+        return Vec::new();
+    };
+    groups
+        .iter()
+        .map(|g| {
+            let p = &g.params;
+            pb::McGroupEntry {
+                mgid: ibsm_core::sa::gid_text(&p.mgid),
+                mlid: u32::from(p.mlid),
+                p_key: u32::from(p.p_key),
+                q_key: p.q_key,
+                mtu: u32::from(p.mtu),
+                rate: u32::from(p.rate),
+                sl: u32::from(p.sl),
+                scope: u32::from(p.scope),
+                well_known: g.well_known,
+                members: g
+                    .members
+                    .iter()
+                    .map(|(gid, m)| pb::McMemberEntry {
+                        port_gid: ibsm_core::sa::gid_text(gid),
+                        port_guid: ibsm_core::sa::split_gid(gid).1,
+                        join_state: u32::from(m.join_state.0),
+                        proxy_join: m.proxy_join,
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -696,38 +730,4 @@ mod tests {
         assert_eq!(lmc_of(&r(4, 4)), 0);
         assert_eq!(lmc_of(&r(4, 7)), 2);
     }
-}
-
-/// The groups of replicated SA tables as the API lists them.
-pub(crate) fn group_entries(tables: &ibsm_core::sa::SaTables) -> Vec<pb::McGroupEntry> {
-    let Some((groups, _)) = ibsm_core::sa::McGroups::from_tables(tables) else {
-        return Vec::new();
-    };
-    groups
-        .iter()
-        .map(|g| {
-            let p = &g.params;
-            pb::McGroupEntry {
-                mgid: ibsm_core::sa::gid_text(&p.mgid),
-                mlid: u32::from(p.mlid),
-                p_key: u32::from(p.p_key),
-                q_key: p.q_key,
-                mtu: u32::from(p.mtu),
-                rate: u32::from(p.rate),
-                sl: u32::from(p.sl),
-                scope: u32::from(p.scope),
-                well_known: g.well_known,
-                members: g
-                    .members
-                    .iter()
-                    .map(|(gid, m)| pb::McMemberEntry {
-                        port_gid: ibsm_core::sa::gid_text(gid),
-                        port_guid: ibsm_core::sa::split_gid(gid).1,
-                        join_state: u32::from(m.join_state.0),
-                        proxy_join: m.proxy_join,
-                    })
-                    .collect(),
-            }
-        })
-        .collect()
 }
