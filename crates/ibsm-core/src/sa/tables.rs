@@ -44,6 +44,13 @@
 //!   PortGUID and restricts the answer to the requester's port.
 //! - SwitchInfoRecord matches every SwitchInfo component in the mask (IBA); OpenSM
 //!   matches the LID only.
+//!
+//! Checked by hand on ibsim (net.2sw2path4hca, ibsmd master, saquery under umad2sim
+//! from Hca1): `SWIR 2`, `LFTR 2/0`, `GIR 5`, `SL2VL 5`, `VLAR 5/1/1`, `VLAR 2/3/3`,
+//! `PKTR --smkey 1 5/1/0` and `PKTR --smkey 1 2` print the tables the master wrote;
+//! `PKTR 5` without the key prints SA_ERR_REQ_INVALID. saquery prints zeroed
+//! records after the real ones: umad2sim does no RMPP, so it divides the whole
+//! segment by the record size (the same with OpenSM; /work/shared/notes/fabric-lab.md).
 
 use ibsm_fabric::multicast::SwitchMft;
 use ibsm_fabric::NodeIdx;
