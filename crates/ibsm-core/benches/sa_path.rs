@@ -131,6 +131,7 @@ fn main() {
             sms: &[],
             is_master: true,
             master_lid: 1,
+            mfts: None,
         };
         let mut sa = SaAgent::new(SaConfig::default());
         let t0 = Instant::now();

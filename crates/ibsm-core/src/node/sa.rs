@@ -40,6 +40,7 @@ impl Running {
             sms: &sms,
             is_master,
             master_lid,
+            mfts: is_master.then(|| self.subnet.desired_mfts()),
         };
         self.sa.handle_mad(now, &ctx, mad, from);
     }

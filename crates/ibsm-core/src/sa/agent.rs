@@ -15,6 +15,10 @@ use ibsm_mad::sa::{
     ClassPortInfo, LinkRecord, McMemberRecord, NodeRecord, PathRecord, PortInfoRecord, RmppType,
     SaAttributeId, SaError, SaMad, SaRecord, SaStatus, SmInfoRecord,
 };
+use ibsm_mad::sa::{
+    GuidInfoRecord, LinearForwardingTableRecord, MulticastForwardingTableRecord, PKeyTableRecord,
+    SlToVlMappingTableRecord, SwitchInfoRecord, VlArbitrationTableRecord,
+};
 use ibsm_mad::{MadAddress, Method, GSI_QKEY, MAD_SIZE};
 
 use super::config::SaConfig;
@@ -22,6 +26,7 @@ use super::context::{Requester, SaContext};
 use super::groups::{default_groups, gid_text, McGroups};
 use super::path;
 use super::records;
+use super::tables;
 use super::transfer::{Send, Transfers};
 
 /// An SA MAD to send.
@@ -273,6 +278,49 @@ impl SaAgent {
                 ctx,
                 req,
                 &template::<SmInfoRecord>(m)?,
+                mask,
+            )),
+            // Switch and port tables (`tables`).
+            SaAttributeId::SWITCH_INFO_RECORD => encode_all(tables::switch_info_records(
+                ctx,
+                req,
+                &template::<SwitchInfoRecord>(m)?,
+                mask,
+            )),
+            SaAttributeId::GUID_INFO_RECORD => encode_all(tables::guid_info_records(
+                ctx,
+                req,
+                &template::<GuidInfoRecord>(m)?,
+                mask,
+            )),
+            SaAttributeId::P_KEY_TABLE_RECORD => encode_all(tables::pkey_table_records(
+                ctx,
+                req,
+                &template::<PKeyTableRecord>(m)?,
+                mask,
+            )?),
+            SaAttributeId::SL_TO_VL_MAPPING_TABLE_RECORD => encode_all(tables::sl2vl_records(
+                ctx,
+                req,
+                &template::<SlToVlMappingTableRecord>(m)?,
+                mask,
+            )),
+            SaAttributeId::VL_ARBITRATION_TABLE_RECORD => encode_all(tables::vlarb_records(
+                ctx,
+                req,
+                &template::<VlArbitrationTableRecord>(m)?,
+                mask,
+            )),
+            SaAttributeId::LINEAR_FORWARDING_TABLE_RECORD => encode_all(tables::lft_records(
+                ctx,
+                req,
+                &template::<LinearForwardingTableRecord>(m)?,
+                mask,
+            )),
+            SaAttributeId::MULTICAST_FORWARDING_TABLE_RECORD => encode_all(tables::mft_records(
+                ctx,
+                req,
+                &template::<MulticastForwardingTableRecord>(m)?,
                 mask,
             )),
             SaAttributeId::MC_MEMBER_RECORD => encode_all(self.groups.query(

@@ -1,6 +1,7 @@
 //! [`SaContext`]: what one request is answered against: the fabric snapshot, the SMs
 //! the master knows, whether this SM is the master, and who asks ([`Requester`]).
 
+use ibsm_fabric::multicast::MftSet;
 use ibsm_mad::attr::PKey;
 use ibsm_mad::sa::SmInfoRecord;
 use ibsm_mad::MadAddress;
@@ -20,6 +21,18 @@ pub struct SaContext<'a> {
     pub is_master: bool,
     /// The master's LID as this SM knows it (where a standby redirects requesters).
     pub master_lid: u16,
+    /// The MulticastForwardingTables the master wants the switches to hold
+    /// (`SubnetManager::desired_mfts`), what MulticastForwardingTableRecords are
+    /// answered from; `None`: no records.
+    ///
+    /// Why borrowed here and not part of the [`SaFabric`] snapshot: the MFTs change
+    /// with every join and leave, between heavy sweeps. A snapshot is immutable behind
+    /// an `Arc` (a GetTable reads one consistent view, the path table is built once),
+    /// so refreshing it per join would mean copying the whole topology each time; a
+    /// borrow of the configurator's current set costs nothing and is never stale. It
+    /// is the set the master is writing (the writes go out within the same pump), as
+    /// OpenSM answers from its in-memory tables before they reach the switches.
+    pub mfts: Option<&'a MftSet>,
 }
 
 /// Who sent a request: its address, and its end port when the SA knows it.

@@ -13,7 +13,10 @@ use std::sync::{Arc, OnceLock};
 
 use ibsm_fabric::path::{Lfts, PathError, PathSummary, PathTable};
 use ibsm_fabric::{mtu_bytes, LinkSpeed, LinkWidth, NodeIdx, Rate, Topology};
-use ibsm_mad::attr::{CapabilityMask, NodeInfo, PKey, PortInfo, SwitchInfo};
+use ibsm_mad::attr::{
+    CapabilityMask, NodeInfo, PKey, PKeyTable, PortInfo, SlToVlMappingTable, SwitchInfo,
+    VlArbitrationTable,
+};
 
 /// The default GID prefix (IBA 4.1.1: link-local fe80::/64).
 pub const DEFAULT_SUBNET_PREFIX: u64 = 0xFE80_0000_0000_0000;
@@ -31,6 +34,26 @@ pub struct EndPort {
     pub lid: u16,
     /// LMC (the port answers to `lid..lid + 2^lmc`).
     pub lmc: u8,
+}
+
+/// The tables the master wrote into one port, what P_KeyTableRecord,
+/// SLtoVLMappingTableRecord and VLArbitrationTableRecord are answered from.
+///
+/// Only what the master wrote and saw acknowledged is here: a table it never wrote
+/// (a switch port without partition enforcement, switch SL2VL with
+/// `SubnetConfig::switch_sl2vl` off) holds whatever the device or a previous SM left,
+/// which this SM never reads, so it is not answered for rather than guessed. Tables
+/// many ports share (every CA of a partition, the default VLArbitration blocks) are
+/// one `Arc` each, so a 50k-port snapshot stays small.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortTables {
+    /// P_Key table block 0 as written (the master writes no other block).
+    pub pkey: Option<Arc<PKeyTable>>,
+    /// SLtoVLMappingTable as written, and the input ports it was written for (a CA
+    /// port: `[0]`, the attribute having no ports there).
+    pub sl2vl: Option<(SlToVlMappingTable, Box<[u8]>)>,
+    /// VLArbitrationTable blocks as written: (block 1..=4, table).
+    pub vlarb: Vec<(u8, Arc<VlArbitrationTable>)>,
 }
 
 /// The fabric as the SA sees it (see the module doc).
@@ -58,6 +81,9 @@ pub struct SaFabric {
     pub lfts: Vec<Option<Arc<[u8]>>>,
     /// PortGUID -> the P_Keys in its P_Key table (membership bit included).
     pub pkeys: HashMap<u64, Vec<PKey>>,
+    /// `port_tables[i][p]`: what the master wrote into port `p` of `NodeIdx(i)`
+    /// (empty until the sweep that built the snapshot fills it; see [`PortTables`]).
+    pub port_tables: Vec<Vec<PortTables>>,
     /// Every LID (each of an LMC range) -> the end port answering to it.
     by_lid: HashMap<u16, EndPort>,
     /// PortGUID -> end port.
@@ -212,6 +238,7 @@ impl SaFabric {
             switch_info,
             lfts,
             pkeys,
+            port_tables: Vec::new(),
             by_lid,
             by_guid,
             paths: PathCache::default(),
@@ -294,6 +321,13 @@ impl SaFabric {
             .get(node.as_usize())?
             .get(usize::from(port))?
             .as_ref()
+    }
+
+    /// What the master wrote into `port` of `node`, if anything.
+    pub fn port_tables_of(&self, node: NodeIdx, port: u8) -> Option<&PortTables> {
+        self.port_tables
+            .get(node.as_usize())?
+            .get(usize::from(port))
     }
 
     /// The P_Keys of a port (empty if the port is unknown).

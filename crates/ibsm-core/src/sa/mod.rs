@@ -10,7 +10,8 @@
 //! [`SaAgent::poll_timeout`] has passed.
 //!
 //! Files: `agent` (decode, refuse, dispatch, answer), `transfer` (RMPP sending),
-//! `records` (fabric records), `path/` (PathRecord queries, and in `params` the
+//! `records` (fabric records), `tables` (switch and port table records: SwitchInfo,
+//! GUIDInfo, P_Key, SLtoVL, VLArbitration, LFT and MFT), `path/` (PathRecord queries, and in `params` the
 //! numbers of one path), `context` (what a request is answered against and
 //! partition visibility), `fabric` (the snapshot and its path table), `config`.
 
@@ -22,12 +23,13 @@ mod groups;
 mod path;
 mod records;
 mod replicated;
+mod tables;
 mod transfer;
 
 pub use agent::{SaAgent, SaMetrics, SaTransmit};
 pub use config::SaConfig;
 pub use context::{share_pkey, shared_pkey, Requester, SaContext};
-pub use fabric::{make_gid, split_gid, EndPort, SaFabric, DEFAULT_SUBNET_PREFIX};
+pub use fabric::{make_gid, split_gid, EndPort, PortTables, SaFabric, DEFAULT_SUBNET_PREFIX};
 pub use groups::{
     default_groups, gid_text, ipoib_broadcast_mgid, GroupChange, IpoibGroup, McGroup, McGroups,
     Member, IPOIB_Q_KEY, MLID_FIRST, MLID_LAST,

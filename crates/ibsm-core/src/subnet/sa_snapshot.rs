@@ -1,17 +1,21 @@
 //! The [`SaFabric`] a heavy sweep leaves for the Subnet Administrator: PortInfo as the
 //! sweep wrote it (read-modify-write of what discovery read), with the port states
-//! activation left, the P_Key tables and LFTs it programmed.
+//! activation left, SwitchInfo as it wrote it, the LFTs, P_Key, SLtoVL and
+//! VLArbitration tables it programmed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use ibsm_fabric::NodeIdx;
-use ibsm_mad::attr::{PhysPortState, PortState};
+use ibsm_mad::attr::{
+    PKey, PKeyTable, PhysPortState, PortState, SlToVlMappingTable, VlArbitrationTable,
+};
+use ibsm_mad::modifier::VlArbSection;
 
-use crate::sa::{SaFabric, DEFAULT_SUBNET_PREFIX};
+use crate::sa::{PortTables, SaFabric, DEFAULT_SUBNET_PREFIX};
 
 use super::config::SubnetConfig;
-use super::program::{desired_port_info, pkey_table};
+use super::program::{desired_port_info, pkey_table, sl2vl_table, vlarb_sections, vlarb_table};
 use super::sweep::{Programmed, Sweep};
 
 /// What the SA serves after `sweep` (the master's `sweep_no`-th heavy sweep), LFTs
@@ -43,6 +47,14 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
             pi.client_reregister = false;
             *slot = Some(pi);
         }
+    }
+    // SwitchInfo as the sweep's SubnSet(SwitchInfo) leaves it: its LinearFDBTop
+    // and LifeTimeValue, PortStateChange cleared (written 1 to clear).
+    let mut switch_info = res.switch_info.clone();
+    for si in switch_info.iter_mut().flatten() {
+        si.linear_fdb_top = sw.tables.lft_top;
+        si.life_time_value = cfg.life_time_value;
+        si.port_state_change = false;
     }
     let mut pkeys = HashMap::new();
     for (_, node) in topo.iter() {
@@ -86,7 +98,7 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
             ))
         })
         .unwrap_or((0, DEFAULT_SUBNET_PREFIX));
-    SaFabric::new(
+    let mut sa = SaFabric::new(
         sweep_no,
         subnet_prefix,
         sw.master_lid,
@@ -94,14 +106,59 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
         topo.clone(),
         res.node_info.clone(),
         port_info,
-        res.switch_info.clone(),
+        switch_info,
         Vec::new(),
         pkeys,
-    )
+    );
+    sa.port_tables = sl2vl_plan(sw, cfg);
+    sa
 }
 
-/// Put the LFTs the switches hold (as `prog` records them) into `sa`.
+/// Which SLtoVL tables the sweep writes, as `program::expand` sends them: a CA's
+/// link ports (and the SM's own port), one table each (input port `[0]`); a switch's
+/// link ports only with `switch_sl2vl`, one per input port (0 and every other link
+/// port). The tables themselves are put in by [`fill_lfts`], for the ports whose
+/// QoS tables were acknowledged; a plan entry of a port never written is dropped there.
+fn sl2vl_plan(sw: &Sweep, cfg: &SubnetConfig) -> Vec<Vec<PortTables>> {
+    let res = &sw.res;
+    let mut out = Vec::with_capacity(res.topology.len());
+    for (idx, node) in res.topology.iter() {
+        let mut ports = vec![PortTables::default(); usize::from(node.num_ports()) + 1];
+        let mut links: Vec<u8> = node
+            .physical_ports()
+            .filter(|(_, p)| p.remote.is_some())
+            .map(|(n, _)| n)
+            .collect();
+        if !node.is_switch() {
+            if let Some((l, lp)) = res.local {
+                if l == idx && !links.contains(&lp) {
+                    links.push(lp);
+                }
+            }
+        }
+        for &p in &links {
+            let in_ports: Vec<u8> = if !node.is_switch() {
+                vec![0]
+            } else if cfg.switch_sl2vl {
+                std::iter::once(0)
+                    .chain(links.iter().copied().filter(|&q| q != p))
+                    .collect()
+            } else {
+                continue;
+            };
+            if let Some(t) = ports.get_mut(usize::from(p)) {
+                t.sl2vl = Some((SlToVlMappingTable::default(), in_ports.into()));
+            }
+        }
+        out.push(ports);
+    }
+    out
+}
+
+/// Put the LFTs the switches hold (as `prog` records them) into `sa`, and the
+/// P_Key, SLtoVL and VLArbitration tables the ports hold.
 pub(super) fn fill_lfts(sa: &mut SaFabric, prog: &Programmed) {
+    fill_port_tables(sa, prog);
     let mut lfts: Vec<Option<Arc<[u8]>>> = vec![None; sa.topology.len()];
     for (idx, node) in sa.topology.iter() {
         if let (Some((_, lft)), Some(slot)) =
@@ -111,4 +168,61 @@ pub(super) fn fill_lfts(sa: &mut SaFabric, prog: &Programmed) {
         }
     }
     sa.lfts = lfts;
+}
+
+/// The P_Key, SLtoVL and VLArbitration tables of every port as `prog` records them
+/// written: P_Key block 0 as sent; SLtoVL and VLArbitration recomputed from the
+/// OperationalVLs they were written for (`program::sl2vl_table`, `vlarb_table`, the
+/// blocks `vlarb_sections` gives the port's caps). Shared tables are one `Arc`.
+fn fill_port_tables(sa: &mut SaFabric, prog: &Programmed) {
+    let mut pkey_cache: HashMap<[u16; 32], Arc<PKeyTable>> = HashMap::new();
+    let mut vlarb_cache: HashMap<(u8, u8, VlArbSection), Arc<VlArbitrationTable>> = HashMap::new();
+    let mut all = std::mem::take(&mut sa.port_tables);
+    all.resize_with(sa.topology.len(), Vec::new);
+    for (idx, node) in sa.topology.iter() {
+        let Some(ports) = all.get_mut(idx.as_usize()) else {
+            continue;
+        };
+        ports.resize_with(usize::from(node.num_ports()) + 1, PortTables::default);
+        for (p, t) in ports.iter_mut().enumerate() {
+            let Ok(p) = u8::try_from(p) else { break };
+            let key = (node.node_guid, p);
+            t.pkey = prog.pkeys.get(&key).map(|keys| {
+                pkey_cache
+                    .entry(*keys)
+                    .or_insert_with(|| {
+                        Arc::new(PKeyTable {
+                            keys: keys.map(PKey),
+                        })
+                    })
+                    .clone()
+            });
+            let Some(&vls) = prog.qos.get(&key) else {
+                t.sl2vl = None;
+                t.vlarb.clear();
+                continue;
+            };
+            if let Some((table, _)) = t.sl2vl.as_mut() {
+                *table = sl2vl_table(vls);
+            }
+            let caps = sa.port_info_of(idx, p).map_or((0, 0), |pi| {
+                (pi.vl_arbitration_low_cap, pi.vl_arbitration_high_cap)
+            });
+            t.vlarb = vlarb_sections(caps.0, caps.1)
+                .into_iter()
+                .map(|section| {
+                    let cap = match section {
+                        VlArbSection::LowLower | VlArbSection::LowUpper => caps.0,
+                        VlArbSection::HighLower | VlArbSection::HighUpper => caps.1,
+                    };
+                    let table = vlarb_cache
+                        .entry((vls, cap, section))
+                        .or_insert_with(|| Arc::new(vlarb_table(vls, cap, section)))
+                        .clone();
+                    (section as u8, table)
+                })
+                .collect();
+        }
+    }
+    sa.port_tables = all;
 }

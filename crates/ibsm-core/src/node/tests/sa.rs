@@ -17,7 +17,7 @@ use crate::election::SmState;
 use crate::node::*;
 
 /// Feed one SA request to SM `i` as if it came from `from`; returns what it sent.
-fn ask(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<SaMad> {
+pub(super) fn ask(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<SaMad> {
     let now = lab.now;
     lab.sms[i].gmps.clear();
     if let Some(n) = lab.sms[i].node.as_mut() {
@@ -43,7 +43,7 @@ fn ask(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<SaMad> {
 
 /// A whole GetTable: the request, then an ACK for every segment until the last,
 /// as a client that does RMPP would. Returns the records.
-fn get_table(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<Vec<u8>> {
+pub(super) fn get_table(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<Vec<u8>> {
     let mut segs = ask(lab, i, req, from);
     let mut r = RmppReassembler::new(1 << 20);
     loop {
@@ -67,7 +67,7 @@ fn get_table(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<Vec<
     }
 }
 
-fn end_lids(lab: &Lab) -> Vec<u16> {
+pub(super) fn end_lids(lab: &Lab) -> Vec<u16> {
     lab.lids()
 }
 
@@ -286,7 +286,7 @@ fn an_unacknowledged_table_is_sent_again_then_given_up() {
 }
 
 /// The GID of the CA port with this LID, from the SA's own NodeRecord.
-fn port_gid_of(lab: &mut Lab, lid: u16) -> [u8; 16] {
+pub(super) fn port_gid_of(lab: &mut Lab, lid: u16) -> [u8; 16] {
     let t = NodeRecord {
         lid,
         ..NodeRecord::default()
@@ -297,7 +297,7 @@ fn port_gid_of(lab: &mut Lab, lid: u16) -> [u8; 16] {
     crate::sa::make_gid(crate::sa::DEFAULT_SUBNET_PREFIX, nr.node_info.port_guid)
 }
 
-fn join_mask() -> ComponentMask {
+pub(super) fn join_mask() -> ComponentMask {
     McMemberRecord::MGID | McMemberRecord::PORT_GID | McMemberRecord::JOIN_STATE
 }
 

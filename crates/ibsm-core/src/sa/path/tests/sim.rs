@@ -133,6 +133,7 @@ fn ctx(f: &SaFabric) -> SaContext<'_> {
         sms: &[],
         is_master: true,
         master_lid: f.sm_lid,
+        mfts: None,
     }
 }
 
