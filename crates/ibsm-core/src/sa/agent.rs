@@ -23,9 +23,9 @@ use super::context::{Requester, SaContext};
 use super::groups::{default_groups, gid_text, McGroups};
 use super::inform::Informs;
 use super::notices::{group_notice, sa_notice};
-use super::services::Services;
 use super::path;
 use super::records;
+use super::services::Services;
 use super::transfer::{Send, Transfers};
 
 /// An SA MAD to send.
@@ -439,9 +439,12 @@ impl SaAgent {
                     return Err(SaStatus::ERR_NO_RESOURCES);
                 };
                 let ii = template::<InformInfo>(m)?;
-                encode_all(vec![self
-                    .informs
-                    .set(f, req, &ii, self.cfg.max_subscriptions)?])
+                encode_all(vec![self.informs.set(
+                    f,
+                    req,
+                    &ii,
+                    self.cfg.max_subscriptions,
+                )?])
             }
             _ => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
         }

@@ -263,7 +263,10 @@ impl Informs {
         let issuer_guid = fabric.and_then(|f| {
             f.end_port_by_lid(n.notice.issuer_lid)
                 .map(|p| p.port_guid)
-                .or_else(|| f.end_port_by_guid(split_gid(&n.issuer_gid).1).map(|p| p.port_guid))
+                .or_else(|| {
+                    f.end_port_by_guid(split_gid(&n.issuer_gid).1)
+                        .map(|p| p.port_guid)
+                })
         });
         for s in &self.subs {
             if !matches(&s.record.inform_info, n) {

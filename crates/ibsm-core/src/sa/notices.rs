@@ -11,7 +11,10 @@ use super::fabric::SaFabric;
 /// the snapshot does not know it (a subscriber by GID then does not match it).
 pub fn sa_notice(fabric: Option<&SaFabric>, n: &Notice) -> SaNotice {
     let issuer_gid = fabric
-        .and_then(|f| f.end_port_by_lid(n.issuer_lid).map(|p| f.gid_of(p.port_guid)))
+        .and_then(|f| {
+            f.end_port_by_lid(n.issuer_lid)
+                .map(|p| f.gid_of(p.port_guid))
+        })
         .unwrap_or([0; 16]);
     SaNotice {
         notice: *n,

@@ -3,14 +3,23 @@
 //! Each entry is in its IBA form, so what a successor decodes is fixed by the spec,
 //! not by this crate's structs: a group is its MCMemberRecord (PortGID and JoinState
 //! zero) plus one flag byte (bit 0: made by the SM), keyed by MGID; a member is
-//! JoinState and ProxyJoin, keyed by MGID + PortGID. The replica stores them opaque
-//! (see `ibsm_replica::sa`).
+//! JoinState and ProxyJoin, keyed by MGID + PortGID. A service is its ServiceRecord,
+//! keyed by ServiceID + ServiceGID + ServiceP_Key, without its expiry time (replicas
+//! share no clock: a successor restarts the lease when it loads it). A subscription is
+//! its InformInfoRecord (the key) and the subscriber's LID, SL and P_Key index (the
+//! value: where Reports go; a GRH is not kept, subscribers are in the subnet). The
+//! replica stores them opaque (see `ibsm_replica::sa`).
 
 use std::collections::BTreeMap;
 
-use ibsm_mad::sa::{Gid, JoinState, McMemberRecord};
+use std::time::Duration;
+
+use ibsm_mad::sa::{Gid, InformInfoRecord, JoinState, McMemberRecord, ServiceRecord};
+use ibsm_mad::MadAddress;
 
 use super::groups::{McGroup, McGroups, Member};
+use super::inform::{Informs, Subscription};
+use super::services::{lease_end, Service, Services};
 
 /// Which replicated SA table (the replica's `SaTable`, named here without it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -103,6 +112,78 @@ impl McGroups {
         // Loading is not a change of membership for anyone to act on twice: the
         // caller decides what to recompute.
         let _ = out.take_changes();
+        Some((out, bad))
+    }
+}
+
+impl Services {
+    /// The services as a replicated table (present, maybe empty).
+    pub fn to_tables(&self, out: &mut SaTables) {
+        let mut t = BTreeMap::new();
+        for s in self.iter() {
+            let r = &s.record;
+            let mut k = r.service_id.to_be_bytes().to_vec();
+            k.extend_from_slice(&r.service_gid);
+            k.extend_from_slice(&r.service_p_key.to_be_bytes());
+            t.insert(k, r.encode().to_vec());
+        }
+        out.insert(SaTableKind::Services, t);
+    }
+
+    /// Services from replicated tables, leases starting at `now`; `None` if there is
+    /// no service table. Entries that do not decode are skipped and counted.
+    pub fn from_tables(tables: &SaTables, now: Duration) -> Option<(Services, usize)> {
+        let t = tables.get(&SaTableKind::Services)?;
+        let mut out = Services::new();
+        let mut bad = 0usize;
+        for v in t.values() {
+            match ServiceRecord::decode(v) {
+                Ok(record) => out.insert(Service {
+                    record,
+                    expires: lease_end(now, record.service_lease),
+                }),
+                Err(_) => bad += 1,
+            }
+        }
+        let _ = out.take_changed();
+        Some((out, bad))
+    }
+}
+
+impl Informs {
+    /// The subscriptions as a replicated table (present, maybe empty).
+    pub fn to_tables(&self, out: &mut SaTables) {
+        let mut t = BTreeMap::new();
+        for s in self.iter() {
+            let mut v = s.to.lid.to_be_bytes().to_vec();
+            v.push(s.to.sl);
+            v.extend_from_slice(&s.to.pkey_index.to_be_bytes());
+            t.insert(s.record.encode().to_vec(), v);
+        }
+        out.insert(SaTableKind::Informs, t);
+    }
+
+    /// Subscriptions from replicated tables; `None` if there is no subscription
+    /// table. Entries that do not decode are skipped and counted.
+    pub fn from_tables(tables: &SaTables) -> Option<(Informs, usize)> {
+        let t = tables.get(&SaTableKind::Informs)?;
+        let mut out = Informs::new();
+        let mut bad = 0usize;
+        for (k, v) in t {
+            let (Ok(record), [l0, l1, sl, p0, p1]) = (InformInfoRecord::decode(k), v.as_slice())
+            else {
+                bad += 1;
+                continue;
+            };
+            let to = MadAddress {
+                sl: *sl,
+                pkey_index: u16::from_be_bytes([*p0, *p1]),
+                qpn: record.inform_info.qpn,
+                ..MadAddress::gsi(u16::from_be_bytes([*l0, *l1]))
+            };
+            out.insert(Subscription { record, to });
+        }
+        let _ = out.take_changed();
         Some((out, bad))
     }
 }
