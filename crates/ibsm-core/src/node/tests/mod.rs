@@ -11,6 +11,7 @@ use ibsm_sim::{ClientId, Sim, SimConfig};
 use super::*;
 
 mod sa;
+mod sa_services;
 use crate::election::SmState;
 
 const MS: Duration = Duration::from_millis(1);

@@ -17,7 +17,7 @@ use crate::election::SmState;
 use crate::node::*;
 
 /// Feed one SA request to SM `i` as if it came from `from`; returns what it sent.
-fn ask(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<SaMad> {
+pub(super) fn ask(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec<SaMad> {
     let now = lab.now;
     lab.sms[i].gmps.clear();
     if let Some(n) = lab.sms[i].node.as_mut() {
