@@ -267,4 +267,82 @@ mod tests {
             "{ch:?}"
         );
     }
+
+    #[test]
+    fn services_survive_the_tables_and_their_leases_restart_at_load() {
+        use crate::sa::{Service, Services};
+        use ibsm_mad::sa::{ServiceName, ServiceRecord};
+        let mut s = Services::new();
+        for (id, lease) in [(1u64, 30u32), (2, ServiceRecord::INFINITE_LEASE)] {
+            s.insert(Service {
+                record: ServiceRecord {
+                    service_id: id,
+                    service_gid: [3; 16],
+                    service_p_key: 0xFFFF,
+                    service_lease: lease,
+                    service_name: ServiceName::new("x"),
+                    ..ServiceRecord::default()
+                },
+                expires: crate::sa::lease_end(Duration::from_secs(100), lease),
+            });
+        }
+        let mut t = SaTables::new();
+        s.to_tables(&mut t);
+        let load = Duration::from_secs(7);
+        let (back, bad) = Services::from_tables(&t, load).expect("table present");
+        assert_eq!(bad, 0);
+        let recs: Vec<_> = back.iter().map(|x| (x.record, x.expires)).collect();
+        let want: Vec<_> = s
+            .iter()
+            .map(|x| (x.record, crate::sa::lease_end(load, x.record.service_lease)))
+            .collect();
+        assert_eq!(recs, want, "same records, leases counted from the load");
+        assert_eq!(back.poll_timeout(), Some(Duration::from_secs(37)));
+        t.get_mut(&SaTableKind::Services)
+            .unwrap()
+            .insert(vec![0], vec![1, 2]);
+        assert_eq!(Services::from_tables(&t, load).unwrap().1, 1);
+        assert!(Services::from_tables(&SaTables::new(), load).is_none());
+    }
+
+    #[test]
+    fn subscriptions_survive_the_tables_with_their_address() {
+        use crate::sa::{Informs, Subscription};
+        use ibsm_mad::sa::{InformInfo, InformInfoRecord};
+        use ibsm_mad::MadAddress;
+        let mut s = Informs::new();
+        s.insert(Subscription {
+            record: InformInfoRecord {
+                subscriber_gid: [5; 16],
+                subscriber_enum: 0,
+                inform_info: InformInfo {
+                    lid_range_begin: 0xFFFF,
+                    is_generic: 1,
+                    notice_type: 0xFFFF,
+                    trap_number: 64,
+                    qpn: 9,
+                    producer_type: 0xFF_FFFF,
+                    ..InformInfo::default()
+                },
+            },
+            to: MadAddress {
+                qpn: 9,
+                sl: 2,
+                pkey_index: 3,
+                ..MadAddress::gsi(17)
+            },
+        });
+        let mut t = SaTables::new();
+        s.to_tables(&mut t);
+        let (back, bad) = Informs::from_tables(&t).expect("table present");
+        assert_eq!(bad, 0);
+        let a: Vec<_> = s.iter().collect();
+        let b: Vec<_> = back.iter().collect();
+        assert_eq!(a, b);
+        t.get_mut(&SaTableKind::Informs)
+            .unwrap()
+            .insert(vec![0; 60], vec![1]);
+        assert_eq!(Informs::from_tables(&t).unwrap().1, 1);
+        assert!(Informs::from_tables(&SaTables::new()).is_none());
+    }
 }
