@@ -178,15 +178,8 @@ impl SaAgent {
         }
         let n = sa_notice(ctx.fabric, notice);
         let mut sends = VecDeque::new();
-        self.informs.notify(
-            now,
-            ctx.fabric,
-            &n,
-            self.cfg.report_timeout,
-            self.cfg.report_retries,
-            self.cfg.max_subscriptions,
-            &mut sends,
-        );
+        self.informs
+            .notify(now, ctx.fabric, &n, &self.cfg, &mut sends);
         self.out
             .extend(sends.into_iter().map(|(to, mad)| SaTransmit { to, mad }));
     }

@@ -28,6 +28,7 @@ use ibsm_mad::sa::{
 };
 use ibsm_mad::{MadAddress, Method, GSI_QKEY, MAD_SIZE};
 
+use super::config::SaConfig;
 use super::context::{share_pkey, Requester};
 use super::fabric::{split_gid, SaFabric};
 
@@ -247,19 +248,23 @@ impl Informs {
     }
 
     /// A notice: a Report to every matching subscriber (see the module doc), queued
-    /// on `out`. Reports in flight are bounded by `max_pending`; beyond it a Report is
-    /// dropped with a warning (the subscriber sees a gap, the SA's memory stays
-    /// bounded).
+    /// on `out`, resent every `cfg.report_timeout` at most `cfg.report_retries`
+    /// times. Reports in flight are bounded by `cfg.max_subscriptions`; beyond it a
+    /// Report is dropped with a warning (the subscriber sees a gap, the SA's memory
+    /// stays bounded).
     pub fn notify(
         &mut self,
         now: Duration,
         fabric: Option<&SaFabric>,
         n: &SaNotice,
-        timeout: Duration,
-        retries: u32,
-        max_pending: usize,
+        cfg: &SaConfig,
         out: &mut VecDeque<(MadAddress, [u8; MAD_SIZE])>,
     ) {
+        let (timeout, retries, max_pending) = (
+            cfg.report_timeout,
+            cfg.report_retries,
+            cfg.max_subscriptions,
+        );
         let issuer_guid = fabric.and_then(|f| {
             f.end_port_by_lid(n.notice.issuer_lid)
                 .map(|p| p.port_guid)
