@@ -314,3 +314,61 @@ fn a_subscriber_gets_reports_until_it_answers_and_none_after_unsubscribing() {
     bounce(&mut lab, cas[5]);
     assert!(reports(&mut lab, a).is_empty(), "unsubscribed");
 }
+
+#[test]
+fn creating_and_deleting_a_group_is_reported_as_traps_66_and_67() {
+    use ibsm_mad::sa::{JoinState, McMemberRecord};
+    let (mut lab, lids) = lab();
+    let a = client(lids[3]);
+    let all = InformInfo {
+        trap_number: 0xFFFF,
+        ..trap64(1)
+    };
+    let r = one(
+        &mut lab,
+        &SaMad::query(Method::SET, 1, &all, ComponentMask::NONE).unwrap(),
+        a,
+    );
+    assert_eq!(r.status(), SaStatus::SUCCESS);
+    let mgid = [
+        0xFF, 0x12, 0xA0, 0x1B, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x42,
+    ];
+    let join = McMemberRecord {
+        mgid,
+        port_gid: gid_of(&mut lab, lids[3]),
+        q_key: 0x1234,
+        p_key: 0xFFFF,
+        join_state: JoinState::FULL_MEMBER,
+        ..McMemberRecord::default()
+    };
+    let mask = McMemberRecord::MGID
+        | McMemberRecord::PORT_GID
+        | McMemberRecord::JOIN_STATE
+        | McMemberRecord::Q_KEY
+        | McMemberRecord::TCLASS
+        | McMemberRecord::P_KEY
+        | McMemberRecord::FLOW_LABEL
+        | McMemberRecord::SL;
+    let trap_of = |got: &[SaMad]| -> Vec<Option<u16>> {
+        got.iter()
+            .filter(|m| m.method() == Method::REPORT)
+            .map(|m| m.record::<SaNotice>().unwrap().notice.trap_number())
+            .collect()
+    };
+    let got = ask(
+        &mut lab,
+        0,
+        &SaMad::query(Method::SET, 2, &join, mask).unwrap(),
+        a,
+    );
+    assert_eq!(got[0].status(), SaStatus::SUCCESS, "{got:?}");
+    assert_eq!(trap_of(&got), vec![Some(66)]);
+    let got = ask(
+        &mut lab,
+        0,
+        &SaMad::query(Method::DELETE, 3, &join, mask).unwrap(),
+        a,
+    );
+    assert_eq!(got[0].status(), SaStatus::SUCCESS, "{got:?}");
+    assert_eq!(trap_of(&got), vec![Some(67)]);
+}
