@@ -112,7 +112,7 @@ impl Running {
         self.schedule_master_heavy(now);
         tracing::info!("master: configuring the subnet (heavy sweep)");
         self.check_prepared(now);
-        let sa_current = self.inherit_sa();
+        let sa_current = self.inherit_sa(now);
         self.subnet.set_reregister_clients(!sa_current);
         if self.cfg.replicated {
             self.take_over(now);
@@ -232,7 +232,7 @@ impl Running {
         if !self.subnet.is_active() {
             // A standby's SA mirrors the master's (ibsmctl reads it; a takeover
             // starts from it).
-            self.load_replicated_sa(&rep);
+            self.load_replicated_sa(now, &rep);
         }
         if !self.subnet.is_active() || self.partitions_applied.as_ref() == Some(&rep.partitions) {
             return;
@@ -509,9 +509,7 @@ impl Running {
             SubnetEvent::TopologyCapped(c) => {
                 self.emit(NodeEvent::record("alarm", c.to_string()));
             }
-            SubnetEvent::Notice(n) => {
-                tracing::debug!(trap = n.trap_number(), "notice for the SA (no SA yet)");
-            }
+            SubnetEvent::Notice(n) => self.sa_notice(now, &n),
             SubnetEvent::Unsolicited(smp) => {
                 tracing::trace!(attr = ?smp.attr_id, "configurator passed a request on");
             }

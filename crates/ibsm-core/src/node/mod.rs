@@ -237,6 +237,8 @@ impl Node {
             NodePhase::Running(r) => {
                 let mut t = crate::sa::SaTables::new();
                 r.sa.groups().to_tables(&mut t);
+                r.sa.services().to_tables(&mut t);
+                r.sa.informs().to_tables(&mut t);
                 Some(t)
             }
             _ => None,

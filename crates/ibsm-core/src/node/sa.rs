@@ -10,7 +10,7 @@ use ibsm_mad::{MadAddress, SmInfo, MAD_SIZE};
 use crate::election::SmState;
 use ibsm_fabric::multicast::{EndPort, JoinState, McastMember};
 
-use crate::sa::{gid_text, split_gid, GroupChange, McGroups, SaContext};
+use crate::sa::{gid_text, split_gid, GroupChange, Informs, McGroups, SaContext, Services};
 
 use super::types::{NodeEvent, Output, ReplicatedFabric};
 
@@ -43,6 +43,26 @@ impl Running {
             mfts: is_master.then(|| self.subnet.desired_mfts()),
         };
         self.sa.handle_mad(now, &ctx, mad, from);
+    }
+
+    /// A notice the configurator produced (GID in/out of service) or received (traps
+    /// 128-131, 144, 145): the SA reports it to its subscribers.
+    pub(crate) fn sa_notice(&mut self, now: Duration, n: &ibsm_mad::attr::Notice) {
+        let is_master = self.election.state() == SmState::Master && self.subnet.is_active();
+        let fabric = if is_master {
+            self.subnet.sa_fabric().cloned()
+        } else {
+            None
+        };
+        let sms = Vec::new();
+        let ctx = SaContext {
+            fabric: fabric.as_deref(),
+            sms: &sms,
+            is_master,
+            master_lid: self.lid,
+            mfts: None,
+        };
+        self.sa.handle_notice(now, &ctx, n);
     }
 
     /// The master's LID as this node knows it (0: none known).
@@ -85,7 +105,9 @@ impl Running {
     /// multicast tree programmed; true if there were any.
     pub(crate) fn apply_group_changes(&mut self, now: Duration) -> bool {
         let changes = self.sa.groups_mut().take_changes();
-        if changes.is_empty() {
+        let tables_changed =
+            self.sa.services_mut().take_changed() | self.sa.informs_mut().take_changed();
+        if changes.is_empty() && !tables_changed {
             return false;
         }
         // The driver shows the SA's state (status, API) and, while MASTER with
@@ -137,8 +159,31 @@ impl Running {
 }
 
 impl Running {
-    /// A standby's SA takes the replicated groups (if an SA ever replicated them).
-    pub(crate) fn load_replicated_sa(&mut self, rep: &ReplicatedFabric) {
+    /// A standby's SA takes the replicated groups, services and subscriptions (if an
+    /// SA ever replicated them). A service's lease restarts at `now`: the replica
+    /// holds no expiry time because replicas share no clock (each driver's epoch is its
+    /// own process start), so the most a successor can promise is the full lease the
+    /// client asked for, counted from when it learned of it; a client renews within
+    /// its lease anyway.
+    pub(crate) fn load_replicated_sa(&mut self, now: Duration, rep: &ReplicatedFabric) {
+        if let Some((services, bad)) = Services::from_tables(&rep.sa, now) {
+            if bad > 0 {
+                tracing::warn!(
+                    bad,
+                    "SA: replicated services that do not decode were skipped"
+                );
+            }
+            self.sa.services_mut().replace_with(services);
+        }
+        if let Some((informs, bad)) = Informs::from_tables(&rep.sa) {
+            if bad > 0 {
+                tracing::warn!(
+                    bad,
+                    "SA: replicated subscriptions that do not decode were skipped"
+                );
+            }
+            self.sa.informs_mut().replace_with(informs);
+        }
         let Some((groups, bad)) = McGroups::from_tables(&rep.sa) else {
             return;
         };
@@ -155,7 +200,7 @@ impl Running {
     /// replicated it; true then (clients need not re-register). Without replication, or
     /// when the replica never held SA state (the previous master was not ours), the SA
     /// starts from what it has and clients are asked to re-register.
-    pub(crate) fn inherit_sa(&mut self) -> bool {
+    pub(crate) fn inherit_sa(&mut self, now: Duration) -> bool {
         if !self.cfg.replicated {
             return false;
         }
@@ -165,9 +210,11 @@ impl Running {
         if McGroups::from_tables(&rep.sa).is_none() {
             return false;
         }
-        self.load_replicated_sa(&rep);
+        self.load_replicated_sa(now, &rep);
         tracing::info!(
             groups = self.sa.groups().len(),
+            services = self.sa.services().len(),
+            subscriptions = self.sa.informs().len(),
             members = self.sa.groups().member_count(),
             "SA: the replica's groups are served as they were; no client re-registration"
         );

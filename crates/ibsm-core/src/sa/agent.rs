@@ -12,8 +12,9 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use ibsm_mad::sa::{
-    ClassPortInfo, LinkRecord, McMemberRecord, NodeRecord, PathRecord, PortInfoRecord, RmppType,
-    SaAttributeId, SaError, SaMad, SaRecord, SaStatus, SmInfoRecord,
+    ClassPortInfo, InformInfo, InformInfoRecord, LinkRecord, McMemberRecord, NodeRecord,
+    PathRecord, PortInfoRecord, RmppType, SaAttributeId, SaError, SaMad, SaRecord, SaStatus,
+    ServiceRecord, SmInfoRecord,
 };
 use ibsm_mad::sa::{
     GuidInfoRecord, LinearForwardingTableRecord, MulticastForwardingTableRecord, PKeyTableRecord,
@@ -24,8 +25,11 @@ use ibsm_mad::{MadAddress, Method, GSI_QKEY, MAD_SIZE};
 use super::config::SaConfig;
 use super::context::{Requester, SaContext};
 use super::groups::{default_groups, gid_text, McGroups};
+use super::inform::Informs;
+use super::notices::{group_notice, sa_notice};
 use super::path;
 use super::records;
+use super::services::Services;
 use super::tables;
 use super::transfer::{Send, Transfers};
 
@@ -71,6 +75,12 @@ pub struct SaMetrics {
 pub struct SaAgent {
     cfg: SaConfig,
     groups: McGroups,
+    services: Services,
+    informs: Informs,
+    /// Traps 66/67 (group created/deleted) a change made, reported after its answer.
+    group_notices: Vec<(bool, ibsm_mad::sa::Gid)>,
+    /// The time of the request being handled (lease starts; `change` takes no time).
+    now: Duration,
     transfers: Transfers,
     out: VecDeque<SaTransmit>,
     metrics: SaMetrics,
@@ -106,6 +116,10 @@ impl SaAgent {
         SaAgent {
             cfg,
             groups,
+            services: Services::new(),
+            informs: Informs::new(),
+            group_notices: Vec::new(),
+            now: Duration::ZERO,
             transfers: Transfers::default(),
             out: VecDeque::new(),
             metrics: SaMetrics::default(),
@@ -135,6 +149,46 @@ impl SaAgent {
         &mut self.groups
     }
 
+    /// The registered services.
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// The registered services, to load a replica's into or take their changes.
+    pub fn services_mut(&mut self) -> &mut Services {
+        &mut self.services
+    }
+
+    /// The InformInfo subscriptions and Reports in flight.
+    pub fn informs(&self) -> &Informs {
+        &self.informs
+    }
+
+    /// The subscriptions, to load a replica's into or take their changes.
+    pub fn informs_mut(&mut self) -> &mut Informs {
+        &mut self.informs
+    }
+
+    /// A notice for subscribers (a trap the master received, or one it produced: GID
+    /// in/out of service): a Report to each matching subscriber, resent until its
+    /// ReportResp. Only the master's SA reports.
+    pub fn handle_notice(
+        &mut self,
+        now: Duration,
+        ctx: &SaContext<'_>,
+        notice: &ibsm_mad::attr::Notice,
+    ) {
+        if !ctx.is_master {
+            return;
+        }
+        let n = sa_notice(ctx.fabric, notice);
+        let mut sends = VecDeque::new();
+        self.informs
+            .notify(now, ctx.fabric, &n, &self.cfg, &mut sends);
+        self.out
+            .extend(sends.into_iter().map(|(to, mad)| SaTransmit { to, mad }));
+    }
+
     /// RMPP transfers in flight.
     pub fn transfers_in_flight(&self) -> usize {
         self.transfers.len()
@@ -147,7 +201,14 @@ impl SaAgent {
 
     /// When [`SaAgent::handle_timeout`] wants to run.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        self.transfers.poll_timeout()
+        [
+            self.transfers.poll_timeout(),
+            self.services.poll_timeout(),
+            self.informs.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Retransmissions and expiries.
@@ -160,6 +221,12 @@ impl SaAgent {
             &mut sends,
         );
         self.queue(sends);
+        self.services.handle_timeout(now);
+        let mut reports = VecDeque::new();
+        self.informs
+            .handle_timeout(now, self.cfg.report_timeout, &mut reports);
+        self.out
+            .extend(reports.into_iter().map(|(to, mad)| SaTransmit { to, mad }));
     }
 
     fn queue(&mut self, sends: Vec<Send>) {
@@ -189,6 +256,7 @@ impl SaAgent {
         bytes: &[u8; MAD_SIZE],
         from: MadAddress,
     ) {
+        self.now = now;
         let req = match SaMad::decode(bytes) {
             Ok(m) => m,
             Err(e) => {
@@ -206,7 +274,11 @@ impl SaAgent {
         }
         let method = req.method();
         if method.is_response() {
-            // ReportResp and answers to requests we never make: nothing to answer.
+            // A ReportResp ends its Report's resends; answers to requests we never
+            // make: nothing to answer.
+            if method == Method::REPORT_RESP && !self.informs.handle_report_resp(req.tid()) {
+                tracing::debug!(lid = from.lid, "SA: ReportResp for no Report in flight");
+            }
             return;
         }
         self.metrics.requests += 1;
@@ -250,6 +322,9 @@ impl SaAgent {
             _ => Err(SaStatus::METHOD_NOT_SUPPORTED),
         };
         self.answer(now, &from, &req, answer);
+        for (created, mgid) in std::mem::take(&mut self.group_notices) {
+            self.handle_notice(now, ctx, &group_notice(ctx.fabric, created, mgid));
+        }
     }
 
     /// Get/GetTable of a fabric record.
@@ -337,6 +412,18 @@ impl SaAgent {
                 m.method(),
                 self.cfg.packet_life_time,
             )?),
+            SaAttributeId::SERVICE_RECORD => encode_all(self.services.query(
+                ctx.fabric,
+                req,
+                &template::<ServiceRecord>(m)?,
+                mask,
+            )),
+            SaAttributeId::INFORM_INFO_RECORD => encode_all(self.informs.query(
+                ctx.fabric,
+                req,
+                &template::<InformInfoRecord>(m)?,
+                mask,
+            )),
             _ => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
         }
     }
@@ -351,6 +438,7 @@ impl SaAgent {
                     return Err(SaStatus::ERR_NO_RESOURCES);
                 };
                 let rec = template::<McMemberRecord>(m)?;
+                let existed = rec.mgid != [0; 16] && self.groups.get(&rec.mgid).is_some();
                 let r = if m.method() == Method::SET {
                     self.groups
                         .join(f, req, &rec, mask, self.cfg.packet_life_time)
@@ -366,7 +454,38 @@ impl SaAgent {
                         if m.method() == Method::SET { "join" } else { "leave" }
                     );
                 }
+                let r = r?;
+                let exists = self.groups.get(&r.mgid).is_some();
+                if existed != exists {
+                    self.group_notices.push((exists, r.mgid));
+                }
+                encode_all(vec![r])
+            }
+            SaAttributeId::SERVICE_RECORD => {
+                let Some(f) = ctx.fabric else {
+                    return Err(SaStatus::ERR_NO_RESOURCES);
+                };
+                let rec = template::<ServiceRecord>(m)?;
+                let r = if m.method() == Method::SET {
+                    let now = self.now;
+                    self.services
+                        .set(now, f, req, &rec, mask, self.cfg.max_services)
+                } else {
+                    self.services.delete(f, req, &rec, mask)
+                };
                 encode_all(vec![r?])
+            }
+            SaAttributeId::INFORM_INFO if m.method() == Method::SET => {
+                let Some(f) = ctx.fabric else {
+                    return Err(SaStatus::ERR_NO_RESOURCES);
+                };
+                let ii = template::<InformInfo>(m)?;
+                encode_all(vec![self.informs.set(
+                    f,
+                    req,
+                    &ii,
+                    self.cfg.max_subscriptions,
+                )?])
             }
             _ => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
         }

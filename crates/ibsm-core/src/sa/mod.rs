@@ -11,7 +11,9 @@
 //!
 //! Files: `agent` (decode, refuse, dispatch, answer), `transfer` (RMPP sending),
 //! `records` (fabric records), `tables` (switch and port table records: SwitchInfo,
-//! GUIDInfo, P_Key, SLtoVL, VLArbitration, LFT and MFT), `path/` (PathRecord queries, and in `params` the
+//! GUIDInfo, P_Key, SLtoVL, VLArbitration, LFT and MFT), `groups` (multicast groups), `services`
+//! (ServiceRecords and their leases), `inform` (InformInfo subscriptions and Reports),
+//! `notices` (notices in their SA form), `replicated` (the tables a successor loads), `path/` (PathRecord queries, and in `params` the
 //! numbers of one path), `context` (what a request is answered against and
 //! partition visibility), `fabric` (the snapshot and its path table), `config`.
 
@@ -20,9 +22,12 @@ mod config;
 mod context;
 mod fabric;
 mod groups;
+mod inform;
+mod notices;
 mod path;
 mod records;
 mod replicated;
+mod services;
 mod tables;
 mod transfer;
 
@@ -34,5 +39,8 @@ pub use groups::{
     default_groups, gid_text, ipoib_broadcast_mgid, GroupChange, IpoibGroup, McGroup, McGroups,
     Member, IPOIB_Q_KEY, MLID_FIRST, MLID_LAST,
 };
+pub use inform::{Informs, Subscription};
+pub use notices::{group_notice, sa_notice};
 pub use records::class_port_info;
 pub use replicated::{SaTableKind, SaTables};
+pub use services::{lease_end, Service, ServiceKey, Services};

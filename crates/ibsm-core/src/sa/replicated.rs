@@ -3,14 +3,23 @@
 //! Each entry is in its IBA form, so what a successor decodes is fixed by the spec,
 //! not by this crate's structs: a group is its MCMemberRecord (PortGID and JoinState
 //! zero) plus one flag byte (bit 0: made by the SM), keyed by MGID; a member is
-//! JoinState and ProxyJoin, keyed by MGID + PortGID. The replica stores them opaque
-//! (see `ibsm_replica::sa`).
+//! JoinState and ProxyJoin, keyed by MGID + PortGID. A service is its ServiceRecord,
+//! keyed by ServiceID + ServiceGID + ServiceP_Key, without its expiry time (replicas
+//! share no clock: a successor restarts the lease when it loads it). A subscription is
+//! its InformInfoRecord (the key) and the subscriber's LID, SL and P_Key index (the
+//! value: where Reports go; a GRH is not kept, subscribers are in the subnet). The
+//! replica stores them opaque (see `ibsm_replica::sa`).
 
 use std::collections::BTreeMap;
 
-use ibsm_mad::sa::{Gid, JoinState, McMemberRecord};
+use std::time::Duration;
+
+use ibsm_mad::sa::{Gid, InformInfoRecord, JoinState, McMemberRecord, ServiceRecord};
+use ibsm_mad::MadAddress;
 
 use super::groups::{McGroup, McGroups, Member};
+use super::inform::{Informs, Subscription};
+use super::services::{lease_end, Service, Services};
 
 /// Which replicated SA table (the replica's `SaTable`, named here without it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -107,6 +116,78 @@ impl McGroups {
     }
 }
 
+impl Services {
+    /// The services as a replicated table (present, maybe empty).
+    pub fn to_tables(&self, out: &mut SaTables) {
+        let mut t = BTreeMap::new();
+        for s in self.iter() {
+            let r = &s.record;
+            let mut k = r.service_id.to_be_bytes().to_vec();
+            k.extend_from_slice(&r.service_gid);
+            k.extend_from_slice(&r.service_p_key.to_be_bytes());
+            t.insert(k, r.encode().to_vec());
+        }
+        out.insert(SaTableKind::Services, t);
+    }
+
+    /// Services from replicated tables, leases starting at `now`; `None` if there is
+    /// no service table. Entries that do not decode are skipped and counted.
+    pub fn from_tables(tables: &SaTables, now: Duration) -> Option<(Services, usize)> {
+        let t = tables.get(&SaTableKind::Services)?;
+        let mut out = Services::new();
+        let mut bad = 0usize;
+        for v in t.values() {
+            match ServiceRecord::decode(v) {
+                Ok(record) => out.insert(Service {
+                    record,
+                    expires: lease_end(now, record.service_lease),
+                }),
+                Err(_) => bad += 1,
+            }
+        }
+        let _ = out.take_changed();
+        Some((out, bad))
+    }
+}
+
+impl Informs {
+    /// The subscriptions as a replicated table (present, maybe empty).
+    pub fn to_tables(&self, out: &mut SaTables) {
+        let mut t = BTreeMap::new();
+        for s in self.iter() {
+            let mut v = s.to.lid.to_be_bytes().to_vec();
+            v.push(s.to.sl);
+            v.extend_from_slice(&s.to.pkey_index.to_be_bytes());
+            t.insert(s.record.encode().to_vec(), v);
+        }
+        out.insert(SaTableKind::Informs, t);
+    }
+
+    /// Subscriptions from replicated tables; `None` if there is no subscription
+    /// table. Entries that do not decode are skipped and counted.
+    pub fn from_tables(tables: &SaTables) -> Option<(Informs, usize)> {
+        let t = tables.get(&SaTableKind::Informs)?;
+        let mut out = Informs::new();
+        let mut bad = 0usize;
+        for (k, v) in t {
+            let (Ok(record), [l0, l1, sl, p0, p1]) = (InformInfoRecord::decode(k), v.as_slice())
+            else {
+                bad += 1;
+                continue;
+            };
+            let to = MadAddress {
+                sl: *sl,
+                pkey_index: u16::from_be_bytes([*p0, *p1]),
+                qpn: record.inform_info.qpn,
+                ..MadAddress::gsi(u16::from_be_bytes([*l0, *l1]))
+            };
+            out.insert(Subscription { record, to });
+        }
+        let _ = out.take_changed();
+        Some((out, bad))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +266,83 @@ mod tests {
             ch.contains(&crate::sa::GroupChange::Deleted { mgid, mlid: 0xC001 }),
             "{ch:?}"
         );
+    }
+
+    #[test]
+    fn services_survive_the_tables_and_their_leases_restart_at_load() {
+        use crate::sa::{Service, Services};
+        use ibsm_mad::sa::{ServiceName, ServiceRecord};
+        let mut s = Services::new();
+        for (id, lease) in [(1u64, 30u32), (2, ServiceRecord::INFINITE_LEASE)] {
+            s.insert(Service {
+                record: ServiceRecord {
+                    service_id: id,
+                    service_gid: [3; 16],
+                    service_p_key: 0xFFFF,
+                    service_lease: lease,
+                    service_name: ServiceName::new("x"),
+                    ..ServiceRecord::default()
+                },
+                expires: crate::sa::lease_end(Duration::from_secs(100), lease),
+            });
+        }
+        let mut t = SaTables::new();
+        s.to_tables(&mut t);
+        let load = Duration::from_secs(7);
+        let (back, bad) = Services::from_tables(&t, load).expect("table present");
+        assert_eq!(bad, 0);
+        let recs: Vec<_> = back.iter().map(|x| (x.record, x.expires)).collect();
+        let want: Vec<_> = s
+            .iter()
+            .map(|x| (x.record, crate::sa::lease_end(load, x.record.service_lease)))
+            .collect();
+        assert_eq!(recs, want, "same records, leases counted from the load");
+        assert_eq!(back.poll_timeout(), Some(Duration::from_secs(37)));
+        t.get_mut(&SaTableKind::Services)
+            .unwrap()
+            .insert(vec![0], vec![1, 2]);
+        assert_eq!(Services::from_tables(&t, load).unwrap().1, 1);
+        assert!(Services::from_tables(&SaTables::new(), load).is_none());
+    }
+
+    #[test]
+    fn subscriptions_survive_the_tables_with_their_address() {
+        use crate::sa::{Informs, Subscription};
+        use ibsm_mad::sa::{InformInfo, InformInfoRecord};
+        use ibsm_mad::MadAddress;
+        let mut s = Informs::new();
+        s.insert(Subscription {
+            record: InformInfoRecord {
+                subscriber_gid: [5; 16],
+                subscriber_enum: 0,
+                inform_info: InformInfo {
+                    lid_range_begin: 0xFFFF,
+                    is_generic: 1,
+                    notice_type: 0xFFFF,
+                    trap_number: 64,
+                    qpn: 9,
+                    producer_type: 0xFF_FFFF,
+                    ..InformInfo::default()
+                },
+            },
+            to: MadAddress {
+                qpn: 9,
+                sl: 2,
+                pkey_index: 3,
+                ..MadAddress::gsi(17)
+            },
+        });
+        let mut t = SaTables::new();
+        s.to_tables(&mut t);
+        let (back, bad) = Informs::from_tables(&t).expect("table present");
+        assert_eq!(bad, 0);
+        let a: Vec<_> = s.iter().collect();
+        let b: Vec<_> = back.iter().collect();
+        assert_eq!(a, b);
+        t.get_mut(&SaTableKind::Informs)
+            .unwrap()
+            .insert(vec![0; 60], vec![1]);
+        assert_eq!(Informs::from_tables(&t).unwrap().1, 1);
+        assert!(Informs::from_tables(&SaTables::new()).is_none());
     }
 }

@@ -150,7 +150,9 @@ pub enum SubnetEvent {
         /// Cables that appeared or disappeared.
         links_changed: usize,
     },
-    /// A notice for the SA to forward to subscribers (traps 64/65, GID in/out of service).
+    /// A notice for the SA to forward to subscribers: traps 64/65 (GID in/out of
+    /// service) this SM produces, and the traps 128-131, 144, 145 it received (not
+    /// rate-limited).
     Notice(Notice),
     /// A heavy sweep's discovery found two devices answering with one GUID (an
     /// alarm: reported every sweep while it lasts).

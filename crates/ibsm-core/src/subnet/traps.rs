@@ -150,6 +150,11 @@ impl SubnetManager {
                 }
             }
         }
+        // The traps a subscriber may ask the SA for (InformInfo): passed on, unless
+        // rate-limited (a flapping port must not turn into a Report storm either).
+        if admitted && matches!(trap, Some(128..=131 | 144 | 145)) {
+            self.events.push_back(SubnetEvent::Notice(notice));
+        }
         self.pump(now);
     }
 

@@ -11,6 +11,7 @@ use ibsm_sim::{ClientId, Sim, SimConfig};
 use super::*;
 
 mod sa;
+mod sa_services;
 mod sa_tables;
 use crate::election::SmState;
 
