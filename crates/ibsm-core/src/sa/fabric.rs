@@ -200,11 +200,7 @@ impl SaFabric {
         let mut by_lid = HashMap::new();
         let mut by_guid = HashMap::new();
         for (idx, node) in topology.iter() {
-            let ports: Vec<u8> = if node.is_switch() {
-                vec![0]
-            } else {
-                node.physical_ports().map(|(p, _)| p).collect()
-            };
+            let ports = end_port_numbers(node);
             for p in ports {
                 let Some(port) = node.port(p) else { continue };
                 if port.lid == 0 || port.port_guid == 0 {
@@ -333,6 +329,16 @@ impl SaFabric {
     /// The P_Keys of a port (empty if the port is unknown).
     pub fn pkeys_of(&self, port_guid: u64) -> &[PKey] {
         self.pkeys.get(&port_guid).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The ports of `node` that are end ports (hold a LID and a PortGUID of their own): a
+/// switch's port 0, every physical port of a CA or router.
+pub fn end_port_numbers(node: &ibsm_fabric::Node) -> Vec<u8> {
+    if node.is_switch() {
+        vec![0]
+    } else {
+        node.physical_ports().map(|(p, _)| p).collect()
     }
 }
 

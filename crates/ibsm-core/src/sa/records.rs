@@ -14,7 +14,7 @@ use ibsm_mad::sa::{
 use ibsm_mad::GSI_QKEY;
 
 use super::context::{Requester, SaContext};
-use super::fabric::SaFabric;
+use super::fabric::{end_port_numbers, SaFabric};
 
 /// ClassPortInfo.CapabilityMask2 bits this SA answers for (IBA 15.2.5.1 / OpenSM's
 /// OSM_CAP2_*): extended speeds, 2x link width and HDR speeds are fields of the
@@ -83,11 +83,7 @@ pub fn node_records(
         let Some(ni) = f.node_info.get(idx.as_usize()) else {
             continue;
         };
-        let ports: Vec<u8> = if node.is_switch() {
-            vec![0]
-        } else {
-            node.physical_ports().map(|(p, _)| p).collect()
-        };
+        let ports = end_port_numbers(node);
         for p in ports {
             let Some(port) = node.port(p) else { continue };
             if port.port_guid == 0 || !ctx.visible(req, port.port_guid) {

@@ -62,7 +62,7 @@ use ibsm_mad::sa::{
 };
 
 use super::context::{Requester, SaContext};
-use super::fabric::{EndPort, PortTables, SaFabric};
+use super::fabric::{end_port_numbers, EndPort, PortTables, SaFabric};
 
 /// A switch as the switch records see it: its node, port 0's LID and GUID.
 #[derive(Debug, Clone, Copy)]
@@ -286,11 +286,7 @@ pub fn guid_info_records(
         .without(GuidInfoRecord::BLOCK_NUM);
     let mut out = Vec::new();
     for (idx, node) in f.topology.iter() {
-        let ports: Vec<u8> = if node.is_switch() {
-            vec![0]
-        } else {
-            node.physical_ports().map(|(p, _)| p).collect()
-        };
+        let ports = end_port_numbers(node);
         for p in ports {
             let Some(port) = node.port(p) else { continue };
             let Some(pi) = f.port_info_of(idx, p) else {
