@@ -164,8 +164,9 @@ impl Running {
     /// holds no expiry time because replicas share no clock (each driver's epoch is its
     /// own process start), so the most a successor can promise is the full lease the
     /// client asked for, counted from when it learned of it; a client renews within
-    /// its lease anyway.
-    pub(crate) fn load_replicated_sa(&mut self, now: Duration, rep: &ReplicatedFabric) {
+    /// its lease anyway. True if the replica held the SA's group table (an SA
+    /// replicated its state).
+    pub(crate) fn load_replicated_sa(&mut self, now: Duration, rep: &ReplicatedFabric) -> bool {
         if let Some((services, bad)) = Services::from_tables(&rep.sa, now) {
             if bad > 0 {
                 tracing::warn!(
@@ -185,7 +186,7 @@ impl Running {
             self.sa.informs_mut().replace_with(informs);
         }
         let Some((groups, bad)) = McGroups::from_tables(&rep.sa) else {
-            return;
+            return false;
         };
         if bad > 0 {
             tracing::warn!(
@@ -194,6 +195,7 @@ impl Running {
             );
         }
         self.sa.groups_mut().replace_with(groups);
+        true
     }
 
     /// At MASTER: the SA's state is the replica's when the node replicates and an SA
@@ -207,10 +209,9 @@ impl Running {
         let Some(rep) = self.replicated.clone() else {
             return false;
         };
-        if McGroups::from_tables(&rep.sa).is_none() {
+        if !self.load_replicated_sa(now, &rep) {
             return false;
         }
-        self.load_replicated_sa(now, &rep);
         tracing::info!(
             groups = self.sa.groups().len(),
             services = self.sa.services().len(),
