@@ -12,9 +12,9 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use ibsm_mad::sa::{
-    ClassPortInfo, InformInfo, InformInfoRecord, LinkRecord, McMemberRecord, NodeRecord,
-    PathRecord, PortInfoRecord, RmppType, SaAttributeId, SaError, SaMad, SaRecord, SaStatus,
-    ServiceRecord, SmInfoRecord,
+    ClassPortInfo, InformInfo, InformInfoRecord, LinkRecord, McMemberRecord, MultiPathRecord,
+    NodeRecord, PathRecord, PortInfoRecord, RmppFlags, RmppType, SaAttributeId, SaError, SaMad,
+    SaRecord, SaStatus, ServiceRecord, SmInfoRecord, RMPP_VERSION,
 };
 use ibsm_mad::sa::{
     GuidInfoRecord, LinearForwardingTableRecord, MulticastForwardingTableRecord, PKeyTableRecord,
@@ -318,6 +318,9 @@ impl SaAgent {
         let answer = match method {
             Method::GET | Method::GET_TABLE => self.query(ctx, &requester, &req),
             Method::SET | Method::DELETE => self.change(ctx, &requester, &req),
+            Method::GET_MULTI if attr == SaAttributeId::MULTI_PATH_RECORD => {
+                self.multipath(ctx, &requester, &req)
+            }
             Method::GET_MULTI | Method::GET_TRACE_TABLE => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
             _ => Err(SaStatus::METHOD_NOT_SUPPORTED),
         };
@@ -428,6 +431,28 @@ impl SaAgent {
         }
     }
 
+    /// GetMulti(MultiPathRecord): PathRecords for sets of ends (`path::multipath`).
+    fn multipath(&mut self, ctx: &SaContext<'_>, req: &Requester, m: &SaMad) -> Answer {
+        path::check_get_multi(m.method(), &m.rmpp)?;
+        let mpr = template::<MultiPathRecord>(m)?;
+        let recs =
+            path::multipath_records(ctx, req, &mpr, m.component_mask, self.cfg.packet_life_time)?;
+        // The response's first segment ends the request's one-segment transfer
+        // (IBA 13.6.2.4, a double-sided transfer); an explicit ACK of that segment
+        // first lets a requester whose RMPP waits for one go on.
+        let mut ack = m.response(Method::GET_MULTI_RESP, SaStatus::SUCCESS);
+        ack.rmpp.version = RMPP_VERSION;
+        ack.rmpp.rmpp_type = RmppType::ACK;
+        ack.rmpp.flags = RmppFlags::ACTIVE;
+        ack.rmpp.data1 = 1;
+        ack.rmpp.data2 = 1;
+        self.out.push_back(SaTransmit {
+            to: reply_address(&req.from),
+            mad: ack.encode(),
+        });
+        encode_all(recs)
+    }
+
     /// Set/Delete: joins and leaves of multicast groups.
     fn change(&mut self, ctx: &SaContext<'_>, req: &Requester, m: &SaMad) -> Answer {
         let mask = m.component_mask;
@@ -502,7 +527,7 @@ impl SaAgent {
                 return;
             }
         };
-        if method == Method::GET_TABLE {
+        if method == Method::GET_TABLE || method == Method::GET_MULTI {
             let size = recs.first().map_or(0, Vec::len);
             let n = recs.len();
             match table(req, size, recs) {
@@ -510,7 +535,7 @@ impl SaAgent {
                     if self.transfers.len() >= self.cfg.max_transfers {
                         self.reply(
                             from,
-                            &req.response(Method::GET_TABLE_RESP, SaStatus::ERR_NO_RESOURCES),
+                            &req.response(resp_method(method), SaStatus::ERR_NO_RESOURCES),
                         );
                         return;
                     }
@@ -533,13 +558,13 @@ impl SaAgent {
                     } else {
                         self.reply(
                             from,
-                            &req.response(Method::GET_TABLE_RESP, SaStatus::ERR_NO_RESOURCES),
+                            &req.response(resp_method(method), SaStatus::ERR_NO_RESOURCES),
                         );
                     }
                 }
                 Err(_) => self.reply(
                     from,
-                    &req.response(Method::GET_TABLE_RESP, SaStatus::ERR_NO_RESOURCES),
+                    &req.response(resp_method(method), SaStatus::ERR_NO_RESOURCES),
                 ),
             }
             return;
@@ -603,9 +628,13 @@ fn reply_address(from: &MadAddress) -> MadAddress {
     }
 }
 
-/// The GetTableResp template and payload for `recs` (each `size` bytes).
+/// The RMPP template and payload for `recs` (each `size` bytes): a GetTableResp, or
+/// for a GetMulti(MultiPathRecord) a GetMultiResp of PathRecords (IBA o15-0.2.7).
 fn table(req: &SaMad, size: usize, recs: Vec<Vec<u8>>) -> Result<(SaMad, Vec<u8>), SaError> {
-    let mut template = req.response(Method::GET_TABLE_RESP, SaStatus::SUCCESS);
+    let mut template = req.response(resp_method(req.method()), SaStatus::SUCCESS);
+    if req.method() == Method::GET_MULTI {
+        template.header.attr_id = SaAttributeId::PATH_RECORD.into();
+    }
     template.sm_key = 0;
     let payload = ibsm_mad::sa::table_payload(size, recs.iter().map(Vec::as_slice))?;
     template.attribute_offset = payload.attribute_offset;

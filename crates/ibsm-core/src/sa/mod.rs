@@ -13,8 +13,8 @@
 //! `records` (fabric records), `tables` (switch and port table records: SwitchInfo,
 //! GUIDInfo, P_Key, SLtoVL, VLArbitration, LFT and MFT), `groups` (multicast groups), `services`
 //! (ServiceRecords and their leases), `inform` (InformInfo subscriptions and Reports),
-//! `notices` (notices in their SA form), `replicated` (the tables a successor loads), `path/` (PathRecord queries, and in `params` the
-//! numbers of one path), `context` (what a request is answered against and
+//! `notices` (notices in their SA form), `replicated` (the tables a successor loads), `path/` (PathRecord queries, in `multipath`
+//! the MultiPathRecord queries of SubnAdmGetMulti, and in `params` the numbers of one path), `context` (what a request is answered against and
 //! partition visibility), `fabric` (the snapshot and its path table), `config`.
 
 mod agent;

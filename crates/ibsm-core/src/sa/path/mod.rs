@@ -48,7 +48,10 @@
 //! here such a requester (one the last sweep did not see) is treated as in the
 //! default partition, as elsewhere in the SA.
 
+mod multipath;
 mod params;
+
+pub use multipath::{check_get_multi, multipath_records};
 
 use ibsm_mad::sa::{ComponentMask, PathRecord, SaStatus, Selector};
 use ibsm_mad::Method;
@@ -189,8 +192,9 @@ impl Query<'_> {
         (e.lid, n.min(room))
     }
 
-    /// OpenSM's `pr_rcv_get_port_pair_paths`: see the module doc.
-    fn port_pair(&self, req: &Requester, src: &EndPort, dst: &EndPort, out: &mut Vec<PathRecord>) {
+    /// The P_Key of paths between `src` and `dst`, if the requester may see them and
+    /// the two ends share a partition the template allows.
+    fn visible_key(&self, req: &Requester, src: &EndPort, dst: &EndPort) -> Option<u16> {
         let f = self.f;
         let seen = req.trusted
             || req.port.is_none_or(|r| {
@@ -198,16 +202,37 @@ impl Query<'_> {
                     && ports_share(f, r.port_guid, dst.port_guid)
             });
         if !seen || !ports_share(f, src.port_guid, dst.port_guid) {
-            return;
+            return None;
         }
-        let p_key = match pair_key(
+        match pair_key(
             f.pkeys_of(src.port_guid),
             f.pkeys_of(dst.port_guid),
             self.t,
             self.mask,
         ) {
-            PairKey::Key(k) => k,
-            PairKey::NotShared => return,
+            PairKey::Key(k) => Some(k),
+            PairKey::NotShared => None,
+        }
+    }
+
+    /// The record of one (SLID, DLID) of a port pair (Preference 0), if visible and
+    /// satisfying the template: what an APM MultiPathRecord query takes per pair.
+    fn port_pair_lids(
+        &self,
+        req: &Requester,
+        (src, slid): (&EndPort, u16),
+        (dst, dlid): (&EndPort, u16),
+        out: &mut Vec<PathRecord>,
+    ) {
+        if let Some(p_key) = self.visible_key(req, src, dst) {
+            out.extend(self.lid_pair((src, slid), (dst, dlid), p_key, 0));
+        }
+    }
+
+    /// OpenSM's `pr_rcv_get_port_pair_paths`: see the module doc.
+    fn port_pair(&self, req: &Requester, src: &EndPort, dst: &EndPort, out: &mut Vec<PathRecord>) {
+        let Some(p_key) = self.visible_key(req, src, dst) else {
+            return;
         };
         let (s0, sn) = self.lids(src, PathRecord::SLID, self.t.slid);
         let (d0, dn) = self.lids(dst, PathRecord::DLID, self.t.dlid);

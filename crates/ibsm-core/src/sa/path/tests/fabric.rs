@@ -20,7 +20,7 @@ use ibsm_mad::{MadAddress, Method};
 use super::super::path_records;
 use crate::sa::{make_gid, EndPort, SaAgent, SaConfig, SaContext, SaFabric, DEFAULT_SUBNET_PREFIX};
 
-const PLT: u8 = 0x12;
+pub(super) const PLT: u8 = 0x12;
 
 /// LFTs by NodeIdx, for the test's own walks.
 struct Tables<'a>(&'a [Option<Vec<u8>>]);
@@ -32,7 +32,7 @@ impl Lfts for Tables<'_> {
 }
 
 /// A fabric under construction: change what a test needs, then [`Net::fabric`].
-struct Net {
+pub(super) struct Net {
     topo: Topology,
     port_info: Vec<Vec<Option<PortInfo>>>,
     lfts: Vec<Option<Vec<u8>>>,
@@ -42,7 +42,7 @@ struct Net {
 /// `topo` with LIDs (LMC `lmc`), min-hop LFTs, every port's PortInfo (MTUCap and
 /// NeighborMTU 4096, the topology's link rates; a switch's port 0 reports no link,
 /// as the simulator's does), every end port in the default partition.
-fn net(mut topo: Topology, lmc: u8) -> Net {
+pub(super) fn net(mut topo: Topology, lmc: u8) -> Net {
     LidManager::new(LidConfig { lmc })
         .assign(&mut topo)
         .expect("LIDs");
@@ -92,7 +92,7 @@ fn net(mut topo: Topology, lmc: u8) -> Net {
 }
 
 impl Net {
-    fn fabric(&self) -> SaFabric {
+    pub(super) fn fabric(&self) -> SaFabric {
         SaFabric::new(
             1,
             DEFAULT_SUBNET_PREFIX,
@@ -117,7 +117,7 @@ impl Net {
     }
 
     /// The CA ports: (node, port 1, base LID, PortGUID).
-    fn cas(&self) -> Vec<(NodeIdx, u16, u64)> {
+    pub(super) fn cas(&self) -> Vec<(NodeIdx, u16, u64)> {
         self.topo
             .iter()
             .filter(|(_, n)| !n.is_switch())
@@ -170,7 +170,7 @@ impl Net {
     }
 }
 
-fn ctx(f: &SaFabric) -> SaContext<'_> {
+pub(super) fn ctx(f: &SaFabric) -> SaContext<'_> {
     SaContext {
         fabric: Some(f),
         sms: &[],
@@ -181,7 +181,7 @@ fn ctx(f: &SaFabric) -> SaContext<'_> {
 }
 
 /// PathRecords for `t` under `mask` asked by the port with LID `from`.
-fn ask(
+pub(super) fn ask(
     f: &SaFabric,
     from: u16,
     method: Method,
