@@ -24,8 +24,9 @@ use ibsm_mad::{MadAddress, Method, GSI_QKEY, MAD_SIZE};
 
 use super::config::SaConfig;
 use super::context::{Requester, SaContext};
-use super::groups::{default_groups, gid_text, McGroups};
+use super::groups::{gid_text, McGroups};
 use super::inform::Informs;
+use super::ipoib::default_groups;
 use super::notices::{group_notice, sa_notice};
 use super::path;
 use super::records;
