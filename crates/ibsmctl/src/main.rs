@@ -13,7 +13,7 @@
 //! an `https://` endpoint `--ca-cert`, plus `--client-cert/--client-key` for mTLS.
 //! A refused call (`UNAUTHENTICATED`) exits 1 with a hint.
 //!
-//! - `topology`, `lids`, `route SRC DST`, `partitions [set ...|delete PKEY]` use `ibsm.v1.Fabric`
+//! - `topology`, `lids`, `route SRC DST`, `partitions [set ... [--ipoib [rate=..,mtu=..]]|delete PKEY]` use `ibsm.v1.Fabric`
 //!   (what the master configured; a standby answers from its replica), `members [add
 //!   ID ADDR | remove ID]` uses `ibsm.v1.Cluster` ([`fabric`]).
 //! - `drill SCENARIO` repeats a failover against `ibsmd demo` and judges it by the
@@ -227,6 +227,10 @@ enum PartitionCmd {
         /// Members: GUID[:full|limited],... (default full).
         #[arg(value_parser = fabric::parse_member_list)]
         members: fabric::MemberList,
+        /// Give the partition its IPoIB broadcast group (OpenSM's `ipoib` flag), with
+        /// optional `rate=R,mtu=M,sl=S,scope=C,qkey=Q` (defaults 3, 4, 0, 2, 0x0b1b).
+        #[arg(long, num_args = 0..=1, default_missing_value = "", value_parser = fabric::parse_ipoib)]
+        ipoib: Option<ibsm_proto::v1::PartitionIpoib>,
     },
     /// Remove a partition set through the API.
     Delete {
@@ -278,12 +282,14 @@ fn main() -> ExitCode {
                     name,
                     pkey,
                     members,
+                    ipoib,
                 }),
         } => Some(fabric::FabricRequest::SetPartition(
             ibsm_proto::v1::PartitionEntry {
                 name: name.clone(),
                 p_key: u32::from(*pkey),
                 members: members.0.clone(),
+                ipoib: *ipoib,
             },
         )),
         Command::Partitions {

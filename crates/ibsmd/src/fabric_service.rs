@@ -242,7 +242,25 @@ fn partition_entry(p: &ibsm_core::subnet::Partition) -> pb::PartitionEntry {
                 full: m.membership == ibsm_core::subnet::Membership::Full,
             })
             .collect(),
+        ipoib: p.ipoib.map(|i| pb::PartitionIpoib {
+            rate: u32::from(i.rate),
+            mtu: u32::from(i.mtu),
+            sl: u32::from(i.sl),
+            scope: u32::from(i.scope),
+            q_key: i.q_key,
+        }),
     }
+}
+
+/// The core's form of API IPoIB parameters (`None` if one does not fit its field).
+fn core_ipoib(i: &pb::PartitionIpoib) -> Option<ibsm_core::subnet::PartitionIpoib> {
+    Some(ibsm_core::subnet::PartitionIpoib {
+        rate: u8::try_from(i.rate).ok()?,
+        mtu: u8::try_from(i.mtu).ok()?,
+        sl: u8::try_from(i.sl).ok()?,
+        scope: u8::try_from(i.scope).ok()?,
+        q_key: i.q_key,
+    })
 }
 
 /// The core's form of a validated API partition (`None` if the P_Key does not fit).
@@ -262,6 +280,10 @@ fn core_partition(p: &pb::PartitionEntry) -> Option<ibsm_core::subnet::Partition
                 },
             })
             .collect(),
+        ipoib: match &p.ipoib {
+            Some(i) => Some(core_ipoib(i)?),
+            None => None,
+        },
     })
 }
 
@@ -294,6 +316,17 @@ pub fn validate_partition(p: &pb::PartitionEntry, known: &[u64]) -> Result<(), S
     }
     if p.members.is_empty() {
         return Err("a partition needs at least one member GUID".into());
+    }
+    if let Some(i) = &p.ipoib {
+        let Some(core) = core_ipoib(i) else {
+            return Err(format!(
+                "ipoib rate {}, mtu {}, sl {}, scope {}: each is one byte at most",
+                i.rate, i.mtu, i.sl, i.scope
+            ));
+        };
+        if let Err((field, value, range)) = core.check() {
+            return Err(format!("ipoib {field}={value} is out of range ({range})"));
+        }
     }
     let mut seen = std::collections::HashSet::new();
     for m in &p.members {
@@ -683,6 +716,7 @@ mod tests {
 
     fn part(pkey: u32, members: &[(u64, bool)]) -> pb::PartitionEntry {
         pb::PartitionEntry {
+            ipoib: None,
             name: "storage".into(),
             p_key: pkey,
             members: members
@@ -706,6 +740,20 @@ mod tests {
         assert!(why(part(0x10, &[])).contains("at least one"));
         assert!(why(part(0x10, &[(0x99, true)])).contains("not on the fabric"));
         assert!(why(part(0x10, &[(0x11, true), (0x11, false)])).contains("twice"));
+        let ipoib = |mtu, rate| pb::PartitionEntry {
+            ipoib: Some(pb::PartitionIpoib {
+                rate,
+                mtu,
+                sl: 0,
+                scope: 2,
+                q_key: 0x0B1B,
+            }),
+            ..part(0x10, &[(0x11, true)])
+        };
+        assert!(validate_partition(&ipoib(5, 7), &known).is_ok());
+        assert!(why(ipoib(6, 7)).contains("ipoib mtu=6"));
+        assert!(why(ipoib(5, 1)).contains("ipoib rate=1"));
+        assert!(why(ipoib(300, 7)).contains("one byte"));
     }
 
     #[test]
@@ -717,8 +765,23 @@ mod tests {
             &crate::replication::encode_partition(&core),
         );
         assert_eq!(back.as_ref(), Some(&core));
-        assert_eq!(back.map(|b| partition_entry(&b)), Some(p));
+        assert_eq!(back.map(|b| partition_entry(&b)), Some(p.clone()));
         assert_eq!(crate::replication::decode_partition("other/1", "x|"), None);
+        // With its IPoIB group: the flags survive the replicated form.
+        let p = pb::PartitionEntry {
+            ipoib: Some(pb::PartitionIpoib {
+                rate: 7,
+                mtu: 5,
+                sl: 3,
+                scope: 5,
+                q_key: 0x1_2345,
+            }),
+            ..p
+        };
+        let core = core_partition(&p).unwrap();
+        let value = crate::replication::encode_partition(&core);
+        let back = crate::replication::decode_partition("partition/0012", &value);
+        assert_eq!(back.map(|b| partition_entry(&b)), Some(p), "{value}");
     }
 
     #[test]
