@@ -20,6 +20,8 @@ pub enum FabricRequest {
     Lids,
     Route { src: u16, dst: u16 },
     Groups,
+    Services,
+    Subscriptions,
     Partitions,
     SetPartition(pb::PartitionEntry),
     DeletePartition(u16),
@@ -561,6 +563,14 @@ pub async fn run(target: &Target, req: FabricRequest) -> Result<(), CtlError> {
             )
             .await?;
             print(j, groups_json(&r), groups_text(&r));
+        }
+        FabricRequest::Services => {
+            let (json, text) = crate::sa_lists::services(target, &mut fabric).await?;
+            print(j, json, text);
+        }
+        FabricRequest::Subscriptions => {
+            let (json, text) = crate::sa_lists::subscriptions(target, &mut fabric).await?;
+            print(j, json, text);
         }
         FabricRequest::Partitions => {
             let r = unary(

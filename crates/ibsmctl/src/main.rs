@@ -14,7 +14,9 @@
 //! A refused call (`UNAUTHENTICATED`) exits 1 with a hint.
 //!
 //! - `topology`, `lids`, `route SRC DST`, `partitions [set ... [--ipoib [rate=..,mtu=..]]|delete PKEY]` use `ibsm.v1.Fabric`
-//!   (what the master configured; a standby answers from its replica), `members [add
+//!   (what the master configured; a standby answers from its replica), `groups`,
+//!   `services` and `subscriptions` list the SA's tables the same way ([`sa_lists`]),
+//!   `members [add
 //!   ID ADDR | remove ID]` uses `ibsm.v1.Cluster` ([`fabric`]).
 //! - `drill SCENARIO` repeats a failover against `ibsmd demo` and judges it by the
 //!   demo's fabric-side SMInfo poller, not by what the SMs say ([`drill`]); it exits 5
@@ -39,6 +41,7 @@ mod discover;
 mod drill;
 mod fabric;
 mod render;
+mod sa_lists;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -165,6 +168,10 @@ enum Command {
     /// The SA's multicast groups with their MLIDs and members (a standby answers from
     /// its replica).
     Groups,
+    /// The SA's registered ServiceRecords (a standby answers from its replica).
+    Services,
+    /// The SA's InformInfo subscriptions (a standby answers from its replica).
+    Subscriptions,
     /// List partitions, `set NAME PKEY GUID[:full|limited],...`, or `delete PKEY`.
     Partitions {
         #[command(subcommand)]
@@ -275,6 +282,8 @@ fn main() -> ExitCode {
             dst: *dst,
         }),
         Command::Groups => Some(fabric::FabricRequest::Groups),
+        Command::Services => Some(fabric::FabricRequest::Services),
+        Command::Subscriptions => Some(fabric::FabricRequest::Subscriptions),
         Command::Partitions { action: None } => Some(fabric::FabricRequest::Partitions),
         Command::Partitions {
             action:
@@ -413,6 +422,8 @@ fn main() -> ExitCode {
         | Command::Route { .. }
         | Command::Partitions { .. }
         | Command::Groups
+        | Command::Services
+        | Command::Subscriptions
         | Command::Members { .. }
         | Command::Drill { .. } => return ExitCode::from(1),
     };

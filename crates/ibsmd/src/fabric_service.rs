@@ -459,23 +459,32 @@ impl Fabric for FabricService {
         &self,
         _req: Request<pb::ListMulticastGroupsRequest>,
     ) -> Result<Response<pb::ListMulticastGroupsResponse>, Status> {
-        let snap = self.snapshot()?;
-        let (tables, source) = match (&self.repl, snap.state) {
-            (Some(r), s) if s != SmState::Master => (
-                r.replica().with_state(crate::replication::core_tables),
-                "replica",
-            ),
-            _ => (snap.sa.as_deref().cloned().unwrap_or_default(), "master"),
-        };
-        if source == "master" && snap.state != SmState::Master && snap.sa.is_none() {
-            return Err(Status::failed_precondition(format!(
-                "this SM is not MASTER and has no replica: ask the master (GUID {:#018x})",
-                snap.master_guid
-            )));
-        }
+        let (tables, source) = self.sa_tables()?;
         Ok(Response::new(pb::ListMulticastGroupsResponse {
             source: source.into(),
-            groups: group_entries(&tables),
+            groups: crate::fabric_sa::group_entries(&tables),
+        }))
+    }
+
+    async fn list_service_records(
+        &self,
+        _req: Request<pb::ListServiceRecordsRequest>,
+    ) -> Result<Response<pb::ListServiceRecordsResponse>, Status> {
+        let (tables, source) = self.sa_tables()?;
+        Ok(Response::new(pb::ListServiceRecordsResponse {
+            source: source.into(),
+            services: crate::fabric_sa::service_entries(&tables),
+        }))
+    }
+
+    async fn list_subscriptions(
+        &self,
+        _req: Request<pb::ListSubscriptionsRequest>,
+    ) -> Result<Response<pb::ListSubscriptionsResponse>, Status> {
+        let (tables, source) = self.sa_tables()?;
+        Ok(Response::new(pb::ListSubscriptionsResponse {
+            source: source.into(),
+            subscriptions: crate::fabric_sa::subscription_entries(&tables),
         }))
     }
 
@@ -590,6 +599,28 @@ async fn applied_here(repl: &crate::replication::Replication, index: u64) {
 }
 
 impl FabricService {
+    /// The SA's tables the list calls answer from, and their source: a non-master
+    /// with a replica answers from it ("replica"), the MASTER (or a member without
+    /// replication that still holds the SA state it last had) from its own SA
+    /// ("master"); a non-master with neither names the master to ask.
+    fn sa_tables(&self) -> Result<(ibsm_core::sa::SaTables, &'static str), Status> {
+        let snap = self.snapshot()?;
+        let (tables, source) = match (&self.repl, snap.state) {
+            (Some(r), s) if s != SmState::Master => (
+                r.replica().with_state(crate::replication::core_tables),
+                "replica",
+            ),
+            _ => (snap.sa.as_deref().cloned().unwrap_or_default(), "master"),
+        };
+        if source == "master" && snap.state != SmState::Master && snap.sa.is_none() {
+            return Err(Status::failed_precondition(format!(
+                "this SM is not MASTER and has no replica: ask the master (GUID {:#018x})",
+                snap.master_guid
+            )));
+        }
+        Ok((tables, source))
+    }
+
     fn partitions(&self, outcome: String) -> Result<pb::ListPartitionsResponse, Status> {
         let snap = self.snapshot()?;
         // What this SM programmed at its last heavy sweep as MASTER (start-up plus the
@@ -674,40 +705,6 @@ fn check_set_partition(
         .with_state(|s| ibsm_replica::config_keys::validate_set(&s.config, &key, &value))
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
     Ok((part, key, value))
-}
-
-/// The groups of replicated SA tables as the API lists them.
-pub(crate) fn group_entries(tables: &ibsm_core::sa::SaTables) -> Vec<pb::McGroupEntry> {
-    let Some((groups, _)) = ibsm_core::sa::McGroups::from_tables(tables) else {
-        return Vec::new();
-    };
-    groups
-        .iter()
-        .map(|g| {
-            let p = &g.params;
-            pb::McGroupEntry {
-                mgid: ibsm_core::sa::gid_text(&p.mgid),
-                mlid: u32::from(p.mlid),
-                p_key: u32::from(p.p_key),
-                q_key: p.q_key,
-                mtu: u32::from(p.mtu),
-                rate: u32::from(p.rate),
-                sl: u32::from(p.sl),
-                scope: u32::from(p.scope),
-                well_known: g.well_known,
-                members: g
-                    .members
-                    .iter()
-                    .map(|(gid, m)| pb::McMemberEntry {
-                        port_gid: ibsm_core::sa::gid_text(gid),
-                        port_guid: ibsm_core::sa::split_gid(gid).1,
-                        join_state: u32::from(m.join_state.0),
-                        proxy_join: m.proxy_join,
-                    })
-                    .collect(),
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

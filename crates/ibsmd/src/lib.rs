@@ -101,6 +101,7 @@ pub mod cluster_service;
 pub mod config;
 pub mod embedded;
 pub mod error;
+pub mod fabric_sa;
 pub mod fabric_service;
 pub mod fabric_view;
 pub mod fault_injection;
