@@ -119,9 +119,14 @@ impl Running {
         sync_ipoib_groups(self.sa.groups_mut(), &want);
     }
 
-    /// Hand the SA's group changes to the configurator, which keeps each group's
-    /// multicast tree programmed; true if there were any.
+    /// Show what clients did on the event stream (kind `sa`), and hand the SA's
+    /// group changes to the configurator, which keeps each group's multicast tree
+    /// programmed; true if there were any changes.
     pub(crate) fn apply_group_changes(&mut self, now: Duration) -> bool {
+        for text in self.sa.take_activity() {
+            tracing::info!("SA: {text}");
+            self.emit(NodeEvent::record("sa", text));
+        }
         let changes = self.sa.groups_mut().take_changes();
         let tables_changed =
             self.sa.services_mut().take_changed() | self.sa.informs_mut().take_changed();

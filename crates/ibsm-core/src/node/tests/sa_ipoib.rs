@@ -146,6 +146,18 @@ fn a_partition_with_ipoib_has_its_broadcast_group_answered_and_programmed() {
         "a port without the P_Key cannot join"
     );
 
+    // Each join is a line on the event stream, with the port and its JoinState.
+    let joined: Vec<&String> = lab.sms[0]
+        .log
+        .iter()
+        .filter(|l| {
+            l.contains(
+                "joined multicast group ff15:401b:8012::ffff:ffff (MLID 0xc001) as full member",
+            )
+        })
+        .collect();
+    assert_eq!(joined.len(), 2, "{:#?}", lab.sms[0].log);
+
     // The switches now forward MLID 0xC001 to both members.
     lab.run_to(lab.now + Duration::from_millis(300));
     let cas: Vec<_> = lab
