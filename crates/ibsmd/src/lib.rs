@@ -108,6 +108,7 @@ pub mod fault_injection;
 pub mod instance;
 pub mod metrics;
 pub mod replication;
+pub mod sa_status;
 pub mod server;
 pub mod slot;
 pub mod subnet_opts;
