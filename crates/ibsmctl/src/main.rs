@@ -42,6 +42,7 @@ mod drill;
 mod fabric;
 mod render;
 mod sa_lists;
+mod sa_status;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -41,7 +41,7 @@ pub fn status_json(s: &Status) -> Value {
         "node_name": s.node_name,
         "sm_key_rejections": s.sm_key_rejections,
         "alarms": s.alarms,
-        "sa": s.sa.as_ref().map(crate::sa_lists::sa_summary_json),
+        "sa": s.sa.as_ref().map(crate::sa_status::sa_summary_json),
     })
 }
 
@@ -105,9 +105,9 @@ pub fn status_text(s: &Status) -> String {
     ];
     let mut rows = rows;
     if let Some(sa) = &s.sa {
-        rows.extend(crate::sa_lists::sa_summary_rows(
+        rows.extend(crate::sa_status::sa_summary_rows(
             sa,
-            crate::sa_lists::unix_ms_now(),
+            crate::sa_status::unix_ms_now(),
         ));
     }
     let mut out = String::new();
