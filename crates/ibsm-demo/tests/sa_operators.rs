@@ -6,7 +6,9 @@
 //! and the subscription from its replica (`Fabric/ListMulticastGroups`,
 //! `ListServiceRecords`, `ListSubscriptions`, what `ibsmctl groups|services|
 //! subscriptions` print); and `Control/GetStatus` shows the SA's size and the
-//! replica's freshness on both.
+//! replica's freshness on both. A partition set with `ipoib` through
+//! `Fabric/SetPartition` gets its IPoIB broadcast group with its parameters, on the
+//! master and in the replica, and loses it when it is deleted.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -281,5 +283,94 @@ async fn a_standby_lists_what_clients_did_on_the_master_and_watch_shows_it() {
             sa.leader_applied_index >= sa.last_sa_write_index,
             "a follower knows the leader's index: {sa:?}"
         );
+    }
+}
+
+/// MGID text, MLID and (mtu, rate, sl, q_key) of the groups `ep` lists.
+async fn group_params(ep: SocketAddr) -> Vec<(String, u32, (u32, u32, u32, u32))> {
+    let mut c = FabricClient::connect(format!("http://{ep}"))
+        .await
+        .expect("connect");
+    c.list_multicast_groups(ListMulticastGroupsRequest {})
+        .await
+        .expect("ListMulticastGroups")
+        .into_inner()
+        .groups
+        .into_iter()
+        .map(|g| (g.mgid, g.mlid, (g.mtu, g.rate, g.sl, g.q_key)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_set_with_ipoib_gets_its_broadcast_group_until_it_is_deleted() {
+    use ibsm_proto::v1::{
+        DeletePartitionRequest, PartitionEntry, PartitionIpoib, PartitionMemberEntry,
+        SetPartitionRequest,
+    };
+    let spec = FabricSpec::parse("gen:fat-tree:4").expect("spec");
+    let topology = spec.topology().expect("topology").expect("embedded");
+    let demo = Demo::start(&spec, 0).await.expect("demo starts");
+    let eps: Vec<(usize, SocketAddr)> = demo
+        .members()
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i, m.endpoint))
+        .collect();
+    let (m0, _) = master(&eps, Duration::from_secs(30)).await;
+    let master_ep = eps[m0].1;
+    let standby = eps.iter().find(|(i, _)| *i != m0).expect("a standby").1;
+    let members: Vec<PartitionMemberEntry> = topology
+        .iter()
+        .filter(|(_, n)| !n.is_switch())
+        .filter_map(|(_, n)| n.port(1).map(|p| p.port_guid))
+        .take(4)
+        .map(|port_guid| PartitionMemberEntry {
+            port_guid,
+            full: true,
+        })
+        .collect();
+    let mut fabric = FabricClient::connect(format!("http://{master_ep}"))
+        .await
+        .expect("connect");
+    fabric
+        .set_partition(SetPartitionRequest {
+            partition: Some(PartitionEntry {
+                name: "ib-storage".into(),
+                p_key: 0x0033,
+                members,
+                ipoib: Some(PartitionIpoib {
+                    rate: 7,
+                    mtu: 5,
+                    sl: 2,
+                    scope: 5,
+                    q_key: 0x0B1B,
+                }),
+            }),
+        })
+        .await
+        .expect("SetPartition with ipoib");
+    let mgid = "ff15:401b:8033::ffff:ffff";
+    for ep in [master_ep, standby] {
+        let ok = eventually(Duration::from_secs(15), || async {
+            group_params(ep)
+                .await
+                .iter()
+                .any(|(g, mlid, p)| g == mgid && *mlid >= 0xC001 && *p == (5, 7, 2, 0x0B1B))
+        })
+        .await;
+        assert!(ok, "{ep}: {:?}", group_params(ep).await);
+    }
+
+    // Deleted: the group has no member and goes, on the master and in the replica.
+    fabric
+        .delete_partition(DeletePartitionRequest { p_key: 0x0033 })
+        .await
+        .expect("DeletePartition");
+    for ep in [master_ep, standby] {
+        let ok = eventually(Duration::from_secs(15), || async {
+            group_params(ep).await.iter().all(|(g, _, _)| g != mgid)
+        })
+        .await;
+        assert!(ok, "{ep}: {:?}", group_params(ep).await);
     }
 }
