@@ -61,7 +61,9 @@
 //! API (it adds its service through [`server::ServeOptions::extra_services`]); the
 //! `ibsmd` binary is package `ibsmd-bin`. What the MASTER configured (topology, LIDs, routes, partitions) is served by
 //! `ibsm.v1.Fabric` ([`fabric_service`]) from the view it publishes after each heavy
-//! sweep ([`fabric_view`]).
+//! sweep ([`fabric_view`]); the Subnet Administrator's groups, services and
+//! subscriptions from the SA's tables ([`fabric_sa`]), and its part of `GetStatus`
+//! (size, the replica's freshness) from [`sa_status`].
 //!
 //! # Replication
 //!
