@@ -15,7 +15,9 @@ pub fn unix_ms_now() -> u64 {
 /// The SA lines of `ibsmctl status`: size, and the replica's freshness (`now_ms`: the
 /// wall clock the age of the last SA write is counted to).
 pub fn sa_summary_rows(sa: &pb::SaSummary, now_ms: u64) -> Vec<(&'static str, String)> {
-    let replica = if !sa.replica_holds_state {
+    let replica = if !sa.replica_holds_state && sa.applied_index == 0 {
+        "none (no replication): a takeover asks every client to re-register".to_string()
+    } else if !sa.replica_holds_state {
         "holds no SA state: a takeover from it asks every client to re-register".to_string()
     } else if sa.replica_current {
         "current: a takeover from it keeps every registration (no ClientReregister)".into()
