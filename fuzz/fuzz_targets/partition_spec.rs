@@ -1,36 +1,35 @@
 //! Feeds arbitrary text to ibsmd's `--partition` parser
-//! (`NAME=PKEY:GUID[:full|limited],...`) and to the subnet options that validate it.
+//! (`NAME=PKEY[,ipoib[,rate=N,mtu=N,sl=N,scope=N,Q_Key=N]]:GUID[:full|limited],...`) and
+//! to the subnet options that validate it.
 //! Invariants: a parsed partition has a trimmed non-empty name without '=', a 15-bit
-//! P_Key and at least one member; written back in the documented syntax it parses to
-//! the same partition; the configurator accepts only P_Keys 0x0001..=0x7FFE.
+//! P_Key and at least one member; written back in the documented syntax
+//! (`format_partition`, IPoIB flags included) it parses to the same partition; an
+//! error's column is inside the text (or just past its end); the configurator accepts
+//! only P_Keys 0x0001..=0x7FFE and IPoIB values in their IBA ranges.
 #![no_main]
 
-use ibsm_core::subnet::Membership;
-use ibsmd::subnet_opts::{parse_partition, SubnetOptions};
+use ibsmd::subnet_opts::{format_partition, parse_partition, SubnetOptError, SubnetOptions};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(p) = parse_partition(text) else {
-        return;
+    let p = match parse_partition(text) {
+        Ok(p) => p,
+        Err(SubnetOptError::Partition { column, .. }) => {
+            assert!(
+                (1..=text.chars().count() + 1).contains(&column),
+                "column {column} outside {text:?}"
+            );
+            return;
+        }
+        Err(e) => panic!("parse_partition returned a non-partition error: {e}"),
     };
     assert!(!p.name.is_empty() && p.name.trim() == p.name && !p.name.contains('='));
     assert!(p.p_key <= 0x7FFF);
     assert!(!p.members.is_empty());
-    let members: Vec<String> = p
-        .members
-        .iter()
-        .map(|m| {
-            let kind = match m.membership {
-                Membership::Full => "full",
-                Membership::Limited => "limited",
-            };
-            format!("0x{:x}:{kind}", m.port_guid)
-        })
-        .collect();
-    let written = format!("{}=0x{:04x}:{}", p.name, p.p_key, members.join(","));
+    let written = format_partition(&p);
     assert_eq!(parse_partition(&written).as_ref(), Ok(&p), "{written}");
     let opts = SubnetOptions {
         partitions: vec![text.to_string()],
@@ -43,5 +42,8 @@ fuzz_target!(|data: &[u8]| {
             "configurator took P_Key {:#x}",
             p.p_key
         );
+        if let Some(i) = p.ipoib {
+            assert!(i.check().is_ok(), "configurator took {i:?}");
+        }
     }
 });

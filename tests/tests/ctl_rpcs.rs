@@ -232,7 +232,16 @@ fn fabric_rpcs_through_ibsmctl() -> Result<()> {
     let members = format!("{}:full,{}:limited", guids[0], guids[1]);
     let set = demo.json(
         m,
-        &["partitions", "set", "storage", "0x12", &members, "--json"],
+        &[
+            "partitions",
+            "set",
+            "storage",
+            "0x12",
+            &members,
+            "--ipoib",
+            "mtu=5,rate=7",
+            "--json",
+        ],
     )?;
     assert!(
         set["outcome"].as_str().unwrap_or("").contains("committed"),
@@ -247,6 +256,41 @@ fn fabric_rpcs_through_ibsmctl() -> Result<()> {
         .context("partition 0x0012 on the standby")?;
     assert_eq!(p["name"], "storage");
     assert_eq!(p["members"][1]["membership"], "limited");
+    assert_eq!(p["ipoib"]["mtu"], 5, "{p}");
+    assert_eq!(p["ipoib"]["rate"], 7, "{p}");
+    // Its IPoIB broadcast group: created by the master, listed by the standby from its
+    // replica with the partition's parameters.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let group = loop {
+        let g = demo.json(s, &["groups", "--json"])?;
+        let found = g["groups"].as_array().and_then(|a| {
+            a.iter()
+                .find(|x| x["mgid"] == "ff12:401b:8012::ffff:ffff")
+                .cloned()
+        });
+        if let Some(found) = found {
+            assert_eq!(g["source"], "replica", "{g}");
+            break found;
+        }
+        if Instant::now() > deadline {
+            bail!("the standby never listed the partition's broadcast group: {g}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        (group["mtu"].as_u64(), group["rate"].as_u64()),
+        (Some(5), Some(7))
+    );
+    assert_eq!(group["p_key"], "0x8012");
+    // The SA's services and subscriptions (none yet) and its status lines.
+    for cmd in ["services", "subscriptions"] {
+        let v = demo.json(s, &[cmd, "--json"])?;
+        assert_eq!(v["source"], "replica", "{v}");
+        assert_eq!(v[cmd].as_array().map(Vec::len), Some(0), "{v}");
+    }
+    let st = demo.json(m, &["status", "--json"])?;
+    assert!(st["sa"]["groups"].as_u64() >= Some(2), "{st}");
+    assert_eq!(st["sa"]["replica_holds_state"], true, "{st}");
     // Deleted through a standby (forwarded to the Raft leader): gone from its list at
     // once (it waits for its own replica to apply the removal); a second delete is
     // NOT_FOUND (exit 1), a start-up-only or bogus P_Key a usage error.

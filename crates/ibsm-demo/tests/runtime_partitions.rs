@@ -80,6 +80,7 @@ async fn set_partition(
                 .iter()
                 .map(|&(port_guid, full)| PartitionMemberEntry { port_guid, full })
                 .collect(),
+            ipoib: None,
         }),
     })
     .await

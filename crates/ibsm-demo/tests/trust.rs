@@ -90,6 +90,7 @@ fn partition() -> pb::PartitionEntry {
             port_guid: 1,
             full: true,
         }],
+        ipoib: None,
     }
 }
 

@@ -10,8 +10,10 @@
 //! The keys:
 //!
 //! - `partition/<pkey>` (4 hex digits, the 15-bit P_Key): a partition set through
-//!   `Fabric/SetPartition`, value `name|guid:full,guid:limited,...`
-//!   ([`encode_partition`], [`decode_partition`]);
+//!   `Fabric/SetPartition`, value `name[,ipoib,rate=R,mtu=M,sl=S,scope=C,qkey=Q]|guid:full,guid:limited,...`
+//!   ([`encode_partition`], [`decode_partition`]; the IPoIB flags with
+//!   [`encode_partition_ipoib`], [`decode_partition_ipoib`]; a value without them
+//!   is a partition without an IPoIB broadcast group);
 //! - `sm.<guid>.node` (16 hex digits): the Raft node id of the ibsmd whose SM port has
 //!   this GUID (each member registers itself; the planned handover uses it).
 //!
@@ -21,7 +23,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::partition::{Partition, PartitionMember};
+use crate::partition::{IpoibFlags, Partition, PartitionMember};
 
 /// Config key prefix of partitions set through the API.
 pub const PARTITION_KEY: &str = "partition/";
@@ -104,6 +106,12 @@ fn sm_node_key_guid(key: &str) -> Option<Result<u64, ConfigKeyError>> {
 
 /// `name|guid:full,guid:limited`: the replicated form of a partition.
 pub fn encode_partition(p: &Partition) -> String {
+    encode_partition_ipoib(p, None)
+}
+
+/// `name[,ipoib,rate=R,mtu=M,sl=S,scope=C,qkey=Q]|guid:full,...`: the replicated form
+/// of a partition with its IPoIB flags, if any.
+pub fn encode_partition_ipoib(p: &Partition, ipoib: Option<&IpoibFlags>) -> String {
     let members: Vec<String> = p
         .members
         .iter()
@@ -115,7 +123,66 @@ pub fn encode_partition(p: &Partition) -> String {
             )
         })
         .collect();
-    format!("{}|{}", p.name, members.join(","))
+    let flags = ipoib.map_or(String::new(), |i| {
+        format!(
+            ",ipoib,rate={},mtu={},sl={},scope={},qkey={:#x}",
+            i.rate, i.mtu, i.sl, i.scope, i.q_key
+        )
+    });
+    format!("{}{flags}|{}", p.name, members.join(","))
+}
+
+/// The IPoIB flags after a partition's name (`ipoib,rate=R,...`): every value within
+/// its IBA range (rate 2..=24, mtu 1..=5, sl and scope 0..=15, a 32-bit Q_Key).
+fn decode_ipoib_flags(key: &str, flags: &str) -> Result<IpoibFlags, ConfigKeyError> {
+    let mut parts = flags.split(',');
+    if parts.next() != Some("ipoib") {
+        return Err(value_err(
+            key,
+            format!(
+                "{flags:?} after the name: expected ipoib,rate=..,mtu=..,sl=..,scope=..,qkey=.."
+            ),
+        ));
+    }
+    let mut f = IpoibFlags {
+        rate: 3,
+        mtu: 4,
+        sl: 0,
+        scope: 2,
+        q_key: 0x0B1B,
+    };
+    for part in parts {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| value_err(key, format!("ipoib flag {part:?} is not name=value")))?;
+        let num = match v.strip_prefix("0x") {
+            Some(h) => u32::from_str_radix(h, 16).ok(),
+            None => v.parse().ok(),
+        };
+        let small = |lo: u8, hi: u8| {
+            num.and_then(|n| u8::try_from(n).ok())
+                .filter(|n| (lo..=hi).contains(n))
+                .ok_or_else(|| value_err(key, format!("ipoib {k}={v:?} is not in {lo}..={hi}")))
+        };
+        match k {
+            "rate" => f.rate = small(2, 24)?,
+            "mtu" => f.mtu = small(1, 5)?,
+            "sl" => f.sl = small(0, 15)?,
+            "scope" => f.scope = small(0, 15)?,
+            "qkey" => {
+                f.q_key = num.ok_or_else(|| {
+                    value_err(key, format!("ipoib qkey={v:?} is not a 32-bit number"))
+                })?
+            }
+            other => {
+                return Err(value_err(
+                    key,
+                    format!("ipoib flag {other:?} is not rate, mtu, sl, scope or qkey"),
+                ))
+            }
+        }
+    }
+    Ok(f)
 }
 
 /// Check a partition name: 1..=64 bytes of visible ASCII, none of `|`, `,` or `=`.
@@ -139,6 +206,15 @@ pub fn check_partition_name(name: &str) -> Result<(), String> {
 
 /// The partition a `partition/<pkey>` entry holds; every part must parse.
 pub fn decode_partition(key: &str, value: &str) -> Result<Partition, ConfigKeyError> {
+    decode_partition_ipoib(key, value).map(|(p, _)| p)
+}
+
+/// The partition a `partition/<pkey>` entry holds with its IPoIB flags (`None`: the
+/// partition has no IPoIB broadcast group); every part must parse.
+pub fn decode_partition_ipoib(
+    key: &str,
+    value: &str,
+) -> Result<(Partition, Option<IpoibFlags>), ConfigKeyError> {
     let p_key = match partition_key_pkey(key) {
         Some(r) => r?,
         None => return Err(key_err(key, "not a partition/ key")),
@@ -152,6 +228,10 @@ pub fn decode_partition(key: &str, value: &str) -> Result<Partition, ConfigKeyEr
     let (name, members) = value
         .split_once('|')
         .ok_or_else(|| value_err(key, "expected name|guid:full,guid:limited,..."))?;
+    let (name, ipoib) = match name.split_once(',') {
+        Some((n, flags)) => (n, Some(decode_ipoib_flags(key, flags)?)),
+        None => (name, None),
+    };
     check_partition_name(name).map_err(|why| value_err(key, why))?;
     let mut out = Vec::new();
     for (i, m) in members.split(',').filter(|m| !m.is_empty()).enumerate() {
@@ -180,11 +260,14 @@ pub fn decode_partition(key: &str, value: &str) -> Result<Partition, ConfigKeyEr
         };
         out.push(PartitionMember { port_guid, full });
     }
-    Ok(Partition {
-        p_key,
-        name: name.to_string(),
-        members: out,
-    })
+    Ok((
+        Partition {
+            p_key,
+            name: name.to_string(),
+            members: out,
+        },
+        ipoib,
+    ))
 }
 
 /// Whether a member may forward a write of `key` to the leader: only the families the
@@ -265,6 +348,36 @@ mod tests {
     }
 
     #[test]
+    fn partitions_with_ipoib_flags_round_trip_and_bad_flags_are_refused() {
+        let p = part(3);
+        let f = IpoibFlags {
+            rate: 7,
+            mtu: 5,
+            sl: 3,
+            scope: 5,
+            q_key: 0x1_2345,
+        };
+        let v = encode_partition_ipoib(&p, Some(&f));
+        assert!(v.contains(",ipoib,"), "{v}");
+        let key = partition_key(0x10);
+        assert_eq!(decode_partition_ipoib(&key, &v), Ok((p.clone(), Some(f))));
+        assert_eq!(decode_partition(&key, &v), Ok(p.clone()));
+        let plain = encode_partition(&p);
+        assert_eq!(decode_partition_ipoib(&key, &plain), Ok((p, None)));
+        for (value, needle) in [
+            ("a,ipob|0x1:full", "expected ipoib"),
+            ("a,ipoib,mtu=6|0x1:full", "mtu"),
+            ("a,ipoib,rate=1|0x1:full", "rate"),
+            ("a,ipoib,sl|0x1:full", "name=value"),
+            ("a,ipoib,tclass=1|0x1:full", "tclass"),
+            ("a,ipoib,qkey=0x1ffffffff|0x1:full", "qkey"),
+        ] {
+            let e = decode_partition(&key, value).expect_err(value).to_string();
+            assert!(e.contains(needle), "{value}: {e}");
+        }
+    }
+
+    #[test]
     fn partitions_round_trip() {
         let p = part(3);
         let v = encode_partition(&p);
@@ -280,7 +393,7 @@ mod tests {
             ("partition/12", "a|", "4 hex"),
             ("partition/0010", "no-bar", "expected name|"),
             ("partition/0010", "|", "1 to 64"),
-            ("partition/0010", "a,b|", "contains ','"),
+            ("partition/0010", "a,b|", "expected ipoib"),
             (
                 "partition/0010",
                 "a|0x1:sometimes",

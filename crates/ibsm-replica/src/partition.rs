@@ -24,3 +24,16 @@ pub struct Partition {
     pub name: String,
     pub members: Vec<PartitionMember>,
 }
+
+/// The IPoIB broadcast group flags of a partition set through the API (OpenSM's
+/// partitions.conf `ipoib` with `rate=`, `mtu=`, `sl=`, `scope=`, `Q_Key=`), IBA
+/// encodings. Kept only in the `partition/<pkey>` config value, not in [`Partition`]:
+/// that type is part of the bincode state and log, whose layout stays as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpoibFlags {
+    pub rate: u8,
+    pub mtu: u8,
+    pub sl: u8,
+    pub scope: u8,
+    pub q_key: u32,
+}

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::partition::{Partition, PartitionMember};
+pub use crate::partition::{IpoibFlags, Partition, PartitionMember};
 pub use crate::sa::SaTable;
 use crate::sa::{check_entry, MAX_SA_ENTRIES};
 

@@ -20,6 +20,8 @@ pub enum FabricRequest {
     Lids,
     Route { src: u16, dst: u16 },
     Groups,
+    Services,
+    Subscriptions,
     Partitions,
     SetPartition(pb::PartitionEntry),
     DeletePartition(u16),
@@ -60,6 +62,57 @@ pub fn parse_pkey(text: &str) -> Result<u16, String> {
         )),
         v => u16::try_from(v).map_err(|_| format!("P_Key {v:#x} is out of range")),
     }
+}
+
+/// `--ipoib [rate=R,mtu=M,sl=S,scope=C,qkey=Q]`: the IPoIB broadcast group of a
+/// partition; values not given take OpenSM's defaults (10 Gb/s, 2048 bytes, SL 0,
+/// link-local, Q_Key 0x0B1B). Ranges are checked here and again by ibsmd.
+pub fn parse_ipoib(text: &str) -> Result<pb::PartitionIpoib, String> {
+    let mut i = pb::PartitionIpoib {
+        rate: 3,
+        mtu: 4,
+        sl: 0,
+        scope: 2,
+        q_key: 0x0B1B,
+    };
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = item.split_once('=').ok_or_else(|| {
+            format!("--ipoib {item:?}: expected NAME=VALUE (rate, mtu, sl, scope, qkey)")
+        })?;
+        let v = parse_guid(v)
+            .ok()
+            .and_then(|v| u32::try_from(v).ok())
+            .ok_or_else(|| format!("--ipoib {item:?}: {v:?} is not a 32-bit number"))?;
+        let (field, ok) = match k.trim().to_ascii_lowercase().as_str() {
+            "rate" => (&mut i.rate, (2..=24).contains(&v)),
+            "mtu" => (&mut i.mtu, (1..=5).contains(&v)),
+            "sl" => (&mut i.sl, v <= 15),
+            "scope" => (&mut i.scope, v <= 15),
+            "qkey" | "q_key" => (&mut i.q_key, true),
+            other => {
+                return Err(format!(
+                    "--ipoib {item:?}: {other:?} is not rate, mtu, sl, scope or qkey"
+                ))
+            }
+        };
+        if !ok {
+            return Err(format!(
+                "--ipoib {item:?}: out of range (rate 2-24, mtu 1-5, sl 0-15, scope 0-15)"
+            ));
+        }
+        *field = v;
+    }
+    Ok(i)
+}
+
+/// `mtu=M rate=R sl=S scope=C qkey=Q` of a partition's IPoIB group ("-": none).
+fn ipoib_text(i: Option<&pb::PartitionIpoib>) -> String {
+    i.map_or("-".into(), |i| {
+        format!(
+            "mtu={} rate={} sl={} scope={} qkey={:#x}",
+            i.mtu, i.rate, i.sl, i.scope, i.q_key
+        )
+    })
 }
 
 /// The members of a `partitions set` (a newtype so clap takes the list as one value).
@@ -303,6 +356,10 @@ fn partitions_json(r: &pb::ListPartitionsResponse) -> Value {
                 "port_guid": fmt_guid(m.port_guid),
                 "membership": if m.full { "full" } else { "limited" },
             })).collect::<Vec<_>>(),
+            "ipoib": p.ipoib.as_ref().map(|i| json!({
+                "rate": i.rate, "mtu": i.mtu, "sl": i.sl, "scope": i.scope,
+                "q_key": format!("{:#x}", i.q_key),
+            })),
         })).collect::<Vec<_>>(),
     })
 }
@@ -313,10 +370,13 @@ fn partitions_text(r: &pb::ListPartitionsResponse) -> String {
         out.push_str(&r.outcome);
         out.push('\n');
     }
-    let mut rows = vec![["P_KEY", "NAME", "MEMBERS"].map(String::from).to_vec()];
+    let mut rows = vec![["P_KEY", "NAME", "IPOIB", "MEMBERS"]
+        .map(String::from)
+        .to_vec()];
     rows.push(vec![
         "0x7fff".into(),
         "default".into(),
+        "mtu=4 rate=3 sl=0 scope=2 qkey=0xb1b".into(),
         "every port (full)".into(),
     ]);
     for p in &r.partitions {
@@ -334,6 +394,7 @@ fn partitions_text(r: &pb::ListPartitionsResponse) -> String {
         rows.push(vec![
             format!("{:#06x}", p.p_key),
             p.name.clone(),
+            ipoib_text(p.ipoib.as_ref()),
             m.join(","),
         ]);
     }
@@ -502,6 +563,14 @@ pub async fn run(target: &Target, req: FabricRequest) -> Result<(), CtlError> {
             )
             .await?;
             print(j, groups_json(&r), groups_text(&r));
+        }
+        FabricRequest::Services => {
+            let (json, text) = crate::sa_lists::services(target, &mut fabric).await?;
+            print(j, json, text);
+        }
+        FabricRequest::Subscriptions => {
+            let (json, text) = crate::sa_lists::subscriptions(target, &mut fabric).await?;
+            print(j, json, text);
         }
         FabricRequest::Partitions => {
             let r = unary(

@@ -13,8 +13,10 @@
 //! an `https://` endpoint `--ca-cert`, plus `--client-cert/--client-key` for mTLS.
 //! A refused call (`UNAUTHENTICATED`) exits 1 with a hint.
 //!
-//! - `topology`, `lids`, `route SRC DST`, `partitions [set ...|delete PKEY]` use `ibsm.v1.Fabric`
-//!   (what the master configured; a standby answers from its replica), `members [add
+//! - `topology`, `lids`, `route SRC DST`, `partitions [set ... [--ipoib [rate=..,mtu=..]]|delete PKEY]` use `ibsm.v1.Fabric`
+//!   (what the master configured; a standby answers from its replica), `groups`,
+//!   `services` and `subscriptions` list the SA's tables the same way ([`sa_lists`]),
+//!   `members [add
 //!   ID ADDR | remove ID]` uses `ibsm.v1.Cluster` ([`fabric`]).
 //! - `drill SCENARIO` repeats a failover against `ibsmd demo` and judges it by the
 //!   demo's fabric-side SMInfo poller, not by what the SMs say ([`drill`]); it exits 5
@@ -39,6 +41,8 @@ mod discover;
 mod drill;
 mod fabric;
 mod render;
+mod sa_lists;
+mod sa_status;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -165,6 +169,10 @@ enum Command {
     /// The SA's multicast groups with their MLIDs and members (a standby answers from
     /// its replica).
     Groups,
+    /// The SA's registered ServiceRecords (a standby answers from its replica).
+    Services,
+    /// The SA's InformInfo subscriptions (a standby answers from its replica).
+    Subscriptions,
     /// List partitions, `set NAME PKEY GUID[:full|limited],...`, or `delete PKEY`.
     Partitions {
         #[command(subcommand)]
@@ -227,6 +235,10 @@ enum PartitionCmd {
         /// Members: GUID[:full|limited],... (default full).
         #[arg(value_parser = fabric::parse_member_list)]
         members: fabric::MemberList,
+        /// Give the partition its IPoIB broadcast group (OpenSM's `ipoib` flag), with
+        /// optional `rate=R,mtu=M,sl=S,scope=C,qkey=Q` (defaults 3, 4, 0, 2, 0x0b1b).
+        #[arg(long, num_args = 0..=1, default_missing_value = "", value_parser = fabric::parse_ipoib)]
+        ipoib: Option<ibsm_proto::v1::PartitionIpoib>,
     },
     /// Remove a partition set through the API.
     Delete {
@@ -271,6 +283,8 @@ fn main() -> ExitCode {
             dst: *dst,
         }),
         Command::Groups => Some(fabric::FabricRequest::Groups),
+        Command::Services => Some(fabric::FabricRequest::Services),
+        Command::Subscriptions => Some(fabric::FabricRequest::Subscriptions),
         Command::Partitions { action: None } => Some(fabric::FabricRequest::Partitions),
         Command::Partitions {
             action:
@@ -278,12 +292,14 @@ fn main() -> ExitCode {
                     name,
                     pkey,
                     members,
+                    ipoib,
                 }),
         } => Some(fabric::FabricRequest::SetPartition(
             ibsm_proto::v1::PartitionEntry {
                 name: name.clone(),
                 p_key: u32::from(*pkey),
                 members: members.0.clone(),
+                ipoib: *ipoib,
             },
         )),
         Command::Partitions {
@@ -407,6 +423,8 @@ fn main() -> ExitCode {
         | Command::Route { .. }
         | Command::Partitions { .. }
         | Command::Groups
+        | Command::Services
+        | Command::Subscriptions
         | Command::Members { .. }
         | Command::Drill { .. } => return ExitCode::from(1),
     };

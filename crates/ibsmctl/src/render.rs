@@ -41,6 +41,7 @@ pub fn status_json(s: &Status) -> Value {
         "node_name": s.node_name,
         "sm_key_rejections": s.sm_key_rejections,
         "alarms": s.alarms,
+        "sa": s.sa.as_ref().map(crate::sa_status::sa_summary_json),
     })
 }
 
@@ -102,6 +103,13 @@ pub fn status_text(s: &Status) -> String {
             },
         ),
     ];
+    let mut rows = rows;
+    if let Some(sa) = &s.sa {
+        rows.extend(crate::sa_status::sa_summary_rows(
+            sa,
+            crate::sa_status::unix_ms_now(),
+        ));
+    }
     let mut out = String::new();
     for (k, v) in rows {
         out.push_str(&format!("{:<18} {v}\n", format!("{k}:")));

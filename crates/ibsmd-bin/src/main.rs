@@ -108,7 +108,7 @@ struct Cli {
     /// Master: seconds between periodic heavy sweeps, 0 = only on change (traps, a light sweep that sees one) [default: 60].
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     heavy_sweep_interval_s: Option<u64>,
-    /// Master: partition NAME=PKEY:GUID[:full|limited],... (repeatable).
+    /// Master: partition NAME=PKEY[,ipoib[,rate=R,mtu=M,sl=S,scope=C,Q_Key=Q]]:GUID[:full|limited],... (repeatable; ipoib: the partition's IPoIB broadcast group, as in OpenSM's partitions.conf).
     #[arg(long, value_name = "SPEC")]
     partition: Vec<String>,
     /// Master: SMPs kept in flight, 1..=1024 [default: 64].

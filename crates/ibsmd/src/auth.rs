@@ -59,6 +59,8 @@ pub const READ_ONLY_METHODS: &[&str] = &[
     "/ibsm.v1.Fabric/GetRoute",
     "/ibsm.v1.Fabric/ListPartitions",
     "/ibsm.v1.Fabric/ListMulticastGroups",
+    "/ibsm.v1.Fabric/ListServiceRecords",
+    "/ibsm.v1.Fabric/ListSubscriptions",
     "/ibsm.v1.Cluster/ListMembers",
 ];
 

@@ -112,7 +112,7 @@ pub struct FileConfig {
     /// `--heavy-sweep-interval-s` (0..=86400; 0 = only on change).
     #[serde(default, deserialize_with = "de_heavy_sweep_interval")]
     pub heavy_sweep_interval_s: Option<u64>,
-    /// `--partition`, as an array of `NAME=PKEY:GUID[:full|limited],...` strings.
+    /// `--partition`, as an array of `NAME=PKEY[,ipoib,...]:GUID[:full|limited],...` strings.
     #[serde(default, deserialize_with = "de_partitions")]
     pub partition: Option<Vec<String>>,
     /// `--smp-window`.

@@ -242,7 +242,25 @@ fn partition_entry(p: &ibsm_core::subnet::Partition) -> pb::PartitionEntry {
                 full: m.membership == ibsm_core::subnet::Membership::Full,
             })
             .collect(),
+        ipoib: p.ipoib.map(|i| pb::PartitionIpoib {
+            rate: u32::from(i.rate),
+            mtu: u32::from(i.mtu),
+            sl: u32::from(i.sl),
+            scope: u32::from(i.scope),
+            q_key: i.q_key,
+        }),
     }
+}
+
+/// The core's form of API IPoIB parameters (`None` if one does not fit its field).
+fn core_ipoib(i: &pb::PartitionIpoib) -> Option<ibsm_core::subnet::PartitionIpoib> {
+    Some(ibsm_core::subnet::PartitionIpoib {
+        rate: u8::try_from(i.rate).ok()?,
+        mtu: u8::try_from(i.mtu).ok()?,
+        sl: u8::try_from(i.sl).ok()?,
+        scope: u8::try_from(i.scope).ok()?,
+        q_key: i.q_key,
+    })
 }
 
 /// The core's form of a validated API partition (`None` if the P_Key does not fit).
@@ -262,6 +280,10 @@ fn core_partition(p: &pb::PartitionEntry) -> Option<ibsm_core::subnet::Partition
                 },
             })
             .collect(),
+        ipoib: match &p.ipoib {
+            Some(i) => Some(core_ipoib(i)?),
+            None => None,
+        },
     })
 }
 
@@ -294,6 +316,17 @@ pub fn validate_partition(p: &pb::PartitionEntry, known: &[u64]) -> Result<(), S
     }
     if p.members.is_empty() {
         return Err("a partition needs at least one member GUID".into());
+    }
+    if let Some(i) = &p.ipoib {
+        let Some(core) = core_ipoib(i) else {
+            return Err(format!(
+                "ipoib rate {}, mtu {}, sl {}, scope {}: each is one byte at most",
+                i.rate, i.mtu, i.sl, i.scope
+            ));
+        };
+        if let Err((field, value, range)) = core.check() {
+            return Err(format!("ipoib {field}={value} is out of range ({range})"));
+        }
     }
     let mut seen = std::collections::HashSet::new();
     for m in &p.members {
@@ -426,23 +459,32 @@ impl Fabric for FabricService {
         &self,
         _req: Request<pb::ListMulticastGroupsRequest>,
     ) -> Result<Response<pb::ListMulticastGroupsResponse>, Status> {
-        let snap = self.snapshot()?;
-        let (tables, source) = match (&self.repl, snap.state) {
-            (Some(r), s) if s != SmState::Master => (
-                r.replica().with_state(crate::replication::core_tables),
-                "replica",
-            ),
-            _ => (snap.sa.as_deref().cloned().unwrap_or_default(), "master"),
-        };
-        if source == "master" && snap.state != SmState::Master && snap.sa.is_none() {
-            return Err(Status::failed_precondition(format!(
-                "this SM is not MASTER and has no replica: ask the master (GUID {:#018x})",
-                snap.master_guid
-            )));
-        }
+        let (tables, source) = self.sa_tables()?;
         Ok(Response::new(pb::ListMulticastGroupsResponse {
             source: source.into(),
-            groups: group_entries(&tables),
+            groups: crate::fabric_sa::group_entries(&tables),
+        }))
+    }
+
+    async fn list_service_records(
+        &self,
+        _req: Request<pb::ListServiceRecordsRequest>,
+    ) -> Result<Response<pb::ListServiceRecordsResponse>, Status> {
+        let (tables, source) = self.sa_tables()?;
+        Ok(Response::new(pb::ListServiceRecordsResponse {
+            source: source.into(),
+            services: crate::fabric_sa::service_entries(&tables),
+        }))
+    }
+
+    async fn list_subscriptions(
+        &self,
+        _req: Request<pb::ListSubscriptionsRequest>,
+    ) -> Result<Response<pb::ListSubscriptionsResponse>, Status> {
+        let (tables, source) = self.sa_tables()?;
+        Ok(Response::new(pb::ListSubscriptionsResponse {
+            source: source.into(),
+            subscriptions: crate::fabric_sa::subscription_entries(&tables),
         }))
     }
 
@@ -557,6 +599,28 @@ async fn applied_here(repl: &crate::replication::Replication, index: u64) {
 }
 
 impl FabricService {
+    /// The SA's tables the list calls answer from, and their source: a non-master
+    /// with a replica answers from it ("replica"), the MASTER (or a member without
+    /// replication that still holds the SA state it last had) from its own SA
+    /// ("master"); a non-master with neither names the master to ask.
+    fn sa_tables(&self) -> Result<(ibsm_core::sa::SaTables, &'static str), Status> {
+        let snap = self.snapshot()?;
+        let (tables, source) = match (&self.repl, snap.state) {
+            (Some(r), s) if s != SmState::Master => (
+                r.replica().with_state(crate::replication::core_tables),
+                "replica",
+            ),
+            _ => (snap.sa.as_deref().cloned().unwrap_or_default(), "master"),
+        };
+        if source == "master" && snap.state != SmState::Master && snap.sa.is_none() {
+            return Err(Status::failed_precondition(format!(
+                "this SM is not MASTER and has no replica: ask the master (GUID {:#018x})",
+                snap.master_guid
+            )));
+        }
+        Ok((tables, source))
+    }
+
     fn partitions(&self, outcome: String) -> Result<pb::ListPartitionsResponse, Status> {
         let snap = self.snapshot()?;
         // What this SM programmed at its last heavy sweep as MASTER (start-up plus the
@@ -643,46 +707,13 @@ fn check_set_partition(
     Ok((part, key, value))
 }
 
-/// The groups of replicated SA tables as the API lists them.
-pub(crate) fn group_entries(tables: &ibsm_core::sa::SaTables) -> Vec<pb::McGroupEntry> {
-    let Some((groups, _)) = ibsm_core::sa::McGroups::from_tables(tables) else {
-        return Vec::new();
-    };
-    groups
-        .iter()
-        .map(|g| {
-            let p = &g.params;
-            pb::McGroupEntry {
-                mgid: ibsm_core::sa::gid_text(&p.mgid),
-                mlid: u32::from(p.mlid),
-                p_key: u32::from(p.p_key),
-                q_key: p.q_key,
-                mtu: u32::from(p.mtu),
-                rate: u32::from(p.rate),
-                sl: u32::from(p.sl),
-                scope: u32::from(p.scope),
-                well_known: g.well_known,
-                members: g
-                    .members
-                    .iter()
-                    .map(|(gid, m)| pb::McMemberEntry {
-                        port_gid: ibsm_core::sa::gid_text(gid),
-                        port_guid: ibsm_core::sa::split_gid(gid).1,
-                        join_state: u32::from(m.join_state.0),
-                        proxy_join: m.proxy_join,
-                    })
-                    .collect(),
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn part(pkey: u32, members: &[(u64, bool)]) -> pb::PartitionEntry {
         pb::PartitionEntry {
+            ipoib: None,
             name: "storage".into(),
             p_key: pkey,
             members: members
@@ -706,6 +737,20 @@ mod tests {
         assert!(why(part(0x10, &[])).contains("at least one"));
         assert!(why(part(0x10, &[(0x99, true)])).contains("not on the fabric"));
         assert!(why(part(0x10, &[(0x11, true), (0x11, false)])).contains("twice"));
+        let ipoib = |mtu, rate| pb::PartitionEntry {
+            ipoib: Some(pb::PartitionIpoib {
+                rate,
+                mtu,
+                sl: 0,
+                scope: 2,
+                q_key: 0x0B1B,
+            }),
+            ..part(0x10, &[(0x11, true)])
+        };
+        assert!(validate_partition(&ipoib(5, 7), &known).is_ok());
+        assert!(why(ipoib(6, 7)).contains("ipoib mtu=6"));
+        assert!(why(ipoib(5, 1)).contains("ipoib rate=1"));
+        assert!(why(ipoib(300, 7)).contains("one byte"));
     }
 
     #[test]
@@ -717,8 +762,23 @@ mod tests {
             &crate::replication::encode_partition(&core),
         );
         assert_eq!(back.as_ref(), Some(&core));
-        assert_eq!(back.map(|b| partition_entry(&b)), Some(p));
+        assert_eq!(back.map(|b| partition_entry(&b)), Some(p.clone()));
         assert_eq!(crate::replication::decode_partition("other/1", "x|"), None);
+        // With its IPoIB group: the flags survive the replicated form.
+        let p = pb::PartitionEntry {
+            ipoib: Some(pb::PartitionIpoib {
+                rate: 7,
+                mtu: 5,
+                sl: 3,
+                scope: 5,
+                q_key: 0x1_2345,
+            }),
+            ..p
+        };
+        let core = core_partition(&p).unwrap();
+        let value = crate::replication::encode_partition(&core);
+        let back = crate::replication::decode_partition("partition/0012", &value);
+        assert_eq!(back.map(|b| partition_entry(&b)), Some(p), "{value}");
     }
 
     #[test]

@@ -61,7 +61,9 @@
 //! API (it adds its service through [`server::ServeOptions::extra_services`]); the
 //! `ibsmd` binary is package `ibsmd-bin`. What the MASTER configured (topology, LIDs, routes, partitions) is served by
 //! `ibsm.v1.Fabric` ([`fabric_service`]) from the view it publishes after each heavy
-//! sweep ([`fabric_view`]).
+//! sweep ([`fabric_view`]); the Subnet Administrator's groups, services and
+//! subscriptions from the SA's tables ([`fabric_sa`]), and its part of `GetStatus`
+//! (size, the replica's freshness) from [`sa_status`].
 //!
 //! # Replication
 //!
@@ -101,12 +103,14 @@ pub mod cluster_service;
 pub mod config;
 pub mod embedded;
 pub mod error;
+pub mod fabric_sa;
 pub mod fabric_service;
 pub mod fabric_view;
 pub mod fault_injection;
 pub mod instance;
 pub mod metrics;
 pub mod replication;
+pub mod sa_status;
 pub mod server;
 pub mod slot;
 pub mod subnet_opts;

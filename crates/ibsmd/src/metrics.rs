@@ -61,8 +61,26 @@ pub struct Metrics {
     sa_members: AtomicU64,
     sa_requests: AtomicU64,
     sa_errors: AtomicU64,
+    sa_services: AtomicU64,
+    sa_subscriptions: AtomicU64,
+    sa_replica_current: AtomicU64,
+    sa_replica_write_unix_ms: AtomicU64,
+    replica_applied_index: AtomicU64,
     client_reregisters: AtomicU64,
     phases: Mutex<BTreeMap<String, f64>>,
+}
+
+/// What the SA holds, for [`Metrics::set_sa`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaSize {
+    /// Multicast groups.
+    pub groups: u64,
+    /// Members over all groups.
+    pub members: u64,
+    /// ServiceRecords.
+    pub services: u64,
+    /// InformInfo subscriptions.
+    pub subscriptions: u64,
 }
 
 /// SMInfo.SMState as a number (IBA: 0 NOTACTIVE, 1 DISCOVERING, 2 STANDBY, 3 MASTER).
@@ -177,12 +195,30 @@ impl Metrics {
     }
 
     /// The SA's size and counters, and the ports asked to re-register.
-    pub fn set_sa(&self, groups: u64, members: u64, requests: u64, errors: u64, rereg: u64) {
-        self.sa_groups.store(groups, Ordering::Relaxed);
-        self.sa_members.store(members, Ordering::Relaxed);
+    pub fn set_sa(&self, size: SaSize, requests: u64, errors: u64, rereg: u64) {
+        self.sa_groups.store(size.groups, Ordering::Relaxed);
+        self.sa_members.store(size.members, Ordering::Relaxed);
+        self.sa_services.store(size.services, Ordering::Relaxed);
+        self.sa_subscriptions
+            .store(size.subscriptions, Ordering::Relaxed);
         self.sa_requests.store(requests, Ordering::Relaxed);
         self.sa_errors.store(errors, Ordering::Relaxed);
         self.client_reregisters.store(rereg, Ordering::Relaxed);
+    }
+
+    /// The replica's freshness for the SA: whether it holds exactly the SA state this
+    /// SM serves, and when it last applied an SA write (ms since the Unix epoch, 0:
+    /// none since start).
+    pub fn set_sa_replica(&self, current: bool, last_write_unix_ms: u64) {
+        self.sa_replica_current
+            .store(u64::from(current), Ordering::Relaxed);
+        self.sa_replica_write_unix_ms
+            .store(last_write_unix_ms, Ordering::Relaxed);
+    }
+
+    /// The local replica's applied log index (`ibsm_replica_applied_index`).
+    pub fn set_applied_index(&self, index: u64) {
+        self.replica_applied_index.store(index, Ordering::Relaxed);
     }
 
     /// Whether the replication of this instance is degraded (`ibsm_replication_degraded`).
@@ -324,6 +360,31 @@ const FAMILIES: &[Family] = &[
         help: "SA answers with a non-zero status.",
     },
     Family {
+        name: "ibsm_sa_services",
+        kind: "gauge",
+        help: "ServiceRecords the SA holds (a standby: its replica's).",
+    },
+    Family {
+        name: "ibsm_sa_subscriptions",
+        kind: "gauge",
+        help: "InformInfo subscriptions the SA holds (a standby: its replica's).",
+    },
+    Family {
+        name: "ibsm_sa_replica_current",
+        kind: "gauge",
+        help: "1 when the local replica holds exactly the SA state this SM serves (a takeover from it now sets no ClientReregister), else 0 (a change in flight, no replication).",
+    },
+    Family {
+        name: "ibsm_sa_replica_last_write_timestamp_seconds",
+        kind: "gauge",
+        help: "Unix time when the local replica last applied a change of the SA's tables (0: none since start).",
+    },
+    Family {
+        name: "ibsm_replica_applied_index",
+        kind: "gauge",
+        help: "The local replica's applied Raft log index (a member's lag: the highest member's minus its own).",
+    },
+    Family {
         name: "ibsm_client_reregisters_total",
         kind: "counter",
         help: "End ports asked to re-register with the SA (PortInfo.ClientReregister).",
@@ -447,15 +508,33 @@ pub fn render(instances: &[(String, Arc<Metrics>)]) -> String {
                 | "ibsm_sa_members"
                 | "ibsm_sa_requests_total"
                 | "ibsm_sa_errors_total"
+                | "ibsm_sa_services"
+                | "ibsm_sa_subscriptions"
+                | "ibsm_sa_replica_current"
+                | "ibsm_replica_applied_index"
                 | "ibsm_client_reregisters_total" => {
                     let v = match f.name {
                         "ibsm_sa_groups" => &m.sa_groups,
                         "ibsm_sa_members" => &m.sa_members,
                         "ibsm_sa_requests_total" => &m.sa_requests,
                         "ibsm_sa_errors_total" => &m.sa_errors,
+                        "ibsm_sa_services" => &m.sa_services,
+                        "ibsm_sa_subscriptions" => &m.sa_subscriptions,
+                        "ibsm_sa_replica_current" => &m.sa_replica_current,
+                        "ibsm_replica_applied_index" => &m.replica_applied_index,
                         _ => &m.client_reregisters,
                     };
                     let _ = writeln!(out, "{}{{sm=\"{sm}\"}} {}", f.name, load(v));
+                }
+                "ibsm_sa_replica_last_write_timestamp_seconds" => {
+                    let ms = load(&m.sa_replica_write_unix_ms);
+                    let _ = writeln!(
+                        out,
+                        "{}{{sm=\"{sm}\"}} {}.{:03}",
+                        f.name,
+                        ms / 1000,
+                        ms % 1000
+                    );
                 }
                 "ibsm_untrusted_sms" | "ibsm_rogue_masters" | "ibsm_untrusted_sm_reports_total" => {
                     let v = match f.name {

@@ -176,9 +176,14 @@ fn pb_state(s: SmState) -> pb::SmState {
     }
 }
 
-fn status_of(s: &Snapshot, repl: Option<&Replication>) -> pb::Status {
+fn status_of(s: &Snapshot, repl: Option<&Replication>, leader_applied: u64) -> pb::Status {
     let r = repl.map(|r| r.status()).unwrap_or_default();
     pb::Status {
+        sa: Some(crate::sa_status::sa_summary(
+            s,
+            r.applied_index,
+            leader_applied,
+        )),
         epoch: r.epoch,
         raft_role: r.raft_role,
         raft_term: r.term,
@@ -331,9 +336,15 @@ impl Control for ControlService {
         &self,
         _req: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::Status>, tonic::Status> {
+        let snap = self.inst()?.status();
+        let leader_applied = match self.repl.as_deref() {
+            Some(r) => crate::sa_status::leader_applied(r).await,
+            None => 0,
+        };
         Ok(Response::new(status_of(
-            &self.inst()?.status(),
+            &snap,
             self.repl.as_deref(),
+            leader_applied,
         )))
     }
 
@@ -376,6 +387,7 @@ impl Control for ControlService {
         Ok(Response::new(status_of(
             &self.inst()?.status(),
             self.repl.as_deref(),
+            0,
         )))
     }
 

@@ -139,6 +139,7 @@ async fn the_replicated_partition_set_changes_generation_only_when_a_partition_d
             port_guid: 0x0002_c903_0000_0042,
             membership: Membership::Full,
         }],
+        ipoib: None,
     };
     let set = |key: String, value: String| Command::Config(ConfigChange::Set { key, value });
     repl.replica()

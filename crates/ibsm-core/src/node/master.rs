@@ -116,6 +116,9 @@ impl Running {
         self.subnet.set_reregister_clients(!sa_current);
         if self.cfg.replicated {
             self.take_over(now);
+        }
+        self.sync_ipoib_groups();
+        if self.cfg.replicated {
             self.out.push_back(Output::ClaimMastership {
                 sm_guid: self.port_guid,
             });
@@ -238,6 +241,7 @@ impl Running {
             return;
         }
         if self.apply_partitions(now, &rep) {
+            self.sync_ipoib_groups();
             let pkeys: Vec<String> = self
                 .subnet
                 .partitions()

@@ -69,7 +69,7 @@ impl Running {
             priority = cfg.election.priority,
             "SM instance started in DISCOVERING"
         );
-        Ok(Running {
+        let mut running = Running {
             out: VecDeque::new(),
             timers,
             election,
@@ -109,7 +109,11 @@ impl Running {
             trap_event_log: LogSampler::new(TRAP_RECORD_WINDOW, TRAP_RECORD_LINES),
             sa: SaAgent::new(cfg.sa.clone()),
             cfg,
-        })
+        };
+        // The start-up partitions' IPoIB broadcast groups exist from the start, like
+        // the default partition's.
+        running.sync_ipoib_groups();
+        Ok(running)
     }
 
     pub(crate) fn timer(&self, t: Timer) -> Duration {

@@ -10,7 +10,10 @@ use ibsm_mad::{MadAddress, SmInfo, MAD_SIZE};
 use crate::election::SmState;
 use ibsm_fabric::multicast::{EndPort, JoinState, McastMember};
 
-use crate::sa::{gid_text, split_gid, GroupChange, Informs, McGroups, SaContext, Services};
+use crate::sa::{
+    gid_text, ipoib_groups_of, split_gid, sync_ipoib_groups, GroupChange, Informs, McGroups,
+    SaContext, Services,
+};
 
 use super::types::{NodeEvent, Output, ReplicatedFabric};
 
@@ -101,9 +104,29 @@ impl Running {
 }
 
 impl Running {
-    /// Hand the SA's group changes to the configurator, which keeps each group's
-    /// multicast tree programmed; true if there were any.
+    /// The SA keeps the IPoIB broadcast group of every partition the configurator
+    /// programs that has `ipoib` (and the default partition's): called at start, when a
+    /// node becomes MASTER (after it inherited the replica's groups) and when the
+    /// partitions change while MASTER.
+    pub(crate) fn sync_ipoib_groups(&mut self) {
+        let want = ipoib_groups_of(
+            self.subnet
+                .partitions()
+                .iter()
+                .filter_map(|p| p.ipoib.as_ref().map(|i| (p.p_key, i))),
+            self.cfg.sa.packet_life_time,
+        );
+        sync_ipoib_groups(self.sa.groups_mut(), &want);
+    }
+
+    /// Show what clients did on the event stream (kind `sa`), and hand the SA's
+    /// group changes to the configurator, which keeps each group's multicast tree
+    /// programmed; true if there were any changes.
     pub(crate) fn apply_group_changes(&mut self, now: Duration) -> bool {
+        for text in self.sa.take_activity() {
+            tracing::info!("SA: {text}");
+            self.emit(NodeEvent::record("sa", text));
+        }
         let changes = self.sa.groups_mut().take_changes();
         let tables_changed =
             self.sa.services_mut().take_changed() | self.sa.informs_mut().take_changed();

@@ -166,7 +166,8 @@ pub enum CommandError {
 pub enum NodeEvent {
     /// A line for `Watch` (already logged by the node where it says so).
     Record {
-        /// `state`, `priority`, `handover`, `control`, `sweep`, `trap`, `alarm`, `trust`.
+        /// `state`, `priority`, `handover`, `control`, `sweep`, `trap`, `alarm`, `trust`,
+        /// `sa` (joins, leaves, services, subscriptions, group changes).
         kind: &'static str,
         /// Human-readable line (for `state`: exactly the log line).
         text: String,

@@ -24,8 +24,10 @@ use ibsm_mad::{MadAddress, Method, GSI_QKEY, MAD_SIZE};
 
 use super::config::SaConfig;
 use super::context::{Requester, SaContext};
-use super::groups::{default_groups, gid_text, McGroups};
+use super::fabric::split_gid;
+use super::groups::{gid_text, McGroups};
 use super::inform::Informs;
+use super::ipoib::default_groups;
 use super::notices::{group_notice, sa_notice};
 use super::path;
 use super::records;
@@ -81,6 +83,9 @@ pub struct SaAgent {
     group_notices: Vec<(bool, ibsm_mad::sa::Gid)>,
     /// The time of the request being handled (lease starts; `change` takes no time).
     now: Duration,
+    /// Lines for the operator's event stream: joins, leaves, service registrations,
+    /// deletions and expiries, subscriptions ([`SaAgent::take_activity`]).
+    activity: Vec<String>,
     transfers: Transfers,
     out: VecDeque<SaTransmit>,
     metrics: SaMetrics,
@@ -120,6 +125,7 @@ impl SaAgent {
             informs: Informs::new(),
             group_notices: Vec::new(),
             now: Duration::ZERO,
+            activity: Vec::new(),
             transfers: Transfers::default(),
             out: VecDeque::new(),
             metrics: SaMetrics::default(),
@@ -189,6 +195,13 @@ impl SaAgent {
             .extend(sends.into_iter().map(|(to, mad)| SaTransmit { to, mad }));
     }
 
+    /// What clients changed since the last call, one line each (a port joined or
+    /// left a group, a service was registered, deleted or expired, a subscription
+    /// was made or dropped): the node shows them on the operator's event stream.
+    pub fn take_activity(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.activity)
+    }
+
     /// RMPP transfers in flight.
     pub fn transfers_in_flight(&self) -> usize {
         self.transfers.len()
@@ -221,6 +234,18 @@ impl SaAgent {
             &mut sends,
         );
         self.queue(sends);
+        for svc in self
+            .services
+            .iter()
+            .filter(|s| s.expires.is_some_and(|e| e <= now))
+        {
+            self.activity.push(format!(
+                "service {:#018x} {} of port {:#018x}: lease expired",
+                svc.record.service_id,
+                service_name(&svc.record),
+                split_gid(&svc.record.service_gid).1
+            ));
+        }
         self.services.handle_timeout(now);
         let mut reports = VecDeque::new();
         self.informs
@@ -480,6 +505,18 @@ impl SaAgent {
                     );
                 }
                 let r = r?;
+                self.activity.push(format!(
+                    "port {:#018x} {} multicast group {} (MLID {:#06x}) as {}",
+                    split_gid(&r.port_gid).1,
+                    if m.method() == Method::SET {
+                        "joined"
+                    } else {
+                        "left"
+                    },
+                    gid_text(&r.mgid),
+                    r.mlid,
+                    join_state_words(r.join_state.0)
+                ));
                 let exists = self.groups.get(&r.mgid).is_some();
                 if existed != exists {
                     self.group_notices.push((exists, r.mgid));
@@ -498,19 +535,48 @@ impl SaAgent {
                 } else {
                     self.services.delete(f, req, &rec, mask)
                 };
-                encode_all(vec![r?])
+                let r = r?;
+                self.activity.push(format!(
+                    "service {:#018x} {} of port {:#018x} {}",
+                    r.service_id,
+                    service_name(&r),
+                    split_gid(&r.service_gid).1,
+                    if m.method() != Method::SET {
+                        "deleted".to_string()
+                    } else if r.service_lease == ServiceRecord::INFINITE_LEASE {
+                        "registered (no lease end)".to_string()
+                    } else {
+                        format!("registered (lease {} s)", r.service_lease)
+                    }
+                ));
+                encode_all(vec![r])
             }
             SaAttributeId::INFORM_INFO if m.method() == Method::SET => {
                 let Some(f) = ctx.fabric else {
                     return Err(SaStatus::ERR_NO_RESOURCES);
                 };
                 let ii = template::<InformInfo>(m)?;
-                encode_all(vec![self.informs.set(
-                    f,
-                    req,
-                    &ii,
-                    self.cfg.max_subscriptions,
-                )?])
+                let r = self.informs.set(f, req, &ii, self.cfg.max_subscriptions)?;
+                self.activity.push(format!(
+                    "LID {} {} {} trap {} (InformInfo)",
+                    req.from.lid,
+                    if ii.subscribe == 1 {
+                        "subscribed to"
+                    } else {
+                        "unsubscribed from"
+                    },
+                    if ii.is_generic != 0 {
+                        "generic"
+                    } else {
+                        "vendor"
+                    },
+                    if ii.trap_number == 0xFFFF {
+                        "all".to_string()
+                    } else {
+                        ii.trap_number.to_string()
+                    }
+                ));
+                encode_all(vec![r])
             }
             _ => Err(SaStatus::METHOD_ATTR_NOT_SUPPORTED),
         }
@@ -639,4 +705,30 @@ fn table(req: &SaMad, size: usize, recs: Vec<Vec<u8>>) -> Result<(SaMad, Vec<u8>
     let payload = ibsm_mad::sa::table_payload(size, recs.iter().map(Vec::as_slice))?;
     template.attribute_offset = payload.attribute_offset;
     Ok((template, payload.bytes))
+}
+
+/// A ServiceName up to its first NUL, quoted (for event lines).
+fn service_name(r: &ServiceRecord) -> String {
+    let raw = r.service_name.as_bytes();
+    let name = raw.split(|b| *b == 0).next().unwrap_or_default();
+    format!("{:?}", String::from_utf8_lossy(name))
+}
+
+/// JoinState bits as words: `full`, `non`, `send-only` (several joined by `+`).
+fn join_state_words(bits: u8) -> String {
+    let v: Vec<&str> = [
+        (1, "full"),
+        (2, "non"),
+        (4, "send-only"),
+        (8, "send-only-full"),
+    ]
+    .into_iter()
+    .filter(|(b, _)| bits & b != 0)
+    .map(|(_, n)| n)
+    .collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        format!("{} member", v.join("+"))
+    }
 }

@@ -238,7 +238,8 @@ impl McGroups {
         std::mem::take(&mut self.changes)
     }
 
-    fn free_mlid(&self) -> Option<u16> {
+    /// The lowest MLID no group holds.
+    pub fn free_mlid(&self) -> Option<u16> {
         (MLID_FIRST..=MLID_LAST).find(|m| !self.mlids.contains_key(m))
     }
 
@@ -264,6 +265,30 @@ impl McGroups {
         self.groups.insert(mgid, group);
         self.changes.push(GroupChange::Members { mgid, mlid });
         Ok(())
+    }
+
+    /// Mark a group made by the SM (kept with no member) or not. A group that stops
+    /// being well known is deleted at once when it has no full member, as a leave of
+    /// its last full member would; else when its last full member leaves.
+    pub fn set_well_known(&mut self, mgid: &Gid, well_known: bool) {
+        let Some(g) = self.groups.get_mut(mgid) else {
+            return;
+        };
+        if g.well_known == well_known {
+            return;
+        }
+        g.well_known = well_known;
+        let mlid = g.params.mlid;
+        if !well_known && !g.has_full_member() {
+            self.groups.remove(mgid);
+            self.mlids.remove(&mlid);
+            tracing::info!(mgid = %gid_text(mgid), mlid = format_args!("{mlid:#06x}"), "multicast group deleted: the SM no longer keeps it and it has no full member");
+            self.changes
+                .push(GroupChange::Deleted { mgid: *mgid, mlid });
+        } else {
+            self.changes
+                .push(GroupChange::Members { mgid: *mgid, mlid });
+        }
     }
 
     /// Become `other` (a replica's groups): a change for every group that went or
@@ -656,90 +681,4 @@ pub(super) fn port_rate(width: u8, speed: u8) -> Option<u8> {
 /// A GID as IPv6 text (for logs).
 pub fn gid_text(g: &Gid) -> String {
     std::net::Ipv6Addr::from(*g).to_string()
-}
-
-/// The IPoIB IPv4 broadcast MGID of a partition, `ff1S:401b:PKEY::ffff:ffff` (S the
-/// scope), as RFC 4391 and OpenSM name it.
-pub fn ipoib_broadcast_mgid(p_key: u16, scope: u8) -> Gid {
-    let mut g = [0u8; 16];
-    g[0] = 0xFF;
-    g[1] = 0x10 | (scope & 0x0F);
-    g[2] = 0x40;
-    g[3] = 0x1B;
-    g[4..6].copy_from_slice(&(p_key | 0x8000).to_be_bytes());
-    g[12..16].copy_from_slice(&[0xFF; 4]);
-    g
-}
-
-/// Q_Key of IPoIB broadcast groups (OpenSM's default, 0x0B1B).
-pub const IPOIB_Q_KEY: u32 = 0x0B1B;
-
-/// The parameters of an IPoIB broadcast group the SM creates for a partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpoibGroup {
-    /// The partition's P_Key (the full-member form is used).
-    pub p_key: u16,
-    /// Rate code (PathRecord.Rate; 3 = 10 Gb/s, OpenSM's default).
-    pub rate: u8,
-    /// MTU code (4 = 2048 bytes, OpenSM's default).
-    pub mtu: u8,
-    /// SL.
-    pub sl: u8,
-    /// Scope (2: link-local).
-    pub scope: u8,
-    /// Q_Key.
-    pub q_key: u32,
-    /// PacketLifeTime (OpenSM: the subnet timeout, 18).
-    pub packet_life_time: u8,
-}
-
-impl IpoibGroup {
-    /// OpenSM's defaults for a partition: 10 Gb/s, 2048 bytes, SL 0, link-local,
-    /// Q_Key 0x0B1B.
-    pub fn defaults(p_key: u16) -> IpoibGroup {
-        IpoibGroup {
-            p_key,
-            rate: 3,
-            mtu: 4,
-            sl: 0,
-            scope: 2,
-            q_key: IPOIB_Q_KEY,
-            packet_life_time: 0x12,
-        }
-    }
-
-    /// The group, well known (kept with no member), at `mlid`.
-    pub fn group(&self, mlid: u16) -> McGroup {
-        McGroup {
-            params: McMemberRecord {
-                mgid: ipoib_broadcast_mgid(self.p_key, self.scope),
-                port_gid: [0; 16],
-                q_key: self.q_key,
-                mlid,
-                mtu_selector: Selector::Exactly,
-                mtu: self.mtu,
-                tclass: 0,
-                p_key: self.p_key | 0x8000,
-                rate_selector: Selector::Exactly,
-                rate: self.rate,
-                packet_life_time_selector: Selector::Exactly,
-                packet_life_time: self.packet_life_time,
-                sl: self.sl,
-                flow_label: 0,
-                // Link-local needs no router hop (OpenSM: 0, else the maximum).
-                hop_limit: if self.scope == 2 { 0 } else { 0xFF },
-                scope: self.scope,
-                join_state: JoinState(0),
-                proxy_join: false,
-            },
-            members: BTreeMap::new(),
-            well_known: true,
-        }
-    }
-}
-
-/// The groups an SA starts with: the default partition's IPoIB broadcast group at
-/// MLID 0xC000, as OpenSM creates it.
-pub fn default_groups() -> Vec<McGroup> {
-    vec![IpoibGroup::defaults(0xFFFF).group(MLID_FIRST)]
 }

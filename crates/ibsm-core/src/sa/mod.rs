@@ -11,7 +11,8 @@
 //!
 //! Files: `agent` (decode, refuse, dispatch, answer), `transfer` (RMPP sending),
 //! `records` (fabric records), `tables` (switch and port table records: SwitchInfo,
-//! GUIDInfo, P_Key, SLtoVL, VLArbitration, LFT and MFT), `groups` (multicast groups), `services`
+//! GUIDInfo, P_Key, SLtoVL, VLArbitration, LFT and MFT), `groups` (multicast groups), `ipoib` (the IPoIB broadcast groups of the
+//! partitions), `services`
 //! (ServiceRecords and their leases), `inform` (InformInfo subscriptions and Reports),
 //! `notices` (notices in their SA form), `replicated` (the tables a successor loads), `path/` (PathRecord queries, in `multipath`
 //! the MultiPathRecord queries of SubnAdmGetMulti, and in `params` the numbers of one path), `context` (what a request is answered against and
@@ -23,6 +24,7 @@ mod context;
 mod fabric;
 mod groups;
 mod inform;
+mod ipoib;
 mod notices;
 mod path;
 mod records;
@@ -35,11 +37,12 @@ pub use agent::{SaAgent, SaMetrics, SaTransmit};
 pub use config::SaConfig;
 pub use context::{share_pkey, shared_pkey, Requester, SaContext};
 pub use fabric::{make_gid, split_gid, EndPort, PortTables, SaFabric, DEFAULT_SUBNET_PREFIX};
-pub use groups::{
-    default_groups, gid_text, ipoib_broadcast_mgid, GroupChange, IpoibGroup, McGroup, McGroups,
-    Member, IPOIB_Q_KEY, MLID_FIRST, MLID_LAST,
-};
+pub use groups::{gid_text, GroupChange, McGroup, McGroups, Member, MLID_FIRST, MLID_LAST};
 pub use inform::{Informs, Subscription};
+pub use ipoib::{
+    default_groups, ipoib_broadcast_mgid, ipoib_groups_of, is_ipoib_broadcast, sync_ipoib_groups,
+    IpoibGroup, IPOIB_Q_KEY,
+};
 pub use notices::{group_notice, sa_notice};
 pub use records::class_port_info;
 pub use replicated::{SaTableKind, SaTables};

@@ -191,7 +191,7 @@ impl Informs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sa::groups::{default_groups, IpoibGroup};
+    use crate::sa::ipoib::{default_groups, IpoibGroup};
 
     fn sample() -> McGroups {
         let mut g = McGroups::new();

@@ -24,6 +24,57 @@ pub struct PartitionMember {
     pub membership: Membership,
 }
 
+/// The IPoIB broadcast group of a partition (OpenSM's partitions.conf `ipoib` flag
+/// with its `rate=`, `mtu=`, `sl=`, `scope=` and `Q_Key=` values): the SA creates the
+/// group `ff1<scope>:401b:<P_Key>::ffff:ffff` with these parameters, so IPoIB
+/// interfaces of the partition find it when they join. Values are IBA's encodings
+/// (MTU 4 = 2048 bytes, rate 3 = 10 Gb/s, scope 2 = link-local).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PartitionIpoib {
+    /// PathRecord.Rate code (2..=24, OpenSM's default 3: 10 Gb/s).
+    pub rate: u8,
+    /// MTU code (1 = 256 .. 5 = 4096; OpenSM's default 4: 2048).
+    pub mtu: u8,
+    /// Service level (0..=15; default 0).
+    pub sl: u8,
+    /// MGID scope (0..=15; default 2, link-local).
+    pub scope: u8,
+    /// Q_Key of the group (default 0x0B1B, IPoIB's).
+    pub q_key: u32,
+}
+
+impl Default for PartitionIpoib {
+    /// OpenSM's defaults: 10 Gb/s, 2048 bytes, SL 0, link-local, Q_Key 0x0B1B.
+    fn default() -> Self {
+        PartitionIpoib {
+            rate: 3,
+            mtu: 4,
+            sl: 0,
+            scope: 2,
+            q_key: 0x0B1B,
+        }
+    }
+}
+
+impl PartitionIpoib {
+    /// Every value in its IBA range; the field and the range otherwise.
+    pub fn check(&self) -> Result<(), (&'static str, u32, &'static str)> {
+        if ibsm_fabric::Rate::from_iba(self.rate).is_none() {
+            return Err(("rate", self.rate.into(), "a PathRecord rate code, 2..=24"));
+        }
+        if !(1..=5).contains(&self.mtu) {
+            return Err(("mtu", self.mtu.into(), "1..=5 (256..4096 bytes)"));
+        }
+        if self.sl > 15 {
+            return Err(("sl", self.sl.into(), "0..=15"));
+        }
+        if self.scope > 15 {
+            return Err(("scope", self.scope.into(), "0..=15"));
+        }
+        Ok(())
+    }
+}
+
 /// A partition from the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Partition {
@@ -33,6 +84,8 @@ pub struct Partition {
     pub p_key: u16,
     /// The member ports.
     pub members: Vec<PartitionMember>,
+    /// Its IPoIB broadcast group, if it has one.
+    pub ipoib: Option<PartitionIpoib>,
 }
 
 /// Tunables of the [`super::SubnetManager`]. Encodings are IBA's (MTU 1=256 .. 5=4096,
@@ -171,6 +224,18 @@ pub enum ConfigError {
         /// The P_Key given.
         pkey: u16,
     },
+    /// An IPoIB parameter out of its IBA range.
+    #[error("partition {name:?}: ipoib {field}={value} is out of range ({range})")]
+    Ipoib {
+        /// Partition name.
+        name: String,
+        /// The parameter.
+        field: &'static str,
+        /// Its value.
+        value: u32,
+        /// What is allowed.
+        range: &'static str,
+    },
     /// Two partitions with one name or one P_Key.
     #[error("partition {name:?}: duplicate {what}")]
     Duplicate {
@@ -258,6 +323,14 @@ impl SubnetConfig {
                 return Err(ConfigError::PKey {
                     name: p.name.clone(),
                     pkey: p.p_key,
+                });
+            }
+            if let Some(Err((field, value, range))) = p.ipoib.as_ref().map(PartitionIpoib::check) {
+                return Err(ConfigError::Ipoib {
+                    name: p.name.clone(),
+                    field,
+                    value,
+                    range,
                 });
             }
             if !names.insert(p.name.as_str()) {

@@ -177,7 +177,8 @@ mod tests;
 mod traps;
 
 pub use config::{
-    ConfigError, MKeyConfig, Membership, Partition, PartitionMember, RoutingEngine, SubnetConfig,
+    ConfigError, MKeyConfig, Membership, Partition, PartitionIpoib, PartitionMember, RoutingEngine,
+    SubnetConfig,
 };
 pub use events::{Outgoing, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
 pub use ibsm_fabric::routing::ForwardingTables;

@@ -552,6 +552,7 @@ fn fat_tree_comes_up_with_lmc_and_partitions() {
                     membership: Membership::Limited,
                 },
             ],
+            ipoib: None,
         },
         Partition {
             name: "compute".into(),
@@ -560,6 +561,7 @@ fn fat_tree_comes_up_with_lmc_and_partitions() {
                 port_guid: cas[2],
                 membership: Membership::Full,
             }],
+            ipoib: None,
         },
     ];
     let mut lab = Lab::new(topo.clone(), c);
@@ -866,6 +868,7 @@ fn config_is_validated() {
             name: "x".into(),
             p_key: 0x7FFF,
             members: vec![],
+            ipoib: None,
         }],
         ..SubnetConfig::default()
     };
@@ -877,6 +880,7 @@ fn config_is_validated() {
         name: "x".into(),
         p_key: 1,
         members: vec![],
+        ipoib: None,
     };
     let c = SubnetConfig {
         partitions: vec![p.clone(), Partition { p_key: 2, ..p }],
@@ -976,6 +980,7 @@ fn two_partitions(cas: &[u64]) -> Vec<Partition> {
                     membership: Membership::Limited,
                 },
             ],
+            ipoib: None,
         },
         Partition {
             name: "compute".into(),
@@ -984,6 +989,7 @@ fn two_partitions(cas: &[u64]) -> Vec<Partition> {
                 port_guid: cas[2],
                 membership: Membership::Full,
             }],
+            ipoib: None,
         },
     ]
 }
@@ -1573,6 +1579,7 @@ fn gpu_partition(cas: &[u64]) -> Partition {
                 membership: Membership::Limited,
             },
         ],
+        ipoib: None,
     }
 }
 
@@ -1646,6 +1653,7 @@ fn partitions_set_at_run_time_are_programmed_and_removed() {
         name: "default".into(),
         p_key: 0x7FFF,
         members: vec![],
+        ipoib: None,
     });
     assert!(matches!(
         lab.sm.set_partitions(lab.now, bad_key),
@@ -1659,6 +1667,7 @@ fn partitions_set_at_run_time_are_programmed_and_removed() {
                 port_guid: cas[0],
                 membership: Membership::Full,
             }],
+            ipoib: None,
         })
         .collect();
     assert!(matches!(

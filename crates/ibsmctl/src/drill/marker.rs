@@ -65,6 +65,7 @@ impl Drill {
                     port_guid: guid,
                     full: true,
                 }],
+                ipoib: None,
             }),
         };
         let acked = if guid == 0 {

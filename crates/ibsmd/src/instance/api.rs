@@ -162,6 +162,8 @@ pub struct Snapshot {
     /// The SA's state as this SM's node holds it (the MASTER's own; a standby's
     /// mirror of the replica), as replicated tables; refreshed at every change.
     pub sa: Option<Arc<ibsm_core::sa::SaTables>>,
+    /// The replica's freshness for the SA (see [`SaReplica`]).
+    pub sa_replica: SaReplica,
     /// The partitions of this SM's start-up configuration (`--partition`, config
     /// file); the MASTER programs them plus the replicated ones.
     pub startup_partitions: Vec<ibsm_core::subnet::Partition>,
@@ -194,10 +196,28 @@ impl Snapshot {
             running: true,
             fabric: None,
             sa: None,
+            sa_replica: SaReplica::default(),
             alarms: Vec::new(),
             send_errors: 0,
         }
     }
+}
+
+/// How the local replica's copy of the SA's state relates to the SA this SM's node
+/// holds (status and metrics; all zero/false without replication).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaReplica {
+    /// The replica holds SA state and it is exactly what the node serves (the
+    /// MASTER's own, a standby's mirror): a takeover from this replica now would keep
+    /// every registration and set no ClientReregister.
+    pub current: bool,
+    /// The replica holds SA state at all (an ibsm SA replicated it).
+    pub holds_state: bool,
+    /// Wall clock (ms since the Unix epoch) when this member's replica last applied
+    /// a change of the SA's tables (0: none since this process started).
+    pub changed_unix_ms: u64,
+    /// The replica's applied index at that change.
+    pub changed_index: u64,
 }
 
 /// One event for `Watch`.
@@ -215,16 +235,21 @@ pub struct EventRecord {
     pub to: Option<SmState>,
 }
 
+/// Wall clock, ms since the Unix epoch (0 before it).
+pub(super) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
 pub(super) fn record(
     kind: &str,
     text: String,
     from: Option<SmState>,
     to: Option<SmState>,
 ) -> EventRecord {
-    let at_unix_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
+    let at_unix_ms = unix_ms();
     EventRecord {
         at_unix_ms,
         kind: kind.to_string(),

@@ -8,7 +8,9 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use ibsm_core::election::SmState;
-use ibsm_core::node::{CommandReply, Input, Node, NodeCommand, NodeConfig, NodeEvent, Output};
+use ibsm_core::node::{
+    CommandReply, Input, Node, NodeCommand, NodeConfig, NodeEvent, Output, ReplicatedFabric,
+};
 use ibsm_core::subnet::storm::LogSampler;
 use ibsm_core::subnet::{RoutingDone, RoutingJob};
 use ibsm_mad::MAD_SIZE;
@@ -84,6 +86,9 @@ pub(super) struct Driver {
     routing: RoutingWorker,
     /// The replica's applied index last handed to the node.
     replicated_at: Option<Option<u64>>,
+    /// The replica's SA tables last handed to the node (to see them change, and to
+    /// tell whether the replica is current with the node's SA).
+    replica_sa: Option<Arc<ReplicatedFabric>>,
     send_errors: u64,
     send_error_log: LogSampler,
     /// The node ended (start-up failed): the error the thread ends with.
@@ -113,6 +118,7 @@ impl Driver {
             next_id: 1,
             routing,
             replicated_at: None,
+            replica_sa: None,
             send_errors: 0,
             send_error_log: LogSampler::new(STORM_LOG_WINDOW, STORM_LOG_LINES),
             failed: None,
@@ -208,11 +214,33 @@ impl Driver {
             return;
         }
         self.replicated_at = Some(applied);
-        let rep = crate::replication::replicated_fabric(&r);
+        let rep = Arc::new(crate::replication::replicated_fabric(&r));
+        let sa_changed = self.replica_sa.as_ref().is_none_or(|old| old.sa != rep.sa);
+        self.replica_sa = Some(Arc::clone(&rep));
         let now = self.now();
-        self.node
-            .handle_input(now, Input::Replicated(Arc::new(rep)));
+        self.node.handle_input(now, Input::Replicated(rep));
         self.drain();
+        if sa_changed {
+            if let Ok(mut st) = self.status.write() {
+                st.sa_replica.changed_unix_ms = super::api::unix_ms();
+                st.sa_replica.changed_index = applied.unwrap_or(0);
+            }
+        }
+        self.check_sa_replica();
+    }
+
+    /// Whether the replica's SA tables are the node's (see
+    /// [`super::api::SaReplica::current`]).
+    fn check_sa_replica(&mut self) {
+        let Some(rep) = &self.replica_sa else {
+            return;
+        };
+        let holds = rep.sa.contains_key(&ibsm_core::sa::SaTableKind::McGroups);
+        let current = holds && self.node.sa_tables().is_some_and(|t| same_sa(&t, &rep.sa));
+        if let Ok(mut st) = self.status.write() {
+            st.sa_replica.holds_state = holds;
+            st.sa_replica.current = current;
+        }
     }
 
     fn command(&mut self, cmd: Command) {
@@ -284,6 +312,7 @@ impl Driver {
                     }
                     if let Some(r) = &self.cfg.replication {
                         r.publish_sa(crate::replication::replica_tables(t));
+                        self.check_sa_replica();
                     }
                 }
                 Output::Started { port_guid, lid } => {
@@ -428,18 +457,35 @@ impl Driver {
         m.set_mad_totals(st.mads.0, st.mads.1, st.mads.2);
         if let (Some(sa), Some(sub)) = (self.node.sa(), self.node.subnet()) {
             let sm = sa.metrics();
+            let size = crate::metrics::SaSize {
+                groups: sa.groups().len() as u64,
+                members: sa.groups().member_count() as u64,
+                services: sa.services().len() as u64,
+                subscriptions: sa.informs().len() as u64,
+            };
             m.set_sa(
-                sa.groups().len() as u64,
-                sa.groups().member_count() as u64,
+                size,
                 sm.requests,
                 sm.errors,
                 sub.metrics().client_reregisters,
             );
         }
+        if let Ok(s) = self.status.read() {
+            m.set_sa_replica(s.sa_replica.current, s.sa_replica.changed_unix_ms);
+        }
         if st.started {
             m.set_alarms(st.duplicate_guids, st.topology_capped);
         }
     }
+}
+
+/// The same SA state: equal tables, a table absent on one side the same as an empty
+/// one (the replica drops a table that becomes empty).
+fn same_sa(a: &ibsm_core::sa::SaTables, b: &ibsm_core::sa::SaTables) -> bool {
+    let empty = std::collections::BTreeMap::new();
+    a.keys()
+        .chain(b.keys())
+        .all(|k| a.get(k).unwrap_or(&empty) == b.get(k).unwrap_or(&empty))
 }
 
 /// The node's settings from the instance's.

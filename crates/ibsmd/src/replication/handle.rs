@@ -306,7 +306,9 @@ impl Replication {
                 me.check_data_dir();
                 let m = me.metrics.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 if let Some(m) = m {
-                    m.set_degraded(me.status().degraded);
+                    let st = me.status();
+                    m.set_degraded(st.degraded);
+                    m.set_applied_index(st.applied_index);
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }

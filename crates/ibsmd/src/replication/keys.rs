@@ -1,11 +1,12 @@
 //! The replicated config entries the daemon reads and writes itself: partitions set
 //! through the API (`partition/<pkey>`, converted to and from the configurator's
 //! [`Partition`]) and the SM port GUID -> Raft node id registrations (`sm.<guid>.node`).
-//! The format is `ibsm_replica::config_keys`'s; this is the daemon's side of it, with
-//! the rule that joins the replicated partitions to the start-up ones
+//! The format is `ibsm_replica::config_keys`'s (a partition's IPoIB flags are
+//! `,ipoib,...` after its name); this is the daemon's side of it, with the rule that
+//! joins the replicated partitions to the start-up ones
 //! ([`effective_partitions`], from `ibsm_core::node`).
 
-use ibsm_core::subnet::{Membership, Partition, PartitionMember};
+use ibsm_core::subnet::{Membership, Partition, PartitionIpoib, PartitionMember};
 use ibsm_replica::FabricState;
 
 /// Config key prefix of replicated partitions (`partition/<pkey, 4 hex digits>`).
@@ -15,7 +16,14 @@ pub use ibsm_replica::config_keys::{partition_key, PARTITION_KEY};
 /// (`ibsm_replica::config_keys`, which every replica validates on apply, owns the
 /// format; this converts from the configurator's type).
 pub fn encode_partition(p: &Partition) -> String {
-    ibsm_replica::config_keys::encode_partition(&ibsm_replica::Partition {
+    let ipoib = p.ipoib.map(|i| ibsm_replica::IpoibFlags {
+        rate: i.rate,
+        mtu: i.mtu,
+        sl: i.sl,
+        scope: i.scope,
+        q_key: i.q_key,
+    });
+    let replica = ibsm_replica::Partition {
         p_key: p.p_key,
         name: p.name.clone(),
         members: p
@@ -26,15 +34,23 @@ pub fn encode_partition(p: &Partition) -> String {
                 full: m.membership == Membership::Full,
             })
             .collect(),
-    })
+    };
+    ibsm_replica::config_keys::encode_partition_ipoib(&replica, ipoib.as_ref())
 }
 
 /// The partition a replicated config entry holds; `None` for another key or an entry
 /// that does not parse (the state machine refuses those, so only a store written
 /// before its checks can hold one).
 pub fn decode_partition(key: &str, value: &str) -> Option<Partition> {
-    let p = ibsm_replica::config_keys::decode_partition(key, value).ok()?;
+    let (p, ipoib) = ibsm_replica::config_keys::decode_partition_ipoib(key, value).ok()?;
     Some(Partition {
+        ipoib: ipoib.map(|i| PartitionIpoib {
+            rate: i.rate,
+            mtu: i.mtu,
+            sl: i.sl,
+            scope: i.scope,
+            q_key: i.q_key,
+        }),
         name: p.name,
         p_key: p.p_key,
         members: p
@@ -85,6 +101,7 @@ mod tests {
                     membership: Membership::Full,
                 })
                 .collect(),
+            ipoib: None,
         }
     }
 
@@ -159,6 +176,7 @@ mod tests {
                     membership: Membership::Limited,
                 },
             ],
+            ipoib: None,
         };
         let key = partition_key(p.p_key);
         assert_eq!(key, "partition/7ffe");

@@ -11,6 +11,7 @@ use ibsm_sim::{ClientId, Sim, SimConfig};
 use super::*;
 
 mod sa;
+mod sa_ipoib;
 mod sa_services;
 mod sa_tables;
 use crate::election::SmState;
@@ -152,6 +153,8 @@ pub(super) struct Lab {
     pub(super) two_masters_since: Option<Duration>,
     /// Nodes run with `NodeConfig::replicated` (the test feeds their replicas).
     pub(super) replicated: bool,
+    /// The nodes' start-up partitions.
+    pub(super) partitions: Vec<crate::subnet::Partition>,
 }
 
 /// The longest two SMs may both be MASTER (a HANDOVER's round trip).
@@ -170,6 +173,15 @@ pub(super) struct Member {
 
 impl Lab {
     pub(super) fn new(topo: Topology, priorities: &[u8]) -> Lab {
+        Lab::with_partitions(topo, priorities, Vec::new())
+    }
+
+    /// Nodes configured with these start-up partitions.
+    pub(super) fn with_partitions(
+        topo: Topology,
+        priorities: &[u8],
+        partitions: Vec<crate::subnet::Partition>,
+    ) -> Lab {
         let sim = Sim::new(&topo, SimConfig::default());
         let cas: Vec<NodeIdx> = topo
             .iter()
@@ -183,6 +195,7 @@ impl Lab {
             sms: Vec::new(),
             two_masters_since: None,
             replicated: false,
+            partitions,
         };
         for (i, p) in priorities.iter().enumerate() {
             let at = cas[i * 2];
@@ -206,6 +219,7 @@ impl Lab {
         self.sim.set_is_sm(m.client, true).unwrap();
         let mut c = cfg(m.priority);
         c.replicated = self.replicated;
+        c.subnet.partitions = self.partitions.clone();
         m.node = Some(Node::new(c, self.now));
         self.drain(i);
     }

@@ -189,6 +189,16 @@ fn services_register_answer_delete_refuse_and_expire() {
         tables[&crate::sa::SaTableKind::Services].is_empty(),
         "the replicated table follows"
     );
+    // Registration, deletion and expiry each showed on the event stream.
+    let log = &lab.sms[0].log;
+    for needle in [
+        "service 0x0000000000000010 \"svc-one\" of port",
+        "registered (lease 5 s)",
+        "deleted",
+        "lease expired",
+    ] {
+        assert!(log.iter().any(|l| l.contains(needle)), "{needle}: {log:#?}");
+    }
 }
 
 fn trap64(subscribe: u8) -> InformInfo {

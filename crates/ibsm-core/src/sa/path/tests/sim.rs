@@ -239,11 +239,13 @@ fn paths_of_a_swept_fabric_follow_the_switches_own_lfts() {
                     member(1, Membership::Full),
                     member(2, Membership::Limited),
                 ],
+                ipoib: None,
             },
             Partition {
                 name: "p2".into(),
                 p_key: 0x0002,
                 members: vec![member(4, Membership::Full)],
+                ipoib: None,
             },
         ],
         ..SubnetConfig::default()
