@@ -39,6 +39,19 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
                 .copied()
                 .or_else(|| desired_port_info(sw, cfg, idx, p))
                 .unwrap_or(read);
+            // Fields a Set writes as "no change" (0) are what the port kept.
+            if pi.link_width_enabled == 0 {
+                pi.link_width_enabled = read.link_width_enabled;
+            }
+            if pi.link_speed_enabled == 0 {
+                pi.link_speed_enabled = read.link_speed_enabled;
+            }
+            if pi.link_speed_ext_enabled == 0 {
+                pi.link_speed_ext_enabled = read.link_speed_ext_enabled;
+            }
+            if pi.link_down_default_state == 0 {
+                pi.link_down_default_state = read.link_down_default_state;
+            }
             // Activation takes every trained link to Active; the SA reports what
             // the port holds, not the "no change" of a Set.
             pi.port_physical_state = read.port_physical_state;
