@@ -585,40 +585,53 @@ fn records_say_what_the_ports_hold() {
         );
         let nr: NodeRecord = got[0].record().expect("NodeRecord");
         assert_eq!(nr.node_info.local_port_num, port, "LID {lid}: {nr:?}");
-        tid += 1;
-        let t = PortInfoRecord {
-            endport_lid: lid,
-            port_num: port,
-            ..PortInfoRecord::default()
-        };
-        let mask = PortInfoRecord::ENDPORT_LID | PortInfoRecord::PORT_NUM;
-        let got = ask(
-            &mut lab,
-            0,
-            &SaMad::query(Method::GET, tid, &t, mask).unwrap(),
-            client,
-        );
-        let pir: PortInfoRecord = got[0].record().expect("PortInfoRecord");
-        let held = lab.sim.port_info(idx, port).expect("PortInfo");
-        let fields = |pi: &ibsm_mad::PortInfo| {
-            (
-                pi.link_width_enabled,
-                pi.link_speed_enabled,
-                pi.link_down_default_state,
-                pi.gid_prefix,
-                pi.lid,
-                pi.master_sm_lid,
-                pi.subnet_timeout,
+        // Every cabled port (inter-switch ones too) and a switch's port 0.
+        let ports: Vec<u8> = std::iter::once(port)
+            .chain(
+                lab.topo
+                    .node(idx)
+                    .into_iter()
+                    .flat_map(|n| n.physical_ports())
+                    .filter(|(p, info)| *p != port && info.remote.is_some())
+                    .map(|(p, _)| p),
             )
-        };
-        if port != 0 {
-            assert_ne!(held.link_width_enabled, 0, "a link port has a width");
+            .collect();
+        for port in ports {
+            tid += 1;
+            let t = PortInfoRecord {
+                endport_lid: lid,
+                port_num: port,
+                ..PortInfoRecord::default()
+            };
+            let mask = PortInfoRecord::ENDPORT_LID | PortInfoRecord::PORT_NUM;
+            let got = ask(
+                &mut lab,
+                0,
+                &SaMad::query(Method::GET, tid, &t, mask).unwrap(),
+                client,
+            );
+            let pir: PortInfoRecord = got[0].record().expect("PortInfoRecord");
+            let held = lab.sim.port_info(idx, port).expect("PortInfo");
+            let fields = |pi: &ibsm_mad::PortInfo| {
+                (
+                    pi.link_width_enabled,
+                    pi.link_speed_enabled,
+                    pi.link_down_default_state,
+                    pi.gid_prefix,
+                    pi.lid,
+                    pi.master_sm_lid,
+                    pi.subnet_timeout,
+                )
+            };
+            if port != 0 {
+                assert_ne!(held.link_width_enabled, 0, "a link port has a width");
+            }
+            assert_eq!(
+                fields(&pir.port_info),
+                fields(&held),
+                "LID {lid} port {port}"
+            );
         }
-        assert_eq!(
-            fields(&pir.port_info),
-            fields(&held),
-            "LID {lid} port {port}"
-        );
         if is_switch {
             checked.0 += 1;
         } else {
