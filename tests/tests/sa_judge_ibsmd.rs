@@ -385,3 +385,151 @@ fn saquery_answers_of_ibsmd_match_opensms_on_the_same_lids() -> Result<()> {
     }
     Ok(())
 }
+
+/// The ClientReregister decision across a failover, on ibsim.
+///
+/// What can be observed here, and what cannot: ibsim's CA ports do not announce
+/// CapabilityMask.IsClientReregistrationSupported (bit 25; their CapMask is
+/// 0x0050c04a, checked below), so no master, ibsmd or OpenSM, may set the bit on them
+/// and a `smpquery portinfo` of every CA port reads ClientReregister 0 before and
+/// after the failover (checked too). The decision itself is the new master's: it is
+/// logged (`SA: the replica's groups are served as they were; no client
+/// re-registration`) exactly when the master took its SA state from a current
+/// replica. So: three replicated ibsmd on Hca1-3; the first master (nothing
+/// replicated yet; started first, the others join as standbys) must not log it; once
+/// a standby's replica serves the broadcast
+/// group (`ibsmctl groups` answered by the standby), the master is SIGKILLed and the
+/// new master must log it, and keep the group at the same MLID.
+#[test]
+fn a_new_master_with_a_current_replica_asks_no_client_to_re_register() -> Result<()> {
+    ibsm_labkit::require_lab()?;
+    let net = example_net(NET)?;
+    let (ibsmd_bin, ibsmctl) = (binary("ibsmd")?, binary("ibsmctl")?);
+    let sim = Ibsim::start(&net, IbsimOptions::default())?;
+    let hosts = ["Hca1", "Hca2", "Hca3"];
+    let ports: Vec<u16> = (0..hosts.len())
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+        })
+        .collect::<std::io::Result<_>>()?;
+    let secret = sim.dir().join("cluster-secret");
+    std::fs::write(&secret, "sa-judge-cluster-secret-0123456789\n")?;
+    let mut sms = Vec::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let mut args = vec![
+            s("--insecure-plaintext"),
+            s("--cluster-secret-file"),
+            secret.display().to_string(),
+            s("--node-id"),
+            (i + 1).to_string(),
+            s("--data-dir"),
+            sim.dir().join(format!("data-{i}")).display().to_string(),
+        ];
+        for (j, p) in ports.iter().enumerate() {
+            args.push(s("--peer"));
+            args.push(format!("{}=127.0.0.1:{p}", j + 1));
+        }
+        let opts = IbsmdOptions {
+            grpc: format!("127.0.0.1:{}", ports[i]),
+            rust_log: s("info,openraft=warn"),
+            args,
+            ..IbsmdOptions::default()
+        };
+        let mut sm = Ibsmd::start(&sim, host, &ibsmd_bin, opts)?;
+        if i == 0 {
+            // Hca1 (the lowest port GUID: it stays master at equal priority) first.
+            sm.wait_subnet_up(STEP)?;
+        }
+        sms.push(Some(sm));
+    }
+    const CURRENT: &str = "no client re-registration";
+    let master = 0;
+    let first = sms[master].as_ref().context("master")?.log();
+    ensure!(
+        !first.contains(CURRENT),
+        "the first master had no replicated SA state, yet:\n{first}"
+    );
+    // What the ports say: no re-registration support announced, the bit clear.
+    let check_ports = |when: &str| -> Result<()> {
+        for host in ["Hca1", "Hca2", "Hca3", "Hca4"] {
+            let mut cmd = sim.command_on(host, "smpquery");
+            cmd.args(["-D", "portinfo", "0"]);
+            let out = ibsm_labkit::run_ok(&mut cmd, STEP)?;
+            let field = |name: &str| {
+                out.lines()
+                    .find(|l| l.starts_with(&format!("{name}:")))
+                    .and_then(|l| {
+                        ibsm_labkit::parse_number(
+                            l.trim_start_matches(|c| c != '.').trim_start_matches('.'),
+                        )
+                    })
+            };
+            let cap = field("CapMask").context("CapMask")?;
+            ensure!(cap & (1 << 25) == 0, "{host} {when}: CapMask {cap:#x}");
+            ensure!(
+                field("ClientReregister") == Some(0),
+                "{host} {when}:\n{out}"
+            );
+        }
+        Ok(())
+    };
+    check_ports("under the first master")?;
+    // A standby's replica serves the broadcast group.
+    let standby = (0..hosts.len())
+        .find(|&i| i != master)
+        .context("a standby")?;
+    let deadline = std::time::Instant::now() + STEP;
+    loop {
+        let mut cmd = std::process::Command::new(&ibsmctl);
+        cmd.arg("--endpoint")
+            .arg(format!("http://127.0.0.1:{}", ports[standby]))
+            .args(["--json", "groups"]);
+        let out = ibsm_labkit::run_with_timeout(&mut cmd, Duration::from_secs(10))?;
+        if String::from_utf8_lossy(&out.stdout).contains("ff12:401b:ffff::ffff:ffff") {
+            break;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the standby's replica never served the broadcast group: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if let Some(mut m) = sms[master].take() {
+        m.kill()?;
+    }
+    sim.reap_dead_clients()?;
+    let new = wait_for_log(&mut sms, CURRENT)?;
+    let sm = sms[new].as_mut().context("new master")?;
+    sm.wait_subnet_up(STEP)?;
+    check_ports("after the failover")?;
+    let groups = sim.saquery("Hca4").mc_groups()?;
+    ensure!(
+        groups
+            .records
+            .first()
+            .is_some_and(|g| g.get("Mlid") == Some("0xC000")),
+        "{groups:?}"
+    );
+    Ok(())
+}
+
+/// Wait until one running ibsmd's log contains `needle`; its index.
+fn wait_for_log(sms: &mut [Option<Ibsmd>], needle: &str) -> Result<usize> {
+    let deadline = std::time::Instant::now() + STEP;
+    loop {
+        for (i, sm) in sms.iter().enumerate() {
+            if sm.as_ref().is_some_and(|sm| sm.log().contains(needle)) {
+                return Ok(i);
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            let logs: Vec<String> = sms.iter().flatten().map(|s| s.log()).collect();
+            bail!("no ibsmd logged {needle:?}:\n{}", logs.join("\n----\n"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
