@@ -75,6 +75,8 @@ pub struct Ibsim {
     child: Mutex<Child>,
     pid: u32,
     pub(crate) started: Registry,
+    /// When the last spaced saquery of each node finished (see `Saquery::spacing`).
+    pub(crate) sa_last: Mutex<std::collections::HashMap<String, Instant>>,
 }
 
 impl std::fmt::Debug for Ibsim {
@@ -212,6 +214,7 @@ impl Ibsim {
             child: Mutex::new(child),
             pid,
             started: Arc::new(Mutex::new(Vec::new())),
+            sa_last: Mutex::new(std::collections::HashMap::new()),
         };
         sim.wait_ready(opts.ready_timeout)?;
         tracing::info!(sockname = %sim.sockname, pid, netfile = %netfile.display(), "ibsim ready");

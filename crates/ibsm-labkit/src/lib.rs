@@ -60,7 +60,11 @@
 //! `osm_files.rs` OpenSM's guid2lid file and `opensm.rs` OpenSM; the SA judge is
 //! `sa_record.rs` (saquery's output as records), `sa_error.rs` (its failures, and
 //! below `error.rs`), `sa_compare.rs`, `saquery.rs` (the runner) and `mft.rs`
-//! (`ibroute -M`). Each builds only on the ones before it.
+//! (`ibroute -M`). `ibsmd.rs` starts an `ibsmd` binary on a node ([`Ibsmd`]: the
+//! caller passes the path, this crate does not depend on the daemon) and waits for
+//! its `subnet up`; `lids.rs` reads the LIDs a master gave back from the fabric
+//! (`ibnetdiscover -p`, [`Ibsim::port_lids`]) as the guid2lid OpenSM takes
+//! ([`guid2lid_of`]). Each builds only on the ones before it.
 
 mod child;
 mod clients;
@@ -68,6 +72,8 @@ mod console;
 mod error;
 mod files;
 mod ibsim;
+mod ibsmd;
+mod lids;
 mod mft;
 mod opensm;
 mod osm_files;
@@ -85,6 +91,8 @@ pub use child::{die_with_parent, pid_alive, run_ok, run_with_timeout, ChildGuard
 pub use error::{LabError, Result};
 pub use files::KEEP_ENV;
 pub use ibsim::{Ibsim, IbsimOptions};
+pub use ibsmd::{grpc_addr_in_log, Ibsmd, IbsmdOptions, IBSMD_SUBNET_UP};
+pub use lids::{guid2lid_of, parse_ibnetdiscover_ports, PortLid};
 pub use mft::{parse_ibroute_mft, SwitchMft};
 pub use opensm::{OpenSm, OpenSmOptions};
 pub use osm_files::{format_guid2lid, parse_guid2lid, Guid2LidEntry};
@@ -95,7 +103,7 @@ pub use sa_record::{
     parse_number, parse_saquery, record_size, SaRecord, SaTable, SA_DATA_DELIVERED, SA_DATA_OFFSET,
     SA_DATA_PER_MAD, SR_UNDELIVERED_FIELDS, UMAD2SIM_MAD_BYTES,
 };
-pub use saquery::{PathQuery, Saquery, SaqueryOutput, SAQUERY_TIMEOUT};
+pub use saquery::{PathQuery, Saquery, SaqueryOutput, IBSM_SA_RESEND_SPAN, SAQUERY_TIMEOUT};
 pub use tools::{
     example_net, require_lab, require_tool, require_umad2sim, NET_EXAMPLES, REQUIRE_LAB_ENV,
     UMAD2SIM_LIB,

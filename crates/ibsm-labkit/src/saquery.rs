@@ -11,6 +11,14 @@
 //! and its `-s` means "IsSM ports". To query a particular SA, run saquery from a port
 //! whose MasterSMLID is that SA's LID; with one master, that is every port.
 //!
+//! An SA that does RMPP itself (ibsm's) sends the first segment of a GetTableResp
+//! again while nobody acknowledges it, and a saquery under umad2sim never does: those
+//! resends reach whatever process next listens on QP1 of the same node, and saquery
+//! takes the first answer it reads without looking at its TID. [`Saquery::spacing`]
+//! makes the runner wait that long after the previous spaced query of the same node
+//! (use at least the SA's whole resend span, [`IBSM_SA_RESEND_SPAN`] for ibsmd) so
+//! every query reads its own answer.
+//!
 //! A saquery killed at [`Saquery::timeout`] would keep its ibsim client slot (ibsim only
 //! notices a dead client when it forwards a MAD to it, and nobody sends MADs to a
 //! saquery), so after such a kill the runner calls [`Ibsim::reap_dead_clients`] before
@@ -42,6 +50,11 @@ impl SaqueryOutput {
         SaTable::parse(&self.stdout)
     }
 }
+
+/// How long ibsmd's SA keeps resending an unacknowledged GetTableResp segment: 4
+/// resends 200 ms apart (its `SaConfig` defaults), with a margin. A node's next
+/// saquery waits this long ([`Saquery::spacing`]) so it cannot read a stale resend.
+pub const IBSM_SA_RESEND_SPAN: Duration = Duration::from_millis(1100);
 
 /// PathRecord selectors for [`Saquery::path_records`] (`saquery -p --slid ...`); unset
 /// ones are wildcards.
@@ -95,6 +108,7 @@ pub struct Saquery<'a> {
     sm_key: Option<u64>,
     timeout: Duration,
     sa_timeout_ms: Option<u32>,
+    spacing: Option<Duration>,
 }
 
 impl Ibsim {
@@ -106,6 +120,7 @@ impl Ibsim {
             sm_key: None,
             timeout: SAQUERY_TIMEOUT,
             sa_timeout_ms: None,
+            spacing: None,
         }
     }
 }
@@ -128,6 +143,15 @@ impl<'a> Saquery<'a> {
     /// saquery's own SA timeout (`-t`, default 1000 ms).
     pub fn sa_timeout_ms(mut self, ms: u32) -> Self {
         self.sa_timeout_ms = Some(ms);
+        self
+    }
+
+    /// Start each query at least `quiet` after the previous spaced query of the same
+    /// node finished (shared by every `Saquery` of this [`Ibsim`]; nodes do not wait for
+    /// each other, so run one node's queries from one thread): against an SA that
+    /// resends unacknowledged RMPP segments, see the module doc.
+    pub fn spacing(mut self, quiet: Duration) -> Self {
+        self.spacing = Some(quiet);
         self
     }
 
@@ -164,7 +188,22 @@ impl<'a> Saquery<'a> {
         let (mut cmd, full) = self.command(args);
         let command = format!("SIM_HOST={} saquery {}", self.host, full.join(" "));
         tracing::debug!(%command, sockname = self.sim.sockname(), "saquery");
-        let out = match self.sim.run(&mut cmd, self.timeout) {
+        if let Some(quiet) = self.spacing {
+            let since = crate::child::lock(&self.sim.sa_last)
+                .get(&self.host)
+                .copied();
+            if let Some(wait) =
+                since.and_then(|t| (t + quiet).checked_duration_since(std::time::Instant::now()))
+            {
+                std::thread::sleep(wait);
+            }
+        }
+        let result = self.sim.run(&mut cmd, self.timeout);
+        if self.spacing.is_some() {
+            crate::child::lock(&self.sim.sa_last)
+                .insert(self.host.clone(), std::time::Instant::now());
+        }
+        let out = match result {
             Ok(out) => out,
             Err(e @ LabError::Timeout { .. }) => {
                 let reaped = self.sim.reap_dead_clients();

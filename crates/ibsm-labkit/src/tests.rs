@@ -64,3 +64,44 @@ mod prop {
         }
     }
 }
+
+#[test]
+fn reads_port_lids_from_ibnetdiscover_p() {
+    // Lines as ibnetdiscover -p printed them on net.2sw2path4hca under ibsmd.
+    let text = "\
+CA     6  1 0x000000000010000a 4x SDR - SW     4  2 0x0000000000200001 ( 'Hca4' - 'Switch2' )
+SW     4  8 0x0000000000200001 4x SDR                                    'Switch2'
+SW     4  2 0x0000000000200001 4x SDR - CA     6  1 0x000000000010000a ( 'Switch2' - 'Hca4' )
+CA     1  1 0x0000000000100001 4x SDR - SW     2  1 0x0000000000200000 ( 'Hca1' - 'Switch1' )
+SW     2  1 0x0000000000200000 4x SDR - CA     1  1 0x0000000000100001 ( 'Switch1' - 'Hca1' )
+";
+    let ports = parse_ibnetdiscover_ports(text).expect("parses");
+    let got: Vec<(u64, u8, u16, bool)> = ports
+        .iter()
+        .map(|p| (p.guid, p.port, p.lid, p.is_switch))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0x100001, 1, 1, false),
+            (0x200000, 0, 2, true),
+            (0x200001, 0, 4, true),
+            (0x10000a, 1, 6, false),
+        ]
+    );
+    assert_eq!(
+        guid2lid_of(&ports),
+        vec![(0x100001, 1), (0x200000, 2), (0x200001, 4), (0x10000a, 6)]
+    );
+    // One switch with two LIDs is a contradiction, not a choice.
+    let bad = "SW 2 1 0x0000000000200000 4x SDR\nSW 3 2 0x0000000000200000 4x SDR\n";
+    assert!(parse_ibnetdiscover_ports(bad).is_err());
+    assert!(parse_ibnetdiscover_ports("CA x 1 0x1 4x\n").is_err());
+}
+
+#[test]
+fn reads_the_grpc_address_from_an_ibsmd_log() {
+    let log = "2026-11-30T13:37:02.966515Z  INFO ibsmd: gRPC control API listening addr=127.0.0.1:40025\n";
+    assert_eq!(grpc_addr_in_log(log).as_deref(), Some("127.0.0.1:40025"));
+    assert_eq!(grpc_addr_in_log("INFO ibsmd: starting\n"), None);
+}

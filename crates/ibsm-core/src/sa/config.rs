@@ -10,8 +10,10 @@ pub struct SaConfig {
     /// neither 0 nor this is dropped (IBA C15-0.1.5); one carrying it is trusted
     /// (proxy joins, queries across partitions).
     pub sa_key: u64,
-    /// ClassPortInfo.RespTimeValue (4.096 us x 2^value; OpenSM's default 18, about
-    /// one second with the subnet timeout it assumes).
+    /// ClassPortInfo.RespTimeValue (4.096 us x 2^value). Default 16 (268 ms), what
+    /// OpenSM answers with its defaults: it derives the value from its 200 ms
+    /// `transaction_timeout` (the smallest power-of-two step covering it, plus 8), as
+    /// `saquery -c` against OpenSM 3.3.23 on ibsim prints it (0x10).
     pub resp_time_value: u8,
     /// PathRecord and MCMemberRecord PacketLifeTime (OpenSM's `packet_life_time`,
     /// default 0x12).
@@ -42,7 +44,7 @@ impl Default for SaConfig {
     fn default() -> Self {
         SaConfig {
             sa_key: 1,
-            resp_time_value: 18,
+            resp_time_value: 16,
             packet_life_time: 0x12,
             rmpp_timeout: Duration::from_millis(200),
             rmpp_retries: 4,
@@ -53,5 +55,19 @@ impl Default for SaConfig {
             max_services: 65_536,
             max_subscriptions: 65_536,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// OpenSM 3.3.23's ClassPortInfo (ibsm-mad's `sa_golden` fixture, `saquery -c`
+    /// on ibsim) has RespTimeValue 0x10; a client sizing its timeouts from either SA
+    /// waits the same.
+    #[test]
+    fn the_default_response_time_is_opensms() {
+        let cpi = crate::sa::class_port_info(SaConfig::default().resp_time_value);
+        assert_eq!(cpi.resp_time_value, 0x10);
     }
 }

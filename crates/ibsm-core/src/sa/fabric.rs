@@ -118,7 +118,8 @@ const PATH_TABLE_MAX_ENTRIES: usize = 16 << 20;
 /// link carries is the NeighborMTU the master programmed (both ends of a cable get
 /// the smaller MTUCap, bounded by the configured maximum). OpenSM takes the minimum
 /// MTUCap over every port a path crosses; here that is the NeighborMTU (never above
-/// either end's MTUCap), bounded by the port's own MTUCap.
+/// either end's MTUCap), bounded by the port's own MTUCap; a switch's port 0, which
+/// has no link, counts with its MTUCap alone.
 #[derive(Debug, Clone)]
 struct SaPaths {
     topology: Topology,
@@ -133,7 +134,14 @@ impl SaPaths {
                 let Some(pi) = f.port_info_of(idx, p) else {
                     continue;
                 };
-                let mtu = [pi.neighbor_mtu, pi.mtu_cap]
+                // A switch's port 0 has no link: its NeighborMTU says nothing (ibsim's
+                // reads 256), its MTUCap is what it can take (OpenSM uses it).
+                let neighbor = if node.is_switch() && p == 0 {
+                    0
+                } else {
+                    pi.neighbor_mtu
+                };
+                let mtu = [neighbor, pi.mtu_cap]
                     .into_iter()
                     .filter(|&m| mtu_bytes(m).is_some())
                     .min();

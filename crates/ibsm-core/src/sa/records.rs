@@ -4,7 +4,8 @@
 //! Each query is answered the way OpenSM answers it, so a client sees the same records
 //! from either SM: one NodeRecord per CA port (a switch: port 0 only), one
 //! PortInfoRecord per port with the end port's base LID, LinkRecords in both
-//! directions, and a LID in a query template matches every LID of an LMC range. A
+//! directions, and a LID in a query template matches every LID of an LMC range.
+//! NodeInfo.LocalPortNum of a NodeRecord is the record's port (0 for a switch). A
 //! requester sees only the ports it shares a partition with unless it is trusted.
 
 use ibsm_mad::attr::{NodeDescription, NodeInfo};
@@ -93,11 +94,10 @@ pub fn node_records(
                 lid: port.lid,
                 node_info: NodeInfo {
                     port_guid: port.port_guid,
-                    local_port_num: if node.is_switch() {
-                        ni.local_port_num
-                    } else {
-                        p
-                    },
+                    // The record's own port (a switch: 0), as OpenSM answers: the
+                    // port the SM's discovery happened to enter by means nothing
+                    // to a client.
+                    local_port_num: p,
                     ..*ni
                 },
                 node_description: NodeDescription::new(&node.description),

@@ -200,6 +200,11 @@ impl SubnetManager {
                     if let Stage::Programming(sw) = &mut self.stage {
                         sw.outstanding = sw.outstanding.saturating_sub(1);
                         if smp.status == 0 {
+                            if let (Op::PortInfo { node, port }, Ok(pi)) =
+                                (op, smp.attribute::<ibsm_mad::PortInfo>())
+                            {
+                                sw.port_info_set.insert((node, port), pi);
+                            }
                             program::remember(sw, &self.cfg, &mut self.programmed, op);
                         } else {
                             sw.report.failures += 1;

@@ -1,5 +1,7 @@
 //! The [`SaFabric`] a heavy sweep leaves for the Subnet Administrator: PortInfo as the
-//! sweep wrote it (read-modify-write of what discovery read), with the port states
+//! port answered the sweep's SubnSet (its GetResp: what the port holds, not what was
+//! written, since "no change" fields and ones a port does not implement keep their
+//! value), or as the sweep wrote it when no answer was kept, with the port states
 //! activation left, SwitchInfo as it wrote it, the LFTs, P_Key, SLtoVL and
 //! VLArbitration tables it programmed.
 
@@ -31,7 +33,25 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
         for (p, slot) in ports.iter_mut().enumerate() {
             let Some(read) = *slot else { continue };
             let Ok(p) = u8::try_from(p) else { break };
-            let mut pi = desired_port_info(sw, cfg, idx, p).unwrap_or(read);
+            let mut pi = sw
+                .port_info_set
+                .get(&(i32, p))
+                .copied()
+                .or_else(|| desired_port_info(sw, cfg, idx, p))
+                .unwrap_or(read);
+            // Fields a Set writes as "no change" (0) are what the port kept.
+            if pi.link_width_enabled == 0 {
+                pi.link_width_enabled = read.link_width_enabled;
+            }
+            if pi.link_speed_enabled == 0 {
+                pi.link_speed_enabled = read.link_speed_enabled;
+            }
+            if pi.link_speed_ext_enabled == 0 {
+                pi.link_speed_ext_enabled = read.link_speed_ext_enabled;
+            }
+            if pi.link_down_default_state == 0 {
+                pi.link_down_default_state = read.link_down_default_state;
+            }
             // Activation takes every trained link to Active; the SA reports what
             // the port holds, not the "no change" of a Set.
             pi.port_physical_state = read.port_physical_state;

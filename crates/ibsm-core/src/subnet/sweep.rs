@@ -73,6 +73,11 @@ pub(super) struct Sweep {
     /// fabric held is to be removed. Otherwise they are written back as read (a
     /// port's own lease period, say, is left alone).
     pub(super) manage_m_key: bool,
+    /// The PortInfo each acknowledged SubnSet(PortInfo) of this sweep returned, by
+    /// (node, port): what the port holds after the Set (IBA 14.2.5.6 fields written
+    /// as "no change", and fields a port does not implement, read as the port kept
+    /// them), which is what the SA serves.
+    pub(super) port_info_set: HashMap<(u32, u8), ibsm_mad::PortInfo>,
 }
 
 #[derive(Debug)]

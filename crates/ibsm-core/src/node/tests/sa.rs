@@ -549,3 +549,94 @@ fn a_takeover_without_the_sas_state_asks_clients_to_re_register() {
         "no replicated SA state: every client must re-join, so it is asked to"
     );
 }
+
+/// What saquery on ibsim showed against OpenSM on the same LIDs: a switch's
+/// NodeRecord carries port 0 as LocalPortNum (the record's port, not the port the
+/// SM's discovery came in through), and a PortInfoRecord holds what the port holds
+/// after the master's SubnSet (the fields the Set left as "no change" included), not
+/// the Set's own payload.
+#[test]
+fn records_say_what_the_ports_hold() {
+    let topo = gen::fat_tree_2level(4).expect("topology");
+    let mut lab = Lab::new(topo, &[10]);
+    lab.run_to(Duration::from_secs(4));
+    assert_eq!(lab.masters(), vec![0]);
+    let lids = end_lids(&lab);
+    let client = MadAddress {
+        qpn: 7,
+        ..MadAddress::gsi(lids[3])
+    };
+    let mut tid = 100;
+    let mut checked = (0, 0);
+    let nodes: Vec<_> = lab.topo.iter().map(|(i, n)| (i, n.is_switch())).collect();
+    for (idx, is_switch) in nodes {
+        let port = u8::from(!is_switch);
+        let lid = lab.sim.port_lid(idx, port).expect("LID");
+        tid += 1;
+        let t = NodeRecord {
+            lid,
+            ..NodeRecord::default()
+        };
+        let got = ask(
+            &mut lab,
+            0,
+            &SaMad::query(Method::GET, tid, &t, NodeRecord::LID).unwrap(),
+            client,
+        );
+        let nr: NodeRecord = got[0].record().expect("NodeRecord");
+        assert_eq!(nr.node_info.local_port_num, port, "LID {lid}: {nr:?}");
+        // Every cabled port (inter-switch ones too) and a switch's port 0.
+        let ports: Vec<u8> = std::iter::once(port)
+            .chain(
+                lab.topo
+                    .node(idx)
+                    .into_iter()
+                    .flat_map(|n| n.physical_ports())
+                    .filter(|(p, info)| *p != port && info.remote.is_some())
+                    .map(|(p, _)| p),
+            )
+            .collect();
+        for port in ports {
+            tid += 1;
+            let t = PortInfoRecord {
+                endport_lid: lid,
+                port_num: port,
+                ..PortInfoRecord::default()
+            };
+            let mask = PortInfoRecord::ENDPORT_LID | PortInfoRecord::PORT_NUM;
+            let got = ask(
+                &mut lab,
+                0,
+                &SaMad::query(Method::GET, tid, &t, mask).unwrap(),
+                client,
+            );
+            let pir: PortInfoRecord = got[0].record().expect("PortInfoRecord");
+            let held = lab.sim.port_info(idx, port).expect("PortInfo");
+            let fields = |pi: &ibsm_mad::PortInfo| {
+                (
+                    pi.link_width_enabled,
+                    pi.link_speed_enabled,
+                    pi.link_down_default_state,
+                    pi.gid_prefix,
+                    pi.lid,
+                    pi.master_sm_lid,
+                    pi.subnet_timeout,
+                )
+            };
+            if port != 0 {
+                assert_ne!(held.link_width_enabled, 0, "a link port has a width");
+            }
+            assert_eq!(
+                fields(&pir.port_info),
+                fields(&held),
+                "LID {lid} port {port}"
+            );
+        }
+        if is_switch {
+            checked.0 += 1;
+        } else {
+            checked.1 += 1;
+        }
+    }
+    assert!(checked.0 > 0 && checked.1 > 0, "{checked:?}");
+}

@@ -781,3 +781,22 @@ fn rates_only_2x_or_hdr_links_give_are_lowered_for_ports_that_do_not_announce_th
     // Other rates pass.
     assert_eq!(rate_for_port(&old, Rate::GBPS_10), Rate::GBPS_10);
 }
+
+/// saquery on ibsim against OpenSM: the path from a switch's port 0 to itself has
+/// the port's MTUCap (1024 there), whatever its NeighborMTU reads (256 there: port 0
+/// has no link to negotiate one).
+#[test]
+fn a_switch_to_itself_runs_at_its_port_0_mtu_cap() {
+    let mut n = net(gen::fat_tree_2level(4).expect("topology"), 0);
+    let (sw, lid) = n
+        .topo
+        .iter()
+        .find(|(_, node)| node.is_switch())
+        .and_then(|(i, node)| Some((i, node.port(0)?.lid)))
+        .expect("a switch");
+    let pi = n.pi(sw, 0);
+    pi.mtu_cap = 3;
+    pi.neighbor_mtu = 1;
+    let pr = get(&n.fabric(), lid, lid).expect("a path to itself");
+    assert_eq!(pr.mtu, 3, "{pr:?}");
+}
