@@ -3,13 +3,14 @@
 //! unsolicited Reports answered with ReportResp.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use ibsm_mad::sa::{
     RmppProgress, RmppReassembler, RmppType, SaAttributeId, SaError, SaMad, SaNotice, SaRecord,
-    SaStatus, SA_DATA_SIZE,
+    SaStatus, SA_DATA_SIZE, SA_HEADER_SIZE,
 };
-use ibsm_mad::{MadAddress, Method};
+use ibsm_mad::{MadAddress, Method, MAD_SIZE};
 use ibsm_transport::{MadDevice, ReceivedMad};
 
 use crate::error::{method_name, SaClientError};
@@ -31,7 +32,17 @@ pub struct ClientConfig {
     pub max_answer_bytes: usize,
     /// Requests in flight at once ([`SaClient::submit`]).
     pub max_outstanding: usize,
+    /// How many leading bytes of each received MAD the device really delivers: 256
+    /// on a kernel. ibsim's umad2sim delivers 232 (its reader thread allocates a
+    /// `struct sim_request`, 288 bytes, for the 56-byte umad header plus the MAD, so
+    /// MAD bytes 232..256, SA data bytes 176..200 of every segment, are whatever
+    /// followed that allocation); with less than 256 each [`Answer`] lists the payload
+    /// bytes it never got ([`Answer::lost`]).
+    pub mad_bytes: usize,
 }
+
+/// What umad2sim delivers of each MAD (see [`ClientConfig::mad_bytes`]).
+pub const UMAD2SIM_MAD_BYTES: usize = 232;
 
 impl Default for ClientConfig {
     fn default() -> Self {
@@ -42,6 +53,7 @@ impl Default for ClientConfig {
             sm_key: 0,
             max_answer_bytes: 16 * RmppReassembler::DEFAULT_LIMIT,
             max_outstanding: 256,
+            mad_bytes: MAD_SIZE,
         }
     }
 }
@@ -58,6 +70,9 @@ pub struct Answer {
     /// False when the answer was one MAD without RMPP: its length is not on the wire,
     /// so the payload is all 200 data bytes.
     pub rmpp: bool,
+    /// Payload byte ranges the device did not deliver (see
+    /// [`ClientConfig::mad_bytes`]); empty on a kernel.
+    pub lost: Vec<Range<usize>>,
 }
 
 impl Answer {
@@ -65,6 +80,16 @@ impl Answer {
     /// size when AttributeOffset is 0, as in a plain GetResp). An answer without RMPP
     /// does not say how many records it holds; trailing all-zero records are dropped.
     pub fn records<R: SaRecord>(&self) -> Result<Vec<R>, SaError> {
+        Ok(self
+            .records_checked()?
+            .into_iter()
+            .map(|c| c.record)
+            .collect())
+    }
+
+    /// [`Answer::records`], each with the bytes of it (record-relative) that were
+    /// not delivered (see [`Answer::lost`]).
+    pub fn records_checked<R: SaRecord>(&self) -> Result<Vec<Checked<R>>, SaError> {
         let stride = match usize::from(self.first.attribute_offset) * 8 {
             0 => R::padded_size(),
             s => s,
@@ -79,7 +104,45 @@ impl Answer {
                 chunks.pop();
             }
         }
-        chunks.into_iter().map(R::decode).collect()
+        chunks
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let start = i * stride;
+                let end = start + R::SIZE;
+                let lost = self
+                    .lost
+                    .iter()
+                    .filter(|l| l.start < end && start < l.end)
+                    .map(|l| l.start.max(start) - start..l.end.min(end) - start)
+                    .collect();
+                R::decode(c).map(|record| Checked { record, lost })
+            })
+            .collect()
+    }
+}
+
+/// A record of an [`Answer`] and the bytes of it that never arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked<R> {
+    /// The record as decoded (fields over lost bytes hold whatever arrived).
+    pub record: R,
+    /// Record-relative byte ranges that were not delivered; empty when whole.
+    pub lost: Vec<Range<usize>>,
+}
+
+impl<R> Checked<R> {
+    /// Every byte arrived.
+    pub fn is_intact(&self) -> bool {
+        self.lost.is_empty()
+    }
+
+    /// Bytes `range` of the record arrived.
+    pub fn has(&self, range: Range<usize>) -> bool {
+        !self
+            .lost
+            .iter()
+            .any(|l| l.start < range.end && range.start < l.end)
     }
 }
 
@@ -142,6 +205,19 @@ pub struct SaClient<D: MadDevice> {
     reports: VecDeque<Report>,
     seen_reports: VecDeque<(u16, u64)>,
     stats: ClientStats,
+}
+
+/// The payload ranges that `segments` MADs of which only the first `mad_bytes` bytes
+/// arrived could not carry, within a payload of `len` bytes.
+fn lost_ranges(mad_bytes: usize, segments: u32, len: usize) -> Vec<Range<usize>> {
+    let keep = mad_bytes.saturating_sub(SA_HEADER_SIZE).min(SA_DATA_SIZE);
+    if keep >= SA_DATA_SIZE {
+        return Vec::new();
+    }
+    (0..segments as usize)
+        .map(|k| (k * SA_DATA_SIZE + keep).min(len)..((k + 1) * SA_DATA_SIZE).min(len))
+        .filter(|r| !r.is_empty())
+        .collect()
 }
 
 /// A TID base that differs between processes and runs, so that an SA that still holds
@@ -447,6 +523,7 @@ impl<D: MadDevice> SaClient<D> {
                 payload: mad.data.to_vec(),
                 segments: 1,
                 rmpp: false,
+                lost: lost_ranges(self.cfg.mad_bytes, 1, SA_DATA_SIZE),
             };
             self.finish(tid, &request, answer);
             return Ok(());
@@ -477,11 +554,13 @@ impl<D: MadDevice> SaClient<D> {
                 let seg = mad.rmpp.seg_num();
                 self.dev.send_gmp(&r.from, &mad.rmpp_ack(seg).encode())?;
                 self.stats.acks += 1;
+                let lost = lost_ranges(self.cfg.mad_bytes, seg, msg.payload.len());
                 let answer = Answer {
                     first: msg.first,
                     payload: msg.payload,
                     segments: seg,
                     rmpp: true,
+                    lost,
                 };
                 self.finish(tid, &request, answer);
             }
@@ -549,5 +628,61 @@ impl<D: MadDevice> SaClient<D> {
             Err(e) => tracing::debug!(error = %e, "Report with a bad Notice: answered, dropped"),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ibsm_mad::sa::LinkRecord;
+
+    #[test]
+    fn umad2sim_loses_the_last_24_data_bytes_of_every_segment() {
+        assert!(lost_ranges(MAD_SIZE, 3, 600).is_empty());
+        assert_eq!(
+            lost_ranges(UMAD2SIM_MAD_BYTES, 3, 520),
+            vec![176..200, 376..400]
+        );
+        assert_eq!(
+            lost_ranges(UMAD2SIM_MAD_BYTES, 1, 100),
+            Vec::<Range<usize>>::new()
+        );
+    }
+
+    #[test]
+    fn records_over_lost_bytes_are_flagged() {
+        let links: Vec<LinkRecord> = (1..=30)
+            .map(|i| LinkRecord {
+                from_lid: i,
+                from_port: 1,
+                to_port: 2,
+                to_lid: 100 + i,
+            })
+            .collect();
+        let mut payload = Vec::new();
+        for l in &links {
+            payload.extend_from_slice(&l.encode());
+            payload.resize(payload.len().next_multiple_of(8), 0);
+        }
+        let mut first = SaMad::new(Method::GET_TABLE_RESP, LinkRecord::ATTRIBUTE_ID, 1);
+        first.attribute_offset = 1;
+        let answer = Answer {
+            first,
+            lost: lost_ranges(UMAD2SIM_MAD_BYTES, 2, payload.len()),
+            payload,
+            segments: 2,
+            rmpp: true,
+        };
+        let got = answer.records_checked::<LinkRecord>().unwrap();
+        assert_eq!(got.len(), 30);
+        let damaged: Vec<u16> = got
+            .iter()
+            .filter(|c| !c.is_intact())
+            .map(|c| c.record.from_lid)
+            .collect();
+        assert_eq!(got[22].lost, vec![0..6]);
+        assert!(got[21].has(0..6));
+        // Bytes 176..200 are records 22, 23 and 24 (8 bytes each, from 0).
+        assert_eq!(damaged, vec![23, 24, 25]);
     }
 }

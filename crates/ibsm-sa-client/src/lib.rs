@@ -47,7 +47,9 @@ mod local;
 mod ops;
 mod umad;
 
-pub use client::{Answer, ClientConfig, ClientStats, Report, SaClient};
+pub use client::{
+    Answer, Checked, ClientConfig, ClientStats, Report, SaClient, UMAD2SIM_MAD_BYTES,
+};
 pub use error::SaClientError;
 pub use local::{LocalPort, DEFAULT_SUBNET_PREFIX};
 pub use ops::{trap_subscription, GroupParams, JoinRequest};

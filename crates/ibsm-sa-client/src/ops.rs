@@ -9,7 +9,7 @@ use ibsm_mad::sa::{
 use ibsm_mad::Method;
 use ibsm_transport::MadDevice;
 
-use crate::client::SaClient;
+use crate::client::{Checked, SaClient};
 use crate::error::{method_name, SaClientError};
 
 /// Parameters of a group to create (MCMemberRecord components a creation needs:
@@ -165,6 +165,17 @@ impl<D: MadDevice> SaClient<D> {
         Ok(answer.records::<R>()?)
     }
 
+    /// [`SaClient::get_table`], each record with the bytes of it the device did not
+    /// deliver (see [`crate::ClientConfig::mad_bytes`]).
+    pub fn get_table_checked<R: SaRecord>(
+        &mut self,
+        template: &R,
+        mask: ComponentMask,
+    ) -> Result<Vec<Checked<R>>, SaClientError> {
+        let answer = self.request(SaMad::query(Method::GET_TABLE, 0, template, mask)?)?;
+        Ok(answer.records_checked::<R>()?)
+    }
+
     /// SubnAdmSet of `record` with `mask`; the SA's record as answered.
     pub fn set<R: SaRecord>(
         &mut self,
@@ -276,9 +287,23 @@ impl<D: MadDevice> SaClient<D> {
         slids: &[u16],
         window: usize,
     ) -> Result<Vec<PathRecord>, SaClientError> {
+        Ok(self
+            .paths_from_checked(slids, window)?
+            .into_iter()
+            .map(|c| c.record)
+            .collect())
+    }
+
+    /// [`SaClient::paths_from`], each record with the bytes of it that did not arrive (see
+    /// [`crate::ClientConfig::mad_bytes`]).
+    pub fn paths_from_checked(
+        &mut self,
+        slids: &[u16],
+        window: usize,
+    ) -> Result<Vec<Checked<PathRecord>>, SaClientError> {
         let window = window.clamp(1, self.config().max_outstanding.max(1));
         let mut tids: Vec<Option<u32>> = vec![None; slids.len()];
-        let mut done: Vec<Option<Vec<PathRecord>>> = vec![None; slids.len()];
+        let mut done: Vec<Option<Vec<Checked<PathRecord>>>> = vec![None; slids.len()];
         let mut next = 0;
         let mut finished = 0;
         while finished < slids.len() {
@@ -298,7 +323,7 @@ impl<D: MadDevice> SaClient<D> {
             let Some(i) = tids.iter().position(|t| *t == Some(tid)) else {
                 continue;
             };
-            done[i] = Some(outcome?.records::<PathRecord>()?);
+            done[i] = Some(outcome?.records_checked::<PathRecord>()?);
             finished += 1;
         }
         Ok(done.into_iter().flatten().flatten().collect())

@@ -16,6 +16,9 @@
 //! - `topology`, `lids`, `route SRC DST`, `partitions [set ...|delete PKEY]` use `ibsm.v1.Fabric`
 //!   (what the master configured; a standby answers from its replica), `members [add
 //!   ID ADDR | remove ID]` uses `ibsm.v1.Cluster` ([`fabric`]).
+//! - `sa ...` is a Subnet Administration client of its own on a umad port
+//!   (`--fabric umad[:CA[:PORT]]`): every record type as whole tables, joins and
+//!   leaves, services, subscriptions, a load mode ([`sa`]). No daemon involved.
 //! - `drill SCENARIO` repeats a failover against `ibsmd demo` and judges it by the
 //!   demo's fabric-side SMInfo poller, not by what the SMs say ([`drill`]); it exits 5
 //!   when an invariant breaks (a LID changed, no new master, two masters).
@@ -39,6 +42,7 @@ mod discover;
 mod drill;
 mod fabric;
 mod render;
+mod sa;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -207,6 +211,9 @@ enum Command {
         #[arg(long, value_name = "SECONDS")]
         deadline_s: Option<u64>,
     },
+    /// Ask the fabric's Subnet Administrator directly from a umad port: records
+    /// (whole tables), joins and leaves, services, subscriptions, load (no daemon).
+    Sa(sa::SaArgs),
     /// Print a shell completion script (e.g. `ibsmctl completions bash > /etc/bash_completion.d/ibsmctl`).
     Completions {
         /// bash, zsh, fish (also elvish, powershell).
@@ -385,6 +392,15 @@ fn main() -> ExitCode {
                     } else {
                         ExitCode::from(1)
                     }
+                }
+            };
+        }
+        Command::Sa(a) => {
+            return match sa::run(a, json) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ibsmctl: {}", e.message);
+                    ExitCode::from(e.code)
                 }
             };
         }
