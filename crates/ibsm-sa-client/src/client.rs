@@ -87,21 +87,57 @@ impl Answer {
             .collect())
     }
 
-    /// [`Answer::records`], each with the bytes of it (record-relative) that were
-    /// not delivered (see [`Answer::lost`]).
-    pub fn records_checked<R: SaRecord>(&self) -> Result<Vec<Checked<R>>, SaError> {
-        let stride = match usize::from(self.first.attribute_offset) * 8 {
+    /// True for a GetTableResp that came as one MAD with the RMPP Active flag set and
+    /// RMPPType 0 (a sender that left segmentation to its kernel: OpenSM registers
+    /// its SA agent with kernel RMPP) whose records fill the MAD, so the table may go
+    /// on in segments a transport that does no RMPP never sent (umad2sim sends the
+    /// first 256 bytes of the write). Such a table that ends inside the MAD (zeros
+    /// after its last record) is whole.
+    pub fn truncated<R: SaRecord>(&self) -> bool {
+        !self.rmpp
+            && self.first.method() == Method::GET_TABLE_RESP
+            && self.first.rmpp.is_active()
+            && self.plain_count(self.stride::<R>()).is_none()
+    }
+
+    /// Bytes between records: AttributeOffset words, or the padded record size
+    /// when the answer gives none (a GetResp).
+    fn stride<R: SaRecord>(&self) -> usize {
+        match usize::from(self.first.attribute_offset) * 8 {
             0 => R::padded_size(),
             s => s,
-        };
+        }
+    }
+
+    /// Records in a one-MAD answer: the first `k` such that every delivered byte
+    /// after the `k`th record is zero; `None` when the records reach the end of
+    /// what was delivered (the table may go on).
+    fn plain_count(&self, stride: usize) -> Option<usize> {
+        let keep = self
+            .lost
+            .first()
+            .map_or(self.payload.len(), |l| l.start)
+            .min(self.payload.len());
+        let data = self.payload.get(..keep)?;
+        (0..)
+            .map(|k| k * stride)
+            .take_while(|&start| start < keep)
+            .position(|start| data[start..].iter().all(|&b| b == 0))
+    }
+
+    /// [`Answer::records`], each with the bytes of it (record-relative) that were
+    /// not delivered (see [`Answer::lost`]). A one-MAD table answer (no RMPP) holds
+    /// the records before the zeros that end it.
+    pub fn records_checked<R: SaRecord>(&self) -> Result<Vec<Checked<R>>, SaError> {
+        let stride = self.stride::<R>();
         let mut chunks: Vec<&[u8]> = self
             .payload
             .chunks(stride)
             .filter(|c| c.len() >= R::SIZE)
             .collect();
-        if !self.rmpp {
-            while chunks.len() > 1 && chunks.last().is_some_and(|c| c.iter().all(|&b| b == 0)) {
-                chunks.pop();
+        if !self.rmpp && self.first.method() == Method::GET_TABLE_RESP {
+            if let Some(k) = self.plain_count(stride) {
+                chunks.truncate(k);
             }
         }
         chunks

@@ -70,6 +70,14 @@ pub enum SaClientError {
         /// Records in the answer.
         got: usize,
     },
+    /// A multi-record answer came as one MAD with RMPP left undone: the SA handed
+    /// segmentation to its kernel and the transport sent only the first MAD (OpenSM
+    /// under ibsim's umad2sim). Ask record by record (Get) instead.
+    #[error("the {attribute} table came as one MAD whose RMPP nobody did (the SA's kernel RMPP is missing, as under umad2sim): the rest of the table never left the SA; ask record by record")]
+    Truncated {
+        /// The attribute.
+        attribute: SaAttributeId,
+    },
     /// Too many requests in flight ([`crate::ClientConfig::max_outstanding`]).
     #[error("{limit} requests already in flight")]
     TooManyOutstanding {

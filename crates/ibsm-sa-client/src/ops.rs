@@ -155,14 +155,19 @@ impl<D: MadDevice> SaClient<D> {
     }
 
     /// SubnAdmGetTable: every record matching `template` on `mask`, the whole table
-    /// reassembled from its RMPP segments. No match is an empty table.
+    /// reassembled from its RMPP segments. No match is an empty table; a table whose
+    /// sender left RMPP to a transport that did not do it is
+    /// [`SaClientError::Truncated`] (see [`crate::Answer::truncated`]).
     pub fn get_table<R: SaRecord>(
         &mut self,
         template: &R,
         mask: ComponentMask,
     ) -> Result<Vec<R>, SaClientError> {
-        let answer = self.request(SaMad::query(Method::GET_TABLE, 0, template, mask)?)?;
-        Ok(answer.records::<R>()?)
+        Ok(self
+            .get_table_checked(template, mask)?
+            .into_iter()
+            .map(|c| c.record)
+            .collect())
     }
 
     /// [`SaClient::get_table`], each record with the bytes of it the device did not
@@ -173,6 +178,11 @@ impl<D: MadDevice> SaClient<D> {
         mask: ComponentMask,
     ) -> Result<Vec<Checked<R>>, SaClientError> {
         let answer = self.request(SaMad::query(Method::GET_TABLE, 0, template, mask)?)?;
+        if answer.truncated::<R>() {
+            return Err(SaClientError::Truncated {
+                attribute: R::ATTRIBUTE_ID,
+            });
+        }
         Ok(answer.records_checked::<R>()?)
     }
 
@@ -323,7 +333,13 @@ impl<D: MadDevice> SaClient<D> {
             let Some(i) = tids.iter().position(|t| *t == Some(tid)) else {
                 continue;
             };
-            done[i] = Some(outcome?.records_checked::<PathRecord>()?);
+            let answer = outcome?;
+            if answer.truncated::<PathRecord>() {
+                return Err(SaClientError::Truncated {
+                    attribute: PathRecord::ATTRIBUTE_ID,
+                });
+            }
+            done[i] = Some(answer.records_checked::<PathRecord>()?);
             finished += 1;
         }
         Ok(done.into_iter().flatten().flatten().collect())

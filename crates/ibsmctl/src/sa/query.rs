@@ -380,8 +380,9 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
 
 /// The LIDs of every end port, from the PortInfoRecord table (a switch's LID once).
 pub fn end_port_lids(c: &mut Client) -> Result<Vec<u16>, SaFailure> {
-    let mut lids: Vec<u16> = c
-        .get_table(&PortInfoRecord::default(), ComponentMask::NONE)?
+    let table = c.get_table_checked(&PortInfoRecord::default(), ComponentMask::NONE)?;
+    let mut lids: Vec<u16> = repair(c, table)?
+        .records
         .iter()
         .map(|r| r.endport_lid)
         .filter(|&l| l != 0)
