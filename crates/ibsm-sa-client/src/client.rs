@@ -15,6 +15,7 @@ use ibsm_transport::{MadDevice, ReceivedMad};
 
 use crate::error::{method_name, SaClientError};
 use crate::local::LocalPort;
+use crate::tid::seed_tid;
 
 /// How the client times, retries and windows its requests.
 #[derive(Debug, Clone)]
@@ -254,15 +255,6 @@ fn lost_ranges(mad_bytes: usize, segments: u32, len: usize) -> Vec<Range<usize>>
         .map(|k| (k * SA_DATA_SIZE + keep).min(len)..((k + 1) * SA_DATA_SIZE).min(len))
         .filter(|r| !r.is_empty())
         .collect()
-}
-
-/// A TID base that differs between processes and runs, so that an SA that still holds
-/// a transfer of an earlier run does not take a new request for a retry of it.
-pub(crate) fn seed_tid() -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    (std::process::id().rotate_left(20) ^ nanos) | 1
 }
 
 impl<D: MadDevice> SaClient<D> {
@@ -720,5 +712,39 @@ mod tests {
         assert!(got[21].has(0..6));
         // Bytes 176..200 are records 22, 23 and 24 (8 bytes each, from 0).
         assert_eq!(damaged, vec![23, 24, 25]);
+    }
+
+    #[test]
+    fn a_one_mad_table_is_whole_when_it_ends_inside_the_mad() {
+        use ibsm_mad::sa::{McMemberRecord, RmppFlags};
+        let mut first = SaMad::new(Method::GET_TABLE_RESP, McMemberRecord::ATTRIBUTE_ID, 1);
+        first.attribute_offset = 7; // 56 bytes
+        first.rmpp.flags = RmppFlags::ACTIVE; // RMPPType 0: left to a kernel
+        let rec = McMemberRecord {
+            mgid: [0xFF, 0x12, 0x40, 0x1B, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            mlid: 0xC000,
+            q_key: 0x0B1B,
+            ..McMemberRecord::default()
+        };
+        let mut payload = vec![0u8; SA_DATA_SIZE];
+        for k in 0..2 {
+            payload[k * 56..k * 56 + McMemberRecord::SIZE].copy_from_slice(&rec.encode());
+        }
+        let mut a = Answer {
+            first,
+            payload,
+            segments: 1,
+            rmpp: false,
+            lost: lost_ranges(UMAD2SIM_MAD_BYTES, 1, SA_DATA_SIZE),
+        };
+        assert!(!a.truncated::<McMemberRecord>());
+        assert_eq!(a.records::<McMemberRecord>().unwrap().len(), 2);
+        // Records up to the last delivered byte: the table may go on.
+        for k in 2..4 {
+            let end = (k * 56 + McMemberRecord::SIZE).min(SA_DATA_SIZE);
+            let bytes = rec.encode();
+            a.payload[k * 56..end].copy_from_slice(&bytes[..end - k * 56]);
+        }
+        assert!(a.truncated::<McMemberRecord>());
     }
 }

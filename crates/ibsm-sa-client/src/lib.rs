@@ -45,6 +45,7 @@ mod client;
 mod error;
 mod local;
 mod ops;
+mod tid;
 mod umad;
 
 pub use client::{

@@ -85,7 +85,7 @@ fn get_local<A: SmpAttribute, D: MadDevice + ?Sized>(
         .rsplit("::")
         .next()
         .unwrap_or("attribute");
-    let tid = u64::from(crate::client::seed_tid());
+    let tid = u64::from(crate::tid::seed_tid());
     let smp = Smp::get_dr_attr::<A>(&[], attr_mod, tid);
     for _ in 0..tries.max(1) {
         dev.send(&smp.encode())?;

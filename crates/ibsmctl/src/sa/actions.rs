@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use ibsm_mad::sa::{Gid, Selector, ServiceName, ServiceRecord};
 use ibsm_sa_client::{trap_subscription, GroupParams, JoinRequest};
 
-use super::{parse_gid, parse_num, Client, Membership, Out, SaFailure};
+use super::common::{parse_gid, parse_num, Client, Membership, Out, SaFailure};
 
 /// `sa join`.
 #[derive(Args, Debug)]

@@ -13,7 +13,7 @@ use ibsm_mad::sa::{JoinState, McMemberRecord, PathRecord, SaMad};
 use ibsm_mad::Method;
 use ibsm_sa_client::{GroupParams, JoinRequest, SaClientError};
 
-use super::{Client, Out, SaFailure};
+use super::common::{Client, Out, SaFailure};
 
 /// `sa bench ...`.
 #[derive(Subcommand, Debug)]

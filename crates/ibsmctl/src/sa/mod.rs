@@ -13,25 +13,21 @@
 
 mod actions;
 mod bench;
+mod common;
 mod debug_json;
 mod query;
 mod repair;
 
-use std::net::Ipv6Addr;
 use std::time::Duration;
 
-use clap::{Args, Subcommand, ValueEnum};
-use ibsm_mad::sa::{Gid, JoinState};
-use ibsm_sa_client::{ClientConfig, SaClient, SaClientError};
-use ibsm_transport::{FabricSpec, UmadDevice};
+use clap::{Args, Subcommand};
+use ibsm_sa_client::{ClientConfig, SaClient};
+use ibsm_transport::FabricSpec;
 
 use crate::args::UsageError;
 use crate::fabric::parse_lid;
 
-pub(crate) use debug_json::{to_json, to_text};
-
-/// The client every subcommand uses.
-pub(crate) type Client = SaClient<UmadDevice>;
+use common::{Out, SaFailure};
 
 /// `ibsmctl sa` options.
 #[derive(Args, Debug)]
@@ -73,43 +69,8 @@ pub struct SaArgs {
 /// What to ask the SA.
 #[derive(Subcommand, Debug)]
 pub enum SaCmd {
-    /// NodeRecords (filters: LID, node or port GUID).
-    Nodes(query::NodeFilter),
-    /// PortInfoRecords (filters: LID, port).
-    #[command(name = "portinfo")]
-    PortInfo(query::LidPortFilter),
-    /// LinkRecords (filters: from/to LID and port).
-    Links(query::LinkFilter),
-    /// SMInfoRecords.
-    #[command(name = "sminfo")]
-    SmInfo(query::LidFilter),
-    /// SwitchInfoRecords.
-    #[command(name = "switchinfo")]
-    SwitchInfo(query::LidFilter),
-    /// GUIDInfoRecords.
-    #[command(name = "guidinfo")]
-    GuidInfo(query::LidBlockFilter),
-    /// P_KeyTableRecords.
-    Pkeys(query::PkeyFilter),
-    /// SLtoVLMappingTableRecords.
-    Sl2vl(query::Sl2VlFilter),
-    /// VLArbitrationTableRecords.
-    Vlarb(query::VlArbFilter),
-    /// LinearForwardingTableRecords.
-    Lft(query::LidBlockFilter),
-    /// MulticastForwardingTableRecords.
-    Mft(query::MftFilter),
-    /// The SA's ClassPortInfo.
-    ClassPortInfo,
-    /// PathRecords: from this port (or --slid) to every port (or --dlid); --all: every
-    /// end port to every end port (one GetTable per source, pipelined).
-    Paths(query::PathFilter),
-    /// MCMemberRecords (groups; with --sm-key every member).
-    Members(query::MemberFilter),
-    /// ServiceRecords.
-    Services(query::ServiceFilter),
-    /// InformInfoRecords (subscriptions; with --sm-key everyone's).
-    Informs,
+    #[command(flatten)]
+    Query(query::QueryCmd),
     /// Join a multicast group (create one with an SA-allocated MGID with --create).
     Join(actions::JoinArgs),
     /// Leave a multicast group (the group goes with its last full member).
@@ -129,94 +90,6 @@ pub enum SaCmd {
         #[command(subcommand)]
         action: bench::BenchCmd,
     },
-}
-
-/// A membership type on the command line.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Membership {
-    /// FullMember.
-    Full,
-    /// NonMember.
-    Non,
-    /// SendOnlyNonMember.
-    SendOnly,
-    /// SendOnlyFullMember.
-    SendOnlyFull,
-}
-
-impl Membership {
-    fn bits(list: &[Membership]) -> JoinState {
-        list.iter().fold(JoinState(0), |s, m| {
-            s.union(match m {
-                Membership::Full => JoinState::FULL_MEMBER,
-                Membership::Non => JoinState::NON_MEMBER,
-                Membership::SendOnly => JoinState::SEND_ONLY_NON_MEMBER,
-                Membership::SendOnlyFull => JoinState::SEND_ONLY_FULL_MEMBER,
-            })
-        })
-    }
-}
-
-/// A GID in IPv6 notation (`ff12:601b:ffff::1`, `fe80::2:c903:0:1`).
-pub fn parse_gid(text: &str) -> Result<Gid, String> {
-    text.trim()
-        .parse::<Ipv6Addr>()
-        .map(|a| a.octets())
-        .map_err(|_| {
-            format!("{text:?} is not a GID (IPv6 notation, e.g. ff12:401b:ffff::ffff:ffff)")
-        })
-}
-
-/// A number, 0x-hex or decimal, that fits `T`.
-pub fn parse_num<T: TryFrom<u64>>(text: &str) -> Result<T, String> {
-    let t = text.trim();
-    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => t.parse::<u64>(),
-    }
-    .map_err(|_| format!("{text:?} is not a number (decimal or 0x-hex)"))?;
-    T::try_from(v).map_err(|_| format!("{v} is out of range here"))
-}
-
-/// An error of `ibsmctl sa` with its exit code.
-#[derive(Debug)]
-pub struct SaFailure {
-    pub message: String,
-    pub code: u8,
-}
-
-impl From<SaClientError> for SaFailure {
-    fn from(e: SaClientError) -> Self {
-        let code = match e {
-            SaClientError::Timeout { .. }
-            | SaClientError::NoMaster
-            | SaClientError::LocalPort(_)
-            | SaClientError::Transport(_) => 3,
-            _ => 1,
-        };
-        SaFailure {
-            message: e.to_string(),
-            code,
-        }
-    }
-}
-
-impl From<UsageError> for SaFailure {
-    fn from(e: UsageError) -> Self {
-        SaFailure {
-            message: e.0,
-            code: 2,
-        }
-    }
-}
-
-impl From<std::io::Error> for SaFailure {
-    fn from(e: std::io::Error) -> Self {
-        SaFailure {
-            message: e.to_string(),
-            code: 1,
-        }
-    }
 }
 
 /// umad2sim (preloaded) delivers 232 bytes of each MAD; a kernel all 256.
@@ -271,52 +144,6 @@ pub fn run(a: SaArgs, json: bool) -> Result<(), SaFailure> {
         SaCmd::Service { action } => actions::service(&mut client, &out, &action),
         SaCmd::Inform { action } => actions::inform(&mut client, &out, &action),
         SaCmd::Bench { action } => bench::run(&mut client, &out, &action),
-        cmd => query::run(&mut client, &out, &cmd, a.get),
-    }
-}
-
-/// How results are printed.
-pub(crate) struct Out {
-    pub json: bool,
-}
-
-impl Out {
-    /// Records of one type: a line each, or one JSON object. `damaged`: indices of
-    /// records that arrived with bytes missing and could not be asked for again.
-    pub fn records<R: std::fmt::Debug>(&self, kind: &str, recs: &[R], damaged: &[usize]) {
-        if !damaged.is_empty() {
-            eprintln!(
-                "ibsmctl: warning: {} {kind}s arrived with bytes missing (umad2sim) and could not be asked for again: indices {damaged:?}",
-                damaged.len()
-            );
-        }
-        if self.json {
-            let v = serde_json::json!({
-                "type": kind,
-                "count": recs.len(),
-                "damaged": damaged,
-                "records": recs.iter().map(to_json).collect::<Vec<_>>(),
-            });
-            println!("{v}");
-        } else {
-            for r in recs {
-                println!("{kind} {}", to_text(&to_json(r)));
-            }
-            println!(
-                "{} {kind}{}",
-                recs.len(),
-                if recs.len() == 1 { "" } else { "s" }
-            );
-        }
-    }
-
-    /// One record that an action returned (a join, a registration).
-    pub fn record<R: std::fmt::Debug>(&self, what: &str, rec: &R) {
-        let v = to_json(rec);
-        if self.json {
-            println!("{}", serde_json::json!({ "type": what, "record": v }));
-        } else {
-            println!("{what} {}", to_text(&v));
-        }
+        SaCmd::Query(q) => query::run(&mut client, &out, &q, a.get),
     }
 }

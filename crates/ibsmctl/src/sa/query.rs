@@ -1,7 +1,7 @@
 //! Record queries: a template and a ComponentMask from the filters given, then a
 //! whole GetTable (or a Get with `--get`).
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use ibsm_mad::sa::{
     ClassPortInfo, ComponentMask, GuidInfoRecord, InformInfoRecord, LinearForwardingTableRecord,
     LinkRecord, McMemberRecord, MulticastForwardingTableRecord, NodeRecord, PKeyTableRecord,
@@ -9,8 +9,8 @@ use ibsm_mad::sa::{
     SwitchInfoRecord, VlArbitrationTableRecord,
 };
 
+use super::common::{parse_gid, parse_num, Client, Out, SaFailure};
 use super::repair::{repair, Keyed};
-use super::{parse_gid, parse_num, Client, Out, SaCmd, SaFailure};
 use crate::fabric::parse_lid;
 
 /// `--lid`.
@@ -172,6 +172,48 @@ pub struct ServiceFilter {
     pub name: Option<String>,
 }
 
+/// The record queries.
+#[derive(Subcommand, Debug)]
+pub enum QueryCmd {
+    /// NodeRecords (filters: LID, node or port GUID).
+    Nodes(NodeFilter),
+    /// PortInfoRecords (filters: LID, port).
+    #[command(name = "portinfo")]
+    PortInfo(LidPortFilter),
+    /// LinkRecords (filters: from/to LID and port).
+    Links(LinkFilter),
+    /// SMInfoRecords.
+    #[command(name = "sminfo")]
+    SmInfo(LidFilter),
+    /// SwitchInfoRecords.
+    #[command(name = "switchinfo")]
+    SwitchInfo(LidFilter),
+    /// GUIDInfoRecords.
+    #[command(name = "guidinfo")]
+    GuidInfo(LidBlockFilter),
+    /// P_KeyTableRecords.
+    Pkeys(PkeyFilter),
+    /// SLtoVLMappingTableRecords.
+    Sl2vl(Sl2VlFilter),
+    /// VLArbitrationTableRecords.
+    Vlarb(VlArbFilter),
+    /// LinearForwardingTableRecords.
+    Lft(LidBlockFilter),
+    /// MulticastForwardingTableRecords.
+    Mft(MftFilter),
+    /// The SA's ClassPortInfo.
+    ClassPortInfo,
+    /// PathRecords: from this port (or --slid) to every port (or --dlid); --all: every
+    /// end port to every end port (one GetTable per source, pipelined).
+    Paths(PathFilter),
+    /// MCMemberRecords (groups; with --sm-key every member).
+    Members(MemberFilter),
+    /// ServiceRecords.
+    Services(ServiceFilter),
+    /// InformInfoRecords (subscriptions; with --sm-key everyone's).
+    Informs,
+}
+
 /// Set `field` and add `component` when `value` is given.
 fn opt<T: Copy>(
     value: Option<T>,
@@ -204,10 +246,10 @@ fn ask<R: Keyed>(
 }
 
 /// Every record query.
-pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFailure> {
+pub fn run(c: &mut Client, out: &Out, cmd: &QueryCmd, get: bool) -> Result<(), SaFailure> {
     let mut m = ComponentMask::NONE;
     match cmd {
-        SaCmd::Nodes(f) => {
+        QueryCmd::Nodes(f) => {
             let mut t = NodeRecord::default();
             opt(f.lid, &mut m, NodeRecord::LID, |v| t.lid = v);
             opt(f.node_guid, &mut m, NodeRecord::NODE_GUID, |v| {
@@ -218,7 +260,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             });
             ask(c, out, "NodeRecord", t, m, get)
         }
-        SaCmd::PortInfo(f) => {
+        QueryCmd::PortInfo(f) => {
             let mut t = PortInfoRecord::default();
             opt(f.lid, &mut m, PortInfoRecord::ENDPORT_LID, |v| {
                 t.endport_lid = v
@@ -226,7 +268,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             opt(f.port, &mut m, PortInfoRecord::PORT_NUM, |v| t.port_num = v);
             ask(c, out, "PortInfoRecord", t, m, get)
         }
-        SaCmd::Links(f) => {
+        QueryCmd::Links(f) => {
             let mut t = LinkRecord::default();
             opt(f.from_lid, &mut m, LinkRecord::FROM_LID, |v| t.from_lid = v);
             opt(f.from_port, &mut m, LinkRecord::FROM_PORT, |v| {
@@ -236,17 +278,17 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             opt(f.to_port, &mut m, LinkRecord::TO_PORT, |v| t.to_port = v);
             ask(c, out, "LinkRecord", t, m, get)
         }
-        SaCmd::SmInfo(f) => {
+        QueryCmd::SmInfo(f) => {
             let mut t = SmInfoRecord::default();
             opt(f.lid, &mut m, SmInfoRecord::LID, |v| t.lid = v);
             ask(c, out, "SMInfoRecord", t, m, get)
         }
-        SaCmd::SwitchInfo(f) => {
+        QueryCmd::SwitchInfo(f) => {
             let mut t = SwitchInfoRecord::default();
             opt(f.lid, &mut m, SwitchInfoRecord::LID, |v| t.lid = v);
             ask(c, out, "SwitchInfoRecord", t, m, get)
         }
-        SaCmd::GuidInfo(f) => {
+        QueryCmd::GuidInfo(f) => {
             let mut t = GuidInfoRecord::default();
             opt(f.lid, &mut m, GuidInfoRecord::LID, |v| t.lid = v);
             let block = f
@@ -262,7 +304,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             });
             ask(c, out, "GUIDInfoRecord", t, m, get)
         }
-        SaCmd::Pkeys(f) => {
+        QueryCmd::Pkeys(f) => {
             let mut t = PKeyTableRecord::default();
             opt(f.lid, &mut m, PKeyTableRecord::LID, |v| t.lid = v);
             opt(f.port, &mut m, PKeyTableRecord::PORT_NUM, |v| {
@@ -273,7 +315,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             });
             ask(c, out, "P_KeyTableRecord", t, m, get)
         }
-        SaCmd::Sl2vl(f) => {
+        QueryCmd::Sl2vl(f) => {
             let mut t = SlToVlMappingTableRecord::default();
             opt(f.lid, &mut m, SlToVlMappingTableRecord::LID, |v| t.lid = v);
             opt(
@@ -290,7 +332,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             );
             ask(c, out, "SLtoVLMappingTableRecord", t, m, get)
         }
-        SaCmd::Vlarb(f) => {
+        QueryCmd::Vlarb(f) => {
             let mut t = VlArbitrationTableRecord::default();
             opt(f.lid, &mut m, VlArbitrationTableRecord::LID, |v| t.lid = v);
             opt(
@@ -304,7 +346,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             });
             ask(c, out, "VLArbitrationTableRecord", t, m, get)
         }
-        SaCmd::Lft(f) => {
+        QueryCmd::Lft(f) => {
             let mut t = LinearForwardingTableRecord::default();
             opt(f.lid, &mut m, LinearForwardingTableRecord::LID, |v| {
                 t.lid = v
@@ -317,7 +359,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             );
             ask(c, out, "LinearForwardingTableRecord", t, m, get)
         }
-        SaCmd::Mft(f) => {
+        QueryCmd::Mft(f) => {
             let mut t = MulticastForwardingTableRecord::default();
             opt(f.lid, &mut m, MulticastForwardingTableRecord::LID, |v| {
                 t.lid = v
@@ -336,13 +378,13 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             );
             ask(c, out, "MulticastForwardingTableRecord", t, m, get)
         }
-        SaCmd::ClassPortInfo => {
+        QueryCmd::ClassPortInfo => {
             let cpi: ClassPortInfo = c.class_port_info()?;
             out.records("ClassPortInfo", &[cpi], &[]);
             Ok(())
         }
-        SaCmd::Paths(f) => paths(c, out, f, get),
-        SaCmd::Members(f) => {
+        QueryCmd::Paths(f) => paths(c, out, f, get),
+        QueryCmd::Members(f) => {
             let mut t = McMemberRecord::default();
             opt(f.mgid, &mut m, McMemberRecord::MGID, |v| t.mgid = v);
             opt(f.port_gid, &mut m, McMemberRecord::PORT_GID, |v| {
@@ -351,7 +393,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             opt(f.mlid, &mut m, McMemberRecord::MLID, |v| t.mlid = v);
             ask(c, out, "MCMemberRecord", t, m, get)
         }
-        SaCmd::Services(f) => {
+        QueryCmd::Services(f) => {
             let mut t = ServiceRecord::default();
             opt(f.id, &mut m, ServiceRecord::SERVICE_ID, |v| {
                 t.service_id = v
@@ -362,7 +404,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             }
             ask(c, out, "ServiceRecord", t, m, get)
         }
-        SaCmd::Informs => ask(
+        QueryCmd::Informs => ask(
             c,
             out,
             "InformInfoRecord",
@@ -370,11 +412,6 @@ pub fn run(c: &mut Client, out: &Out, cmd: &SaCmd, get: bool) -> Result<(), SaFa
             m,
             get,
         ),
-        SaCmd::Join(_)
-        | SaCmd::Leave(_)
-        | SaCmd::Service { .. }
-        | SaCmd::Inform { .. }
-        | SaCmd::Bench { .. } => Ok(()),
     }
 }
 

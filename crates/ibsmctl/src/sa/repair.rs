@@ -19,7 +19,7 @@ use ibsm_mad::sa::{
 };
 use ibsm_sa_client::Checked;
 
-use super::{Client, SaFailure};
+use super::common::{Client, SaFailure};
 
 /// A record type with a key: the bytes that hold it and its components.
 pub trait Keyed: SaRecord + Debug + Copy + PartialEq {
