@@ -497,6 +497,59 @@ mod tests {
     }
 
     #[test]
+    fn sa_arguments_are_checked_before_any_mad() {
+        let code = |args: &[&str]| {
+            Cli::try_parse_from(args.iter().copied())
+                .err()
+                .map(|e| e.exit_code())
+        };
+        // A join names a group or creates one.
+        assert_eq!(code(&["ibsmctl", "sa", "join"]), Some(2));
+        assert_eq!(code(&["ibsmctl", "sa", "join", "--create"]), None);
+        // GIDs in IPv6 notation, LIDs unicast, memberships by name.
+        assert_eq!(
+            code(&["ibsmctl", "sa", "leave", "--mgid", "ff12::zz"]),
+            Some(2)
+        );
+        assert_eq!(
+            code(&["ibsmctl", "sa", "nodes", "--lid", "0xC000"]),
+            Some(2)
+        );
+        assert_eq!(
+            code(&["ibsmctl", "sa", "join", "--create", "--state", "half"]),
+            Some(2)
+        );
+        assert_eq!(
+            code(&["ibsmctl", "sa", "paths", "--all", "--slid", "3"]),
+            Some(2)
+        );
+        assert_eq!(
+            code(&["ibsmctl", "sa", "--rmpp-window", "0", "nodes"]),
+            Some(2)
+        );
+        match Cli::try_parse_from([
+            "ibsmctl",
+            "sa",
+            "join",
+            "--mgid",
+            "ff12:401b:ffff::ffff:ffff",
+            "--state",
+            "non,send-only",
+        ])
+        .map(|c| c.command)
+        {
+            Ok(Command::Sa(a)) => match a.cmd {
+                sa::SaCmd::Join(j) => {
+                    assert_eq!(j.mgid.map(|g| g[15]), Some(0xff));
+                    assert_eq!(j.state.len(), 2);
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn guids_parse_in_both_notations() {
         for text in ["0x100004", "1048580"] {
             let cli = Cli::try_parse_from(["ibsmctl", "control", "disable", text]);
