@@ -18,6 +18,9 @@
 //!   `services` and `subscriptions` list the SA's tables the same way ([`sa_lists`]),
 //!   `members [add
 //!   ID ADDR | remove ID]` uses `ibsm.v1.Cluster` ([`fabric`]).
+//! - `sa ...` is a Subnet Administration client of its own on a umad port
+//!   (`--fabric umad[:CA[:PORT]]`): every record type as whole tables, joins and
+//!   leaves, services, subscriptions, a load mode ([`sa`]). No daemon involved.
 //! - `drill SCENARIO` repeats a failover against `ibsmd demo` and judges it by the
 //!   demo's fabric-side SMInfo poller, not by what the SMs say ([`drill`]); it exits 5
 //!   when an invariant breaks (a LID changed, no new master, two masters).
@@ -41,6 +44,7 @@ mod discover;
 mod drill;
 mod fabric;
 mod render;
+mod sa;
 mod sa_lists;
 mod sa_status;
 
@@ -215,6 +219,9 @@ enum Command {
         #[arg(long, value_name = "SECONDS")]
         deadline_s: Option<u64>,
     },
+    /// Ask the fabric's Subnet Administrator directly from a umad port: records
+    /// (whole tables), joins and leaves, services, subscriptions, load (no daemon).
+    Sa(sa::SaArgs),
     /// Print a shell completion script (e.g. `ibsmctl completions bash > /etc/bash_completion.d/ibsmctl`).
     Completions {
         /// bash, zsh, fish (also elvish, powershell).
@@ -404,6 +411,15 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Command::Sa(a) => {
+            return match sa::run(a, json) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ibsmctl: {}", e.message);
+                    ExitCode::from(e.code)
+                }
+            };
+        }
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut out = std::io::stdout().lock();
@@ -496,6 +512,59 @@ mod tests {
         let (code, msg) = err.unwrap_or_default();
         assert_eq!(code, 2);
         assert!(msg.contains("0-15"), "{msg}");
+    }
+
+    #[test]
+    fn sa_arguments_are_checked_before_any_mad() {
+        let code = |args: &[&str]| {
+            Cli::try_parse_from(args.iter().copied())
+                .err()
+                .map(|e| e.exit_code())
+        };
+        // A join names a group or creates one.
+        assert_eq!(code(&["ibsmctl", "sa", "join"]), Some(2));
+        assert_eq!(code(&["ibsmctl", "sa", "join", "--create"]), None);
+        // GIDs in IPv6 notation, LIDs unicast, memberships by name.
+        assert_eq!(
+            code(&["ibsmctl", "sa", "leave", "--mgid", "ff12::zz"]),
+            Some(2)
+        );
+        assert_eq!(
+            code(&["ibsmctl", "sa", "nodes", "--lid", "0xC000"]),
+            Some(2)
+        );
+        assert_eq!(
+            code(&["ibsmctl", "sa", "join", "--create", "--state", "half"]),
+            Some(2)
+        );
+        assert_eq!(
+            code(&["ibsmctl", "sa", "paths", "--all", "--slid", "3"]),
+            Some(2)
+        );
+        assert_eq!(
+            code(&["ibsmctl", "sa", "--rmpp-window", "0", "nodes"]),
+            Some(2)
+        );
+        match Cli::try_parse_from([
+            "ibsmctl",
+            "sa",
+            "join",
+            "--mgid",
+            "ff12:401b:ffff::ffff:ffff",
+            "--state",
+            "non,send-only",
+        ])
+        .map(|c| c.command)
+        {
+            Ok(Command::Sa(a)) => match a.cmd {
+                sa::SaCmd::Join(j) => {
+                    assert_eq!(j.mgid.map(|g| g[15]), Some(0xff));
+                    assert_eq!(j.state.len(), 2);
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
