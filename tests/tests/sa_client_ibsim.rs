@@ -56,10 +56,6 @@ const PORTINFO_DIFFERS: &[(&str, &str)] = &[
         "the port the SM's SMP came in on: each SM reads from its own port",
     ),
     (
-        "port_info.gid_prefix",
-        "OpenSM programs GIDPrefix fe80::, ibsmd leaves what the port holds (0 on ibsim)",
-    ),
-    (
         "port_info.link_down_default_state",
         "OpenSM writes LinkDownDefaultState Polling (2); ibsmd leaves the port's value",
     ),

@@ -67,10 +67,6 @@ const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
     // Configuration, not the SA: OpenSM programs HOQLife on switch ports (16 towards
     // CAs, 18 between switches); ibsmd leaves the switch's value.
     ("PIR", "HoqLife"),
-    // Configuration, not the SA: OpenSM writes the subnet prefix fe80::/64 into
-    // every port's GidPrefix; ibsmd leaves what the port holds (0 on ibsim). The
-    // SA's GIDs use fe80::/64 either way (PathRecord SGID/DGID agree).
-    ("PIR", "GidPrefix"),
 ];
 
 /// One saquery query: its kind (for [`EXPECTED_DIFFERENCES`]), arguments, the field

@@ -38,6 +38,7 @@ use super::config::{Membership, SubnetConfig};
 use super::events::SweepReport;
 use super::sweep::{Op, ProgStage, Programmed, Sweep};
 use crate::discovery::DiscoveryResult;
+use crate::sa::DEFAULT_SUBNET_PREFIX;
 
 pub(super) fn count(r: &mut SweepReport, op: Op) {
     match op {
@@ -308,6 +309,9 @@ pub(super) fn desired_port_info(
         let p = nd.port(port)?;
         pi.lid = p.lid;
         pi.lmc = if is_switch { 0 } else { p.lmc };
+        // A port's GID is GIDPrefix:PortGUID (IBA 4.1.1); with prefix 0 a client's
+        // own GID names no port the SA knows (OpenSM writes its subnet_prefix too).
+        pi.gid_prefix = DEFAULT_SUBNET_PREFIX;
         pi.master_sm_lid = sw.master_lid;
         pi.master_sm_sl = cfg.master_sm_sl;
         pi.subnet_timeout = cfg.subnet_timeout;
@@ -412,12 +416,14 @@ fn needs_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> b
             want.master_sm_lid,
             want.master_sm_sl,
             want.subnet_timeout,
+            want.gid_prefix,
         ) != (
             cur.lid,
             cur.lmc,
             cur.master_sm_lid,
             cur.master_sm_sl,
             cur.subnet_timeout,
+            cur.gid_prefix,
         )
         || (want.neighbor_mtu, want.operational_vls) != (cur.neighbor_mtu, cur.operational_vls)
         || want.vl_high_limit != cur.vl_high_limit

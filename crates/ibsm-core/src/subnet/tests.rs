@@ -2256,3 +2256,43 @@ fn the_topology_cap_is_reported() {
     assert_eq!(lab.sm.last_discovery().unwrap().topology.len(), 3);
     assert_eq!(lab.sm.metrics().topology_capped, 1);
 }
+
+#[test]
+fn a_port_with_gid_prefix_zero_gets_the_subnet_prefix() {
+    // A port fresh from reset may hold GIDPrefix 0; its GID would then name no port
+    // of this subnet in an SA query (PathRecord by SGID, rdma_cm's route lookups).
+    let mut lab = Lab::new(gen::fat_tree_2level(4).unwrap(), cfg());
+    let other = lab
+        .topo
+        .iter()
+        .find(|(i, n)| !n.is_switch() && *i != lab.local)
+        .map(|(i, _)| i)
+        .unwrap();
+    let pmap = paths(&lab.topo, lab.local, &HashSet::new());
+    let path = port_route(&lab.topo, &pmap, other, 1).unwrap();
+    let pi = lab
+        .get(&path, AttributeId::PORT_INFO, 0)
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    let zero = PortInfo {
+        gid_prefix: 0,
+        port_state: PortState::NoChange,
+        port_physical_state: ibsm_mad::PhysPortState::NoChange,
+        ..pi
+    };
+    lab.set_keyed(&path, 0, &zero, 0).expect("fresh port");
+    let before = lab
+        .get(&path, AttributeId::PORT_INFO, 0)
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    assert_eq!(before.gid_prefix, 0, "the simulator took the preset");
+    lab.bring_up();
+    let after = lab
+        .get(&path, AttributeId::PORT_INFO, 0)
+        .unwrap()
+        .attribute::<PortInfo>()
+        .unwrap();
+    assert_eq!(after.gid_prefix, crate::sa::DEFAULT_SUBNET_PREFIX);
+}
