@@ -17,7 +17,7 @@
 //! Once a standby's replica holds all of it (`ibsmctl status` of each standby), the
 //! test records: the whole MCMemberRecord, ServiceRecord and InformInfoRecord tables
 //! (`ibsmctl sa --json`, trusted, from Hca5: every record whole), saquery's `-g`,
-//! `-m <MLID>` of each group and `SR` answers (from Hca6), and every switch's
+//! `MCMR --mgid` of each group and `SR` answers (from Hca6), and every switch's
 //! `ibroute -M`. Then the master is SIGKILLed (and its ibsim client reaped, as a
 //! kernel would close its files). Checked after the failover:
 //!
@@ -97,7 +97,7 @@ const CLIENT: &str = "Hca5";
 const OTHER: &str = "Hca6";
 const THIRD: &str = "Hca7";
 const BROADCAST: &str = "ff12:401b:ffff::ffff:ffff";
-const SERVICE_ID: &str = "0x1000000000005a5a";
+const SERVICE_ID: u64 = 0x1000_0000_0000_5a5a;
 const STEP: Duration = Duration::from_secs(60);
 /// What a new master logs when it took the SA state from a current replica.
 const CURRENT: &str = "no client re-registration";
@@ -165,67 +165,132 @@ struct SaState {
     members: Vec<Value>,
     services: Vec<Value>,
     informs: Vec<Value>,
-    /// saquery `-g`, `-m <MLID>` per group, `SR`: (query, the SA's records).
+    /// saquery `-g`, `MCMR --mgid` per group, `SR`: (query, the SA's records).
     saquery: Vec<(String, Vec<SaRecord>)>,
 }
 
-fn record_state(sim: &Ibsim, mlids: &[u16]) -> Result<SaState> {
+/// Groups are asked for one MGID at a time: a whole MCMemberRecord table of more
+/// than three records crosses the bytes umad2sim loses of every RMPP segment, and a
+/// member whose PortGID lies there cannot be asked for again by its key.
+fn record_state(sim: &Ibsim, mgids: &[&str]) -> Result<SaState> {
     let mut saquery = Vec::new();
-    let q = |args: &[&str], pad_key: &str| -> Result<(String, Vec<SaRecord>)> {
-        let t = sim
+    // Untrusted, `-g` answers one record per group; trusted (SM_Key 1), MCMR one per
+    // member.
+    let q = |args: &[&str], trusted: bool, pad_key: &str| -> Result<(String, Vec<SaRecord>)> {
+        let mut sa = sim
             .saquery(OTHER)
-            .sm_key(1)
             .sa_timeout_ms(2000)
-            .spacing(IBSM_SA_RESEND_SPAN)
-            .query(args)?;
-        Ok((args.join(" "), real_records(t, pad_key)))
+            .spacing(IBSM_SA_RESEND_SPAN);
+        if trusted {
+            sa = sa.sm_key(1);
+        }
+        Ok((args.join(" "), real_records(sa.query(args)?, pad_key)))
     };
-    saquery.push(q(&["-g"], "Mlid")?);
-    for mlid in mlids {
-        saquery.push(q(&["-m", &format!("{mlid:#06x}")], "Mlid")?);
+    saquery.push(q(&["-g"], false, "Mlid")?);
+    for mgid in mgids {
+        saquery.push(q(&["MCMR", "--mgid", mgid], true, "Mlid")?);
     }
-    saquery.push(q(&["SR"], "id")?);
+    saquery.push(q(&["SR"], true, "id")?);
     Ok(SaState {
-        members: table(sim, &["members"])?,
+        members: mgids
+            .iter()
+            .map(|m| table(sim, &["members", "--mgid", m]))
+            .collect::<Result<Vec<_>>>()?
+            .concat(),
         services: table(sim, &["services"])?,
         informs: table(sim, &["informs"])?,
         saquery,
     })
 }
 
+/// What was recorded is what the clients put in place (so that "the same after the
+/// failover" means something): one ServiceRecord of [`OTHER`] with its lease, one
+/// subscription of the [`SUBSCRIBER`]'s port to trap 66, and saquery's answers whole.
+fn check_recorded(sim: &Ibsim, st: &SaState) -> Result<()> {
+    let gid_of = |host: &str| -> Result<String> {
+        let lid = lid_of(sim, host)?;
+        let guid = diag("ibnetdiscover", || sim.port_lids(CLIENT))?
+            .iter()
+            .find(|p| p.lid == lid)
+            .map(|p| p.guid)
+            .with_context(|| format!("no port with LID {lid}"))?;
+        Ok(std::net::Ipv6Addr::from((0xfe80u128 << 112) | u128::from(guid)).to_string())
+    };
+    let [service] = st.services.as_slice() else {
+        bail!("one ServiceRecord: {:?}", st.services);
+    };
+    ensure!(
+        service["service_id"].as_u64() == Some(SERVICE_ID)
+            && service["service_lease"] == 3600
+            && service["service_gid"] == gid_of(OTHER)?.as_str(),
+        "the ServiceRecord {OTHER} registered: {service}"
+    );
+    let [inform] = st.informs.as_slice() else {
+        bail!("one InformInfoRecord: {:?}", st.informs);
+    };
+    ensure!(
+        inform["inform_info"]["trap_number"] == 66
+            && inform["subscriber_gid"] == gid_of(SUBSCRIBER)?.as_str(),
+        "the subscription of {SUBSCRIBER}: {inform}"
+    );
+    let counts: Vec<(&str, usize)> = st
+        .saquery
+        .iter()
+        .map(|(q, r)| (q.as_str(), r.len()))
+        .collect();
+    ensure!(
+        counts.iter().map(|(_, n)| *n).eq([2, 3, 3, 1]),
+        "saquery -g: 2 groups, MCMR: 3 members each, SR: 1 service; got {counts:?}: {:#?}",
+        st.saquery
+    );
+    Ok(())
+}
+
 /// The SA's own records of a saquery answer: ibsmd sends every GetTableResp segment
 /// as a whole MAD, so saquery prints its records, then zero-filled padding records
-/// (`pad_key` 0). A ServiceRecord lands in `undelivered` (its last field lies past
-/// what umad2sim delivers); it is kept, and [`SR_UNDELIVERED_FIELDS`] are not compared.
+/// (`pad_key` 0), and what saquery printed from bytes umad2sim did not deliver
+/// (`undelivered`), dropped. But a ServiceRecord always lands in `undelivered` (its
+/// last field lies past what umad2sim delivers): it is kept, and
+/// [`SR_UNDELIVERED_FIELDS`] are not compared.
 fn real_records(t: ibsm_labkit::SaTable, pad_key: &str) -> Vec<SaRecord> {
+    let sr = t
+        .undelivered
+        .first()
+        .is_some_and(|r| r.kind == "ServiceRecord dump");
     t.records
         .into_iter()
-        .chain(t.undelivered)
+        .chain(t.undelivered.into_iter().take(usize::from(sr)))
         .take_while(|r| r.number(pad_key) != Some(0) && r.get(pad_key) != Some("::"))
         .collect()
 }
 
-/// Every switch's MFT, `ibroute -M` from [`CLIENT`], retried: ibroute under umad2sim
-/// now and then dies of SIGSEGV in the preload's receiver thread.
-fn mfts(sim: &Ibsim, switches: &[u16]) -> Result<BTreeMap<u16, SwitchMft>> {
-    let mut out = BTreeMap::new();
-    for &lid in switches {
-        let mut last = None;
-        for _ in 0..3 {
-            match sim.ibroute_mft(CLIENT, lid) {
-                Ok(m) => {
-                    last = None;
-                    out.insert(lid, m);
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        if let Some(e) = last {
-            bail!("ibroute -M {lid} failed three times: {e}");
+/// Run a diag under umad2sim, up to three times: `ibroute`, `smpquery` and
+/// `ibnetdiscover` under the preload now and then die of SIGSEGV in its receiver
+/// thread.
+fn diag<T>(what: &str, f: impl Fn() -> ibsm_labkit::Result<T>) -> Result<T> {
+    let mut errors = Vec::new();
+    for _ in 0..3 {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) => errors.push(e.to_string()),
         }
     }
-    Ok(out)
+    bail!("{what} failed three times: {}", errors.join("; "))
+}
+
+/// Every switch's MFT, `ibroute -M` from [`CLIENT`].
+fn mfts(sim: &Ibsim, switches: &[u16]) -> Result<BTreeMap<u16, SwitchMft>> {
+    switches
+        .iter()
+        .map(|&lid| {
+            Ok((
+                lid,
+                diag(&format!("ibroute -M {lid}"), || {
+                    sim.ibroute_mft(CLIENT, lid)
+                })?,
+            ))
+        })
+        .collect()
 }
 
 /// The long-running subscriber's output: its JSON lines so far.
@@ -292,31 +357,38 @@ fn check_report(r: &Value, mgid: &str, lid: u16) -> Result<()> {
         .context("a GID in DataDetails")?;
     let got = std::net::Ipv6Addr::from(gid);
     let want: std::net::Ipv6Addr = mgid.parse().context("MGID")?;
-    ensure!(got == want, "the Report names {got}, the group is {want}: {rec}");
+    ensure!(
+        got == want,
+        "the Report names {got}, the group is {want}: {rec}"
+    );
     Ok(())
 }
 
-/// The LID of `host`'s port 1 (from the SA's NodeRecords, by node description).
-fn lid_of(nodes: &[Value], host: &str) -> Result<u16> {
-    let r = nodes
-        .iter()
-        .find(|r| r["node_description"] == host)
-        .with_context(|| format!("no NodeRecord of {host}"))?;
-    let lid = &r["lid"];
-    lid.as_u64()
-        .or_else(|| {
-            lid.as_str()
-                .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+/// The LID of `host`'s port 1, read from the port itself (`smpquery -D portinfo 0`).
+fn lid_of(sim: &Ibsim, host: &str) -> Result<u16> {
+    let out = diag(&format!("smpquery portinfo on {host}"), || {
+        let mut cmd = sim.command_on(host, "smpquery");
+        cmd.args(["-D", "portinfo", "0"]);
+        ibsm_labkit::run_ok(&mut cmd, STEP)
+    })?;
+    out.lines()
+        .find(|l| l.starts_with("Lid:"))
+        .and_then(|l| {
+            ibsm_labkit::parse_number(l.trim_start_matches(|c| c != '.').trim_start_matches('.'))
         })
         .and_then(|l| u16::try_from(l).ok())
-        .with_context(|| format!("LID of {r}"))
+        .with_context(|| format!("no LID in the PortInfo of {host}:\n{out}"))
 }
 
 /// Field-by-field differences of two JSON tables (same order: the SA answers in its
 /// own order, which the replica keeps).
 fn json_diffs(what: &str, a: &[Value], b: &[Value]) -> Vec<String> {
     if a.len() != b.len() {
-        return vec![format!("{what}: {} records before, {} after", a.len(), b.len())];
+        return vec![format!(
+            "{what}: {} records before, {} after",
+            a.len(),
+            b.len()
+        )];
     }
     a.iter()
         .zip(b)
@@ -331,6 +403,7 @@ fn a_new_master_serves_the_groups_services_and_subscriptions_of_the_old() -> Res
     ibsm_labkit::require_lab()?;
     let t0 = Instant::now();
     let (ibsmd_bin, ibsmctl) = (binary("ibsmd")?, binary("ibsmctl")?);
+    eprintln!("binaries ready at {:?}", t0.elapsed());
     let netdir = tempfile::tempdir()?;
     let net = netdir.path().join("net.2sw7hca");
     std::fs::write(&net, NET)?;
@@ -375,18 +448,27 @@ fn a_new_master_serves_the_groups_services_and_subscriptions_of_the_old() -> Res
     }
     let master = 0;
     eprintln!("master up at {:?}", t0.elapsed());
-    let nodes = table(&sim, &["nodes"])?;
-    let switches: Vec<u16> = ["Switch1", "Switch2"]
+    let switches: Vec<u16> = diag("ibnetdiscover", || sim.port_lids(CLIENT))?
         .iter()
-        .map(|n| lid_of(&nodes, n))
-        .collect::<Result<_>>()?;
-    let master_lid = lid_of(&nodes, SMS[master])?;
+        .filter(|p| p.is_switch)
+        .map(|p| p.lid)
+        .collect();
+    ensure!(switches.len() == 2, "two switches: {switches:?}");
+    let master_lid = lid_of(&sim, SMS[master])?;
 
     // The subscriber: trap 66 (group created), held for the whole test.
     let sub_out = sim.dir().join("subscriber.out");
     let mut cmd = sim.command_on(SUBSCRIBER, &ibsmctl);
     cmd.args([
-        "--json", "sa", "--issm", "inform", "subscribe", "--trap", "66", "--wait-s", "600",
+        "--json",
+        "sa",
+        "--issm",
+        "inform",
+        "subscribe",
+        "--trap",
+        "66",
+        "--wait-s",
+        "600",
         "--keep",
     ])
     .stdout(std::fs::File::create(&sub_out)?)
@@ -431,7 +513,7 @@ fn a_new_master_serves_the_groups_services_and_subscriptions_of_the_old() -> Res
             "service",
             "register",
             "--id",
-            SERVICE_ID,
+            &SERVICE_ID.to_string(),
             "--name",
             "ibsm-sa-failover",
             "--lease-s",
@@ -469,16 +551,19 @@ fn a_new_master_serves_the_groups_services_and_subscriptions_of_the_old() -> Res
     }
 
     // Before.
-    let groups = table(&sim, &["members"])?;
-    let mut mlids: Vec<u16> = groups
-        .iter()
-        .filter_map(|r| r["mlid"].as_str())
-        .filter_map(|m| u16::from_str_radix(m.trim_start_matches("0x"), 16).ok())
-        .collect();
-    mlids.sort_unstable();
-    mlids.dedup();
-    ensure!(mlids.len() == 2, "two groups' MLIDs: {groups:?}");
-    let before = record_state(&sim, &mlids)?;
+    let mgids = [mgid.as_str(), BROADCAST];
+    let mut mlids = Vec::new();
+    for m in mgids {
+        let members = table(&sim, &["members", "--mgid", m])?;
+        ensure!(members.len() == 3, "three members of {m}: {members:?}");
+        let mlid = members[0]["mlid"]
+            .as_u64()
+            .and_then(|l| u16::try_from(l).ok())
+            .with_context(|| format!("MLID of {m}: {members:?}"))?;
+        mlids.push(mlid);
+    }
+    let before = record_state(&sim, &mgids)?;
+    check_recorded(&sim, &before)?;
     let mft_before = mfts(&sim, &switches)?;
     for (lid, m) in &mft_before {
         for mlid in &mlids {
@@ -503,23 +588,25 @@ fn a_new_master_serves_the_groups_services_and_subscriptions_of_the_old() -> Res
         .lines()
         .find(|l| l.contains(CURRENT))
         .context("the line")?;
-    for want in [
-        "groups=2",
-        "services=1",
-        "subscriptions=1",
-        "members=6",
-    ] {
+    for want in ["groups=2", "services=1", "subscriptions=1", "members=6"] {
         ensure!(line.contains(want), "{want} in {line:?}");
     }
     eprintln!("{} master at {:?}", SMS[new], t0.elapsed());
 
     // After: the same records, the same MFTs.
-    let after = record_state(&sim, &mlids)?;
+    let after = record_state(&sim, &mgids)?;
     let mut bad = json_diffs("MCMemberRecord", &before.members, &after.members);
-    bad.extend(json_diffs("ServiceRecord", &before.services, &after.services));
-    bad.extend(json_diffs("InformInfoRecord", &before.informs, &after.informs));
+    bad.extend(json_diffs(
+        "ServiceRecord",
+        &before.services,
+        &after.services,
+    ));
+    bad.extend(json_diffs(
+        "InformInfoRecord",
+        &before.informs,
+        &after.informs,
+    ));
     for ((q, b), (_, a)) in before.saquery.iter().zip(&after.saquery) {
-        ensure!(!b.is_empty(), "saquery {q}: no records before the failover");
         let d = compare(b, a, SR_UNDELIVERED_FIELDS);
         if !d.is_empty() {
             bad.push(format!("saquery {q}:\n{}", render(&d)));
@@ -543,7 +630,7 @@ fn a_new_master_serves_the_groups_services_and_subscriptions_of_the_old() -> Res
     eprintln!("records and MFTs checked at {:?}", t0.elapsed());
 
     // The subscriber, never re-subscribed, gets the new master's Report.
-    let new_lid = lid_of(&table(&sim, &["nodes"])?, SMS[new])?;
+    let new_lid = lid_of(&sim, SMS[new])?;
     let created = sa(&sim, CLIENT, &["join", "--create"])?;
     let second = created["record"]["mgid"].as_str().context("mgid")?;
     let got = wait_reports(&sub_out, 2, &mut sub)?;
