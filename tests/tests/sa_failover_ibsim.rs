@@ -15,8 +15,9 @@
 //! - a ServiceRecord of Hca6 with a one-hour lease.
 //!
 //! Once a standby's replica holds all of it (`ibsmctl status` of each standby), the
-//! test records: the whole MCMemberRecord, ServiceRecord and InformInfoRecord tables
-//! (`ibsmctl sa --json`, trusted, from Hca5: every record whole), saquery's `-g`,
+//! test records, with `ibsmctl sa --json` (trusted, from Hca5, every record checked
+//! whole): the MCMemberRecords of each group (one GetTable per MGID, see
+//! [`record_state`]), the whole ServiceRecord and InformInfoRecord tables; saquery's `-g`,
 //! `MCMR --mgid` of each group and `SR` answers (from Hca6), and every switch's
 //! `ibroute -M`. Then the master is SIGKILLed (and its ibsim client reaped, as a
 //! kernel would close its files). Checked after the failover:
