@@ -127,9 +127,10 @@ wait_until() { # timeout_s, then a command that succeeds when done
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 on() { # host, command... : run under umad2sim on that HCA of the current ibsim
+    # (from $WORK: umad2sim leaves a sys-PID dir in the cwd of a process that is killed)
     local host=$1
     shift
-    IBSIM_SOCKNAME=$SOCK SIM_HOST=$host LD_PRELOAD=$UMAD2SIM "$@"
+    (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$host LD_PRELOAD=$UMAD2SIM "$@")
 }
 sa() { on "$CLIENT" "$IBSMCTL" sa --sm-key 1 "$@"; }
 own_lid() { on "$1" ibaddr 2>/dev/null | sed -n 's/.*LID start \(0x[0-9a-fA-F]*\).*/\1/p' | head -1; }
