@@ -1,9 +1,10 @@
 //! `sa bench`: load for a benchmark. `path` sends `--count` PathRecord Gets (from this
-//! port to the end ports in turn) with `--window` in flight; `join` creates `--count`
+//! port to the end ports, or to `--dlids`, in turn) with `--window` in flight; `join` creates `--count`
 //! groups (SA-allocated MGIDs, this port a full member) and deletes each by leaving
 //! it, `--window` operations in flight. Prints one result (with `--json`, one JSON
 //! object: a bench script's input): operations, errors by kind, seconds, operations
-//! per second, latency percentiles, the client's resends.
+//! per second (timed from the first query, after the setup), latency percentiles, the
+//! client's resends.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -26,6 +27,11 @@ pub enum BenchCmd {
         /// Queries in flight.
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=256))]
         window: u64,
+        /// Destination LIDs, comma-separated [default: every end port the SA lists in
+        /// its PortInfoRecord table]. Lets the bench ask an SA whose multi-MAD tables
+        /// do not reach this client (OpenSM under umad2sim).
+        #[arg(long, value_delimiter = ',', value_parser = crate::fabric::parse_lid)]
+        dlids: Vec<u16>,
     },
     /// Group create-by-join then delete-by-leave cycles.
     Join {
@@ -71,15 +77,27 @@ impl Tally {
 
 pub fn run(c: &mut Client, out: &Out, cmd: &BenchCmd) -> Result<(), SaFailure> {
     let (kind, count, window) = match cmd {
-        BenchCmd::Path { count, window } => ("path", *count, *window),
+        BenchCmd::Path { count, window, .. } => ("path", *count, *window),
         BenchCmd::Join { count, window } => ("join", *count, *window),
     };
-    let start = Instant::now();
-    let tally = match kind {
-        "path" => bench_path(c, count, window)?,
-        _ => bench_join(c, count, window)?,
+    // The clock starts after the setup (the destination list), at the first query.
+    let (tally, secs) = match cmd {
+        BenchCmd::Path { dlids, .. } => {
+            let dlids = if dlids.is_empty() {
+                super::query::end_port_lids(c)?
+            } else {
+                dlids.clone()
+            };
+            let start = Instant::now();
+            let t = bench_path(c, &dlids, count, window)?;
+            (t, start.elapsed().as_secs_f64())
+        }
+        BenchCmd::Join { .. } => {
+            let start = Instant::now();
+            let t = bench_join(c, count, window)?;
+            (t, start.elapsed().as_secs_f64())
+        }
     };
-    let secs = start.elapsed().as_secs_f64();
     let ops = tally.ok + tally.errors.values().sum::<u64>();
     let stats = c.stats();
     let v = serde_json::json!({
@@ -126,8 +144,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &BenchCmd) -> Result<(), SaFailure> {
     Ok(())
 }
 
-fn bench_path(c: &mut Client, count: u64, window: u64) -> Result<Tally, SaFailure> {
-    let dlids = super::query::end_port_lids(c)?;
+fn bench_path(c: &mut Client, dlids: &[u16], count: u64, window: u64) -> Result<Tally, SaFailure> {
     if dlids.is_empty() {
         return Err(SaFailure {
             message: "the SA lists no end port".into(),

@@ -433,7 +433,7 @@ fn paths(c: &mut Client, out: &Out, f: &PathFilter, get: bool) -> Result<(), SaF
     if f.all {
         let slids = end_port_lids(c)?;
         let table = c.paths_from_checked(&slids, f.window)?;
-        let r = repair(c, table)?;
+        let r = super::repair::repair_with(c, table, false)?;
         out.records("PathRecord", &r.records, &r.damaged);
         return Ok(());
     }

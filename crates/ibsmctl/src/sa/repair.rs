@@ -80,8 +80,20 @@ pub struct Repaired<R> {
     pub repaired: usize,
 }
 
-/// Ask again for each damaged record whose key arrived.
+/// Ask again for each damaged record whose key arrived; then look for the others in
+/// their neighbours' groups.
 pub fn repair<R: Keyed>(c: &mut Client, got: Vec<Checked<R>>) -> Result<Repaired<R>, SaFailure> {
+    repair_with(c, got, true)
+}
+
+/// [`repair`], the group search only if `fill_groups`: a table built of one GetTable
+/// per group (`paths --all`, by SLID) would ask the same questions again, get the
+/// same layout and lose the same bytes.
+pub fn repair_with<R: Keyed>(
+    c: &mut Client,
+    got: Vec<Checked<R>>,
+    fill_groups: bool,
+) -> Result<Repaired<R>, SaFailure> {
     let (range, mask) = R::KEY;
     let mut out = Repaired {
         records: Vec::with_capacity(got.len()),
@@ -99,7 +111,7 @@ pub fn repair<R: Keyed>(c: &mut Client, got: Vec<Checked<R>>) -> Result<Repaired
             out.records.push(ch.record);
         }
     }
-    if !out.damaged.is_empty() {
+    if fill_groups && !out.damaged.is_empty() {
         fill_from_groups(c, &mut out)?;
     }
     Ok(out)
