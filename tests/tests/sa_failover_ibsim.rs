@@ -51,8 +51,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use ibsm_integration::binary;
 use ibsm_labkit::{
-    compare, render, run_with_timeout, ChildGuard, Ibsim, IbsimOptions, Ibsmd, IbsmdOptions,
-    SaRecord, SwitchMft, IBSM_SA_RESEND_SPAN, SR_UNDELIVERED_FIELDS,
+    compare, render, run_with_timeout, start_replicated_cluster, ChildGuard, Ibsim, IbsimOptions,
+    Ibsmd, SaRecord, SwitchMft, IBSM_SA_RESEND_SPAN, SR_UNDELIVERED_FIELDS,
 };
 use serde_json::Value;
 
@@ -110,10 +110,6 @@ const CURRENT: &str = "no client re-registration";
 
 /// SIGSEGV's number on Linux.
 const SIGSEGV: i32 = 11;
-
-fn s(v: &str) -> String {
-    v.to_string()
-}
 
 /// `ibsmctl --json sa ARGS` on `host`: its last JSON line. umad2sim's receiver
 /// thread now and then crashes a client (SIGSEGV), as it does the diags: a crashed run
@@ -469,42 +465,7 @@ fn a_new_master_serves_the_groups_services_and_subscriptions_of_the_old() -> Res
     let sim = Ibsim::start(&net, IbsimOptions::default())?;
 
     // Three replicated ibsmd; Hca1 first, master.
-    let ports: Vec<u16> = (0..SMS.len())
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-        })
-        .collect::<std::io::Result<_>>()?;
-    let secret = sim.dir().join("cluster-secret");
-    std::fs::write(&secret, "sa-failover-cluster-secret-0123456789\n")?;
-    let mut sms = Vec::new();
-    for (i, host) in SMS.iter().enumerate() {
-        let mut args = vec![
-            s("--insecure-plaintext"),
-            s("--cluster-secret-file"),
-            secret.display().to_string(),
-            s("--node-id"),
-            (i + 1).to_string(),
-            s("--data-dir"),
-            sim.dir().join(format!("data-{i}")).display().to_string(),
-        ];
-        for (j, p) in ports.iter().enumerate() {
-            args.push(s("--peer"));
-            args.push(format!("{}=127.0.0.1:{p}", j + 1));
-        }
-        let opts = IbsmdOptions {
-            grpc: format!("127.0.0.1:{}", ports[i]),
-            rust_log: s("info,openraft=warn"),
-            args,
-            ..IbsmdOptions::default()
-        };
-        let mut sm = Ibsmd::start(&sim, host, &ibsmd_bin, opts)?;
-        if i == 0 {
-            sm.wait_subnet_up(STEP)?;
-        }
-        sms.push(Some(sm));
-    }
+    let mut sms = start_replicated_cluster(&sim, &SMS, &ibsmd_bin, STEP)?;
     let master = 0;
     eprintln!("master up at {:?}", t0.elapsed());
     let switches: Vec<u16> = diag("ibnetdiscover", || sim.port_lids(CLIENT))?
@@ -582,8 +543,11 @@ fn a_new_master_serves_the_groups_services_and_subscriptions_of_the_old() -> Res
 
     // Every standby's replica holds it all.
     let deadline = Instant::now() + STEP;
-    for (i, port) in ports.iter().enumerate().filter(|(i, _)| *i != master) {
-        let addr = format!("127.0.0.1:{port}");
+    for (i, sm) in sms.iter().enumerate().filter(|(i, _)| *i != master) {
+        let addr = sm
+            .as_ref()
+            .and_then(Ibsmd::grpc_addr)
+            .context("a standby's gRPC address in its log")?;
         loop {
             let st = ctl(&addr, &["status"])?;
             let sa = &st["sa"];

@@ -40,9 +40,9 @@ use anyhow::{bail, ensure, Context, Result};
 use ibsm_fabric::{netfile, Topology};
 use ibsm_integration::binary;
 use ibsm_labkit::{
-    compare, compare_by_key, example_net, guid2lid_of, render, Difference, Ibsim, IbsimOptions,
-    Ibsmd, IbsmdOptions, LabError, OpenSm, OpenSmOptions, PortLid, SaRecord, SaqueryError,
-    SwitchMft, IBSM_SA_RESEND_SPAN,
+    compare, compare_by_key, example_net, guid2lid_of, render, start_replicated_cluster,
+    Difference, Ibsim, IbsimOptions, Ibsmd, IbsmdOptions, LabError, OpenSm, OpenSmOptions, PortLid,
+    SaRecord, SaqueryError, SwitchMft, IBSM_SA_RESEND_SPAN,
 };
 
 const NET: &str = "net.2sw2path4hca";
@@ -403,43 +403,8 @@ fn a_new_master_with_a_current_replica_asks_no_client_to_re_register() -> Result
     let (ibsmd_bin, ibsmctl) = (binary("ibsmd")?, binary("ibsmctl")?);
     let sim = Ibsim::start(&net, IbsimOptions::default())?;
     let hosts = ["Hca1", "Hca2", "Hca3"];
-    let ports: Vec<u16> = (0..hosts.len())
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-        })
-        .collect::<std::io::Result<_>>()?;
-    let secret = sim.dir().join("cluster-secret");
-    std::fs::write(&secret, "sa-judge-cluster-secret-0123456789\n")?;
-    let mut sms = Vec::new();
-    for (i, host) in hosts.iter().enumerate() {
-        let mut args = vec![
-            s("--insecure-plaintext"),
-            s("--cluster-secret-file"),
-            secret.display().to_string(),
-            s("--node-id"),
-            (i + 1).to_string(),
-            s("--data-dir"),
-            sim.dir().join(format!("data-{i}")).display().to_string(),
-        ];
-        for (j, p) in ports.iter().enumerate() {
-            args.push(s("--peer"));
-            args.push(format!("{}=127.0.0.1:{p}", j + 1));
-        }
-        let opts = IbsmdOptions {
-            grpc: format!("127.0.0.1:{}", ports[i]),
-            rust_log: s("info,openraft=warn"),
-            args,
-            ..IbsmdOptions::default()
-        };
-        let mut sm = Ibsmd::start(&sim, host, &ibsmd_bin, opts)?;
-        if i == 0 {
-            // Hca1 (the lowest port GUID: it stays master at equal priority) first.
-            sm.wait_subnet_up(STEP)?;
-        }
-        sms.push(Some(sm));
-    }
+    // Hca1 (the lowest port GUID: it stays master at equal priority) first.
+    let mut sms = start_replicated_cluster(&sim, &hosts, &ibsmd_bin, STEP)?;
     const CURRENT: &str = "no client re-registration";
     let master = 0;
     let first = sms[master].as_ref().context("master")?.log();
@@ -476,11 +441,15 @@ fn a_new_master_with_a_current_replica_asks_no_client_to_re_register() -> Result
     let standby = (0..hosts.len())
         .find(|&i| i != master)
         .context("a standby")?;
+    let standby_addr = sms[standby]
+        .as_ref()
+        .and_then(Ibsmd::grpc_addr)
+        .context("the standby's gRPC address in its log")?;
     let deadline = std::time::Instant::now() + STEP;
     loop {
         let mut cmd = std::process::Command::new(&ibsmctl);
         cmd.arg("--endpoint")
-            .arg(format!("http://127.0.0.1:{}", ports[standby]))
+            .arg(format!("http://{standby_addr}"))
             .args(["--json", "groups"]);
         let out = ibsm_labkit::run_with_timeout(&mut cmd, Duration::from_secs(10))?;
         if String::from_utf8_lossy(&out.stdout).contains("ff12:401b:ffff::ffff:ffff") {

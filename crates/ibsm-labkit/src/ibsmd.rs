@@ -184,6 +184,65 @@ impl Ibsmd {
     }
 }
 
+/// A replicated cluster of ibsmd, one on each of `hosts` (node ids 1, 2, ... in that
+/// order), with a cluster secret, a data directory each in the simulator's directory
+/// and every member as a peer, gRPC on a free loopback port. The first is started and
+/// brought to subnet up before the others start, so it is the master (at equal
+/// priority give it the lowest port GUID); it returns once every member serves its
+/// control API ([`Ibsmd::grpc_addr`] is known). `Some` each, so a test can `take` the
+/// one it kills.
+pub fn start_replicated_cluster(
+    ibsim: &Ibsim,
+    hosts: &[&str],
+    binary: &Path,
+    subnet_up_timeout: Duration,
+) -> Result<Vec<Option<Ibsmd>>> {
+    let ports: Vec<u16> = hosts
+        .iter()
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .map_err(io_err("picking a free gRPC port"))
+        })
+        .collect::<Result<_>>()?;
+    let secret = ibsim.dir().join("cluster-secret");
+    fs::write(&secret, "labkit-cluster-secret-0123456789abcdef\n")
+        .map_err(io_err(format!("writing {}", secret.display())))?;
+    let mut sms = Vec::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let mut args = vec![
+            "--insecure-plaintext".to_string(),
+            "--cluster-secret-file".to_string(),
+            secret.display().to_string(),
+            "--node-id".to_string(),
+            (i + 1).to_string(),
+            "--data-dir".to_string(),
+            ibsim.dir().join(format!("data-{i}")).display().to_string(),
+        ];
+        for (j, p) in ports.iter().enumerate() {
+            args.push("--peer".to_string());
+            args.push(format!("{}=127.0.0.1:{p}", j + 1));
+        }
+        let opts = IbsmdOptions {
+            grpc: format!("127.0.0.1:{}", ports[i]),
+            rust_log: "info,openraft=warn".to_string(),
+            args,
+            ..IbsmdOptions::default()
+        };
+        let mut sm = Ibsmd::start(ibsim, host, binary, opts)?;
+        if i == 0 {
+            sm.wait_subnet_up(subnet_up_timeout)?;
+        }
+        sms.push(Some(sm));
+    }
+    // Every member serves its control API (and so has logged its address).
+    for sm in sms.iter_mut().flatten() {
+        sm.wait_log("gRPC control API listening", subnet_up_timeout)?;
+    }
+    Ok(sms)
+}
+
 /// The address in ibsmd's `gRPC control API listening addr=HOST:PORT` log line.
 pub fn grpc_addr_in_log(log: &str) -> Option<String> {
     log.lines().find_map(|l| {

@@ -91,7 +91,7 @@ pub use child::{die_with_parent, pid_alive, run_ok, run_with_timeout, ChildGuard
 pub use error::{LabError, Result};
 pub use files::KEEP_ENV;
 pub use ibsim::{Ibsim, IbsimOptions};
-pub use ibsmd::{grpc_addr_in_log, Ibsmd, IbsmdOptions, IBSMD_SUBNET_UP};
+pub use ibsmd::{grpc_addr_in_log, start_replicated_cluster, Ibsmd, IbsmdOptions, IBSMD_SUBNET_UP};
 pub use lids::{guid2lid_of, parse_ibnetdiscover_ports, PortLid};
 pub use mft::{parse_ibroute_mft, SwitchMft};
 pub use opensm::{OpenSm, OpenSmOptions};
