@@ -45,12 +45,18 @@ proptest! {
         let mut t = SaMad::new(Method::GET_TABLE_RESP, SaAttributeId::NODE_RECORD, tid);
         t.rmpp.resp_time = resp_time;
         t.attribute_offset = 14;
-        let segs: Vec<SaMad> = RmppSegments::new(&t, &payload).unwrap().collect();
+        let cut = RmppSegments::new(&t, &payload).unwrap();
+        let segs: Vec<SaMad> = cut.clone().collect();
         let n = len.div_ceil(200).max(1);
         prop_assert_eq!(segs.len(), n);
+        prop_assert_eq!(cut.wire_len(n as u32 + 1), None);
         for (i, s) in segs.iter().enumerate() {
             let first = i == 0;
             let last = i + 1 == n;
+            // Written: whole MADs, the last one only up to its data.
+            let wire = cut.wire_len(i as u32 + 1).unwrap();
+            prop_assert_eq!(wire, if last { 56 + len - 200 * (n - 1) } else { 256 });
+            prop_assert!(s.encode()[wire..].iter().all(|b| *b == 0));
             prop_assert_eq!(s.rmpp.version, 1);
             prop_assert_eq!(s.rmpp.rmpp_type, RmppType::DATA);
             prop_assert_eq!(s.rmpp.resp_time, resp_time);
@@ -99,11 +105,16 @@ fn first_payload_length_counts_the_sa_header_of_every_segment() {
     assert_eq!(s.segment(1).unwrap().rmpp.payload_length(), 376);
     assert_eq!(s.segment(2).unwrap().rmpp.payload_length(), 20 + 136);
     assert!(s.segment(0).is_none() && s.segment(3).is_none());
+    // Written: the first whole, the last as the 56 header bytes and its 136.
+    assert_eq!(s.wire_len(1), Some(256));
+    assert_eq!(s.wire_len(2), Some(56 + 136));
+    assert_eq!(s.wire_len(0), None);
     // Empty table: one segment, PayloadLength 20.
     let e = RmppSegments::new(&t, &[]).unwrap();
     assert_eq!(e.segment_count(), 1);
     let only = e.segment(1).unwrap();
     assert_eq!(only.rmpp.payload_length(), 20);
+    assert_eq!(e.wire_len(1), Some(56));
     assert_eq!(
         only.rmpp.flags,
         RmppFlags::ACTIVE | RmppFlags::FIRST | RmppFlags::LAST
@@ -112,6 +123,7 @@ fn first_payload_length_counts_the_sa_header_of_every_segment() {
     let f = RmppSegments::new(&t, &[1u8; 200]).unwrap();
     assert_eq!(f.segment_count(), 1);
     assert_eq!(f.segment(1).unwrap().rmpp.payload_length(), 220);
+    assert_eq!(f.wire_len(1), Some(256));
 }
 
 fn node(lid: u16) -> NodeRecord {

@@ -55,7 +55,7 @@ fn start_master(shared: &SharedSim, at: NodeIdx) -> Master {
                         };
                     }
                     Output::TransmitGmp(t) => {
-                        let _ = dev.send_gmp(&t.to, &t.mad);
+                        let _ = dev.send_gmp(&t.to, t.wire());
                     }
                     Output::RoutingJob(j) => {
                         let done = j.run();

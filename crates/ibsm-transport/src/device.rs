@@ -89,10 +89,15 @@ pub trait MadDevice {
     /// [`MadDevice::recv`]. The device must have an agent for the class
     /// ([`crate::UmadDevice::open_with_sa`], [`crate::SimDevice::register_gsi_class`]);
     /// the default refuses ([`TransportError::GmpUnsupported`]), for devices that carry
-    /// SMPs only.
-    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
+    /// SMPs only. `mad` is what to write: a whole 256-byte MAD, or a shorter one (at
+    /// least the MAD and RMPP headers, 36 bytes), as the last segment of an RMPP
+    /// transfer is written; on the wire it is a 256-byte MAD padded with zeros, and
+    /// a umad reader under umad2sim reads exactly the bytes written.
+    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8]) -> Result<(), TransportError> {
         let _ = to;
-        Err(TransportError::GmpUnsupported { class: mad[1] })
+        Err(TransportError::GmpUnsupported {
+            class: mad.get(1).copied().unwrap_or(0),
+        })
     }
 
     /// Wait up to `timeout` for one MAD (responses and unsolicited requests, SMPs and
@@ -109,10 +114,23 @@ impl<D: MadDevice + ?Sized> MadDevice for Box<D> {
     fn send_lid(&mut self, dlid: u16, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
         (**self).send_lid(dlid, mad)
     }
-    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
+    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8]) -> Result<(), TransportError> {
         (**self).send_gmp(to, mad)
     }
     fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError> {
         (**self).recv(timeout)
     }
+}
+
+/// The management class of a GMP to send, checked: 36..=256 bytes (the MAD and RMPP
+/// headers at least) and not an SMP class. Both devices check with it.
+pub(crate) fn gmp_class(mad: &[u8]) -> Result<u8, TransportError> {
+    if !(ibsm_umad::MIN_WRITE_MAD..=MAD_SIZE).contains(&mad.len()) {
+        return Err(TransportError::GmpLength { len: mad.len() });
+    }
+    let class = mad.get(1).copied().unwrap_or(0);
+    if matches!(class, 0x01 | 0x81) {
+        return Err(TransportError::NotGmp { class });
+    }
+    Ok(class)
 }

@@ -30,6 +30,13 @@ pub enum TransportError {
         /// The MAD's management class.
         class: u8,
     },
+    /// A GMP to send was shorter than the MAD and RMPP headers (36 bytes) or longer
+    /// than a MAD (256).
+    #[error("a GMP of {len} bytes: need 36..=256")]
+    GmpLength {
+        /// The length given.
+        len: usize,
+    },
     /// The simulator lock was poisoned by a panicking thread.
     #[error("simulator lock poisoned")]
     Poisoned,

@@ -8,7 +8,7 @@ use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_mad::{MadAddress, MAD_SIZE};
 use ibsm_sim::{ClientId, Sim, SimConfig};
 
-use crate::device::{MadDevice, ReceivedMad};
+use crate::device::{gmp_class, MadDevice, ReceivedMad};
 use crate::error::TransportError;
 
 /// The simulator plus one mailbox per attached client.
@@ -198,11 +198,13 @@ impl MadDevice for SimDevice {
         self.send_inner(To::Lid(dlid), mad)
     }
 
-    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
-        if matches!(mad[1], 0x01 | 0x81) {
-            return Err(TransportError::NotGmp { class: mad[1] });
-        }
-        self.send_inner(To::Gmp(to), mad)
+    /// A MAD shorter than 256 bytes is padded with zeros, as a kernel pads it on the
+    /// wire.
+    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8]) -> Result<(), TransportError> {
+        gmp_class(mad)?;
+        let mut whole = [0u8; MAD_SIZE];
+        whole[..mad.len()].copy_from_slice(mad);
+        self.send_inner(To::Gmp(to), &whole)
     }
 
     fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError> {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use ibsm_mad::{MadAddress, MAD_SIZE};
 use ibsm_umad::{Dest, GsiClass, PortSpec, UmadOptions, UmadPort};
 
-use crate::device::{MadDevice, ReceivedMad};
+use crate::device::{gmp_class, MadDevice, ReceivedMad};
 use crate::error::TransportError;
 
 /// A umad port used for SMPs and, with [`UmadDevice::open_with_sa`] or
@@ -73,12 +73,10 @@ impl MadDevice for UmadDevice {
         Ok(self.port.send(mad, Dest::Lid(dlid))?)
     }
 
-    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8; MAD_SIZE]) -> Result<(), TransportError> {
-        if matches!(mad[1], 0x01 | 0x81) {
-            return Err(TransportError::NotGmp { class: mad[1] });
-        }
-        if self.port.agent_id(mad[1]).is_none() {
-            return Err(TransportError::GmpUnsupported { class: mad[1] });
+    fn send_gmp(&mut self, to: &MadAddress, mad: &[u8]) -> Result<(), TransportError> {
+        let class = gmp_class(mad)?;
+        if self.port.agent_id(class).is_none() {
+            return Err(TransportError::GmpUnsupported { class });
         }
         Ok(self.port.send_gmp(mad, to)?)
     }

@@ -36,6 +36,10 @@ pub const CLASS_SUBN_ADM: u8 = 0x03;
 pub const SA_CLASS_VERSION: u8 = 2;
 /// Where device files live.
 pub const DEFAULT_DEVICE_DIR: &str = "/dev/infiniband";
+/// The fewest MAD bytes a write may carry: the common MAD header and the RMPP header
+/// (36), the kernel's minimum (it refuses a write shorter than the header of the
+/// MAD's class too: 56 for SA).
+pub const MIN_WRITE_MAD: usize = 36;
 
 const SMP_METHODS: [u8; 4] = [
     0x01, /* Get */
@@ -295,15 +299,16 @@ impl UmadPort {
     /// Send a GMP to `to` (its LID, QP, SL, path bits and GRH go in the header's address
     /// block; the Q_Key and P_Key index cannot be chosen through this header, see
     /// [`Address`]). The MAD's class must have a GSI agent. Requests get the port's
-    /// request timeout (so their responses are delivered), responses none.
-    pub fn send_gmp(&self, mad: &[u8; MAD_SIZE], to: &MadAddress) -> Result<()> {
+    /// request timeout (so their responses are delivered), responses none. `mad` may be
+    /// shorter than 256 bytes ([`UmadPort::send_with`]).
+    pub fn send_gmp(&self, mad: &[u8], to: &MadAddress) -> Result<()> {
         self.send(mad, Dest::Address(Address::from(to)))
     }
 
     /// Send a MAD. Requests (method bit 7 clear) get the port's request timeout and
     /// retries so their response comes back; responses are sent with timeout 0.
-    pub fn send(&self, mad: &[u8; MAD_SIZE], dest: Dest) -> Result<()> {
-        let is_response = mad[3] & 0x80 != 0;
+    pub fn send(&self, mad: &[u8], dest: Dest) -> Result<()> {
+        let is_response = mad.get(3).is_some_and(|m| m & 0x80 != 0);
         let (timeout, retries) = if is_response {
             (0, 0)
         } else {
@@ -318,14 +323,18 @@ impl UmadPort {
     }
 
     /// Send a MAD with an explicit kernel `timeout_ms` (0: expect no response) and
-    /// `retries`.
-    pub fn send_with(
-        &self,
-        mad: &[u8; MAD_SIZE],
-        dest: Dest,
-        timeout_ms: u32,
-        retries: u32,
-    ) -> Result<()> {
+    /// `retries`. The write is the header and `mad` as given: [`MIN_WRITE_MAD`] to 256
+    /// bytes ([`UmadError::MadLength`] otherwise). A shorter MAD is what an RMPP
+    /// sender writes for its last segment: the kernel pads it to 256 bytes with zeros
+    /// on the wire (an agent without kernel RMPP), umad2sim hands the reader exactly
+    /// the bytes written.
+    pub fn send_with(&self, mad: &[u8], dest: Dest, timeout_ms: u32, retries: u32) -> Result<()> {
+        if !(MIN_WRITE_MAD..=MAD_SIZE).contains(&mad.len()) {
+            return Err(UmadError::MadLength {
+                path: self.path.clone(),
+                len: mad.len(),
+            });
+        }
         let class = mad[1];
         let agent = self
             .agent_id(class)
@@ -336,11 +345,13 @@ impl UmadPort {
         hdr[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
         hdr[12..16].copy_from_slice(&retries.to_ne_bytes());
         // `length` is ignored by the kernel on send (the write size counts); fill it anyway.
-        hdr[16..20].copy_from_slice(&(MAD_SIZE as u32).to_ne_bytes());
+        hdr[16..20].copy_from_slice(&(mad.len() as u32).to_ne_bytes());
         dest.address().encode(&mut hdr);
         buf[..UMAD_HDR_SIZE].copy_from_slice(&hdr);
-        buf[UMAD_HDR_SIZE..].copy_from_slice(mad);
-        let n = nix::unistd::write(self.fd.as_fd(), &buf).map_err(|e| UmadError::Send {
+        let end = UMAD_HDR_SIZE + mad.len();
+        buf[UMAD_HDR_SIZE..end].copy_from_slice(mad);
+        let buf = &buf[..end];
+        let n = nix::unistd::write(self.fd.as_fd(), buf).map_err(|e| UmadError::Send {
             path: self.path.clone(),
             reason: e.to_string(),
         })?;

@@ -25,6 +25,12 @@ pub enum UmadError {
     /// `write` failed or was short.
     #[error("sending a MAD on {path}: {reason}")]
     Send { path: PathBuf, reason: String },
+    /// A MAD to send was shorter than the headers or longer than 256 bytes.
+    #[error(
+        "sending a MAD on {path}: {len} bytes, need {}..=256",
+        crate::device::MIN_WRITE_MAD
+    )]
+    MadLength { path: PathBuf, len: usize },
     /// `poll` or `read` failed.
     #[error("receiving on {path}: {errno}")]
     Recv { path: PathBuf, errno: Errno },

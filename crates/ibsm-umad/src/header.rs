@@ -140,10 +140,10 @@ impl Address {
     }
 }
 
-pub(crate) fn tid_of(m: &[u8; MAD_SIZE]) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&m[8..16]);
-    u64::from_be_bytes(w)
+pub(crate) fn tid_of(m: &[u8]) -> u64 {
+    m.get(8..16)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_be_bytes)
 }
 
 fn be32(b: &[u8; UMAD_HDR_SIZE], at: usize) -> u32 {

@@ -41,7 +41,9 @@
 //!     1 are accepted, and 1 only for RMPP classes. Kernel RMPP is on when
 //!     `ib_mad_kernel_rmpp_agent()`: `rmpp_version != 0` and no `IB_MAD_USER_RMPP` flag
 //!     (the legacy REGISTER_AGENT ioctl has no flags). With 0, `ib_umad_write` copies the
-//!     256 bytes as they are (no segmentation), and a write whose RMPP header has the
+//!     bytes written as they are (no segmentation; a write shorter than 256 bytes, as
+//!     an RMPP sender's last segment, is padded with zeros to a whole MAD on the wire,
+//!     and one shorter than the class's header is refused), and a write whose RMPP header has the
 //!     Active flag skips the duplicate-TID check, so all segments of one response (one
 //!     TID) can be in flight; on receive there is no reassembly, every segment reaches
 //!     the reader on its own. A response segment with no outstanding request (every
@@ -55,7 +57,8 @@
 //!     mask, as an unsolicited request with RMPPType ACK.
 //!   * umad2sim (ibsim 0.10, `umad2sim/umad2sim.c`): `register_agent` stores
 //!     `rmpp_version` and the method mask and uses neither. Every MAD, segment or not,
-//!     crosses as one 256-byte packet, both ways, and ibsim has no RMPP either; that is
+//!     crosses as one packet of the length written (at most 256 bytes; the reader's
+//!     `read` returns that length), both ways, and ibsim has no RMPP either; that is
 //!     why GetTable answers reach `saquery` truncated under umad2sim (it expects the
 //!     kernel to reassemble; `/work/shared/notes/fabric-lab.md`).
 //!   * A GMP Get or Set that no agent on the port claims is answered by the kernel
@@ -135,7 +138,8 @@ mod port;
 
 pub use device::{
     GsiClass, UmadOptions, UmadPort, CLASS_SUBN_ADM, CLASS_SUBN_DIRECTED_ROUTE,
-    CLASS_SUBN_LID_ROUTED, DEFAULT_DEVICE_DIR, IB_USER_MAD_REGISTER_AGENT, SA_CLASS_VERSION,
+    CLASS_SUBN_LID_ROUTED, DEFAULT_DEVICE_DIR, IB_USER_MAD_REGISTER_AGENT, MIN_WRITE_MAD,
+    SA_CLASS_VERSION,
 };
 pub use error::{Result, UmadError};
 pub use header::{

@@ -40,8 +40,27 @@ use super::transfer::{Send, Transfers};
 pub struct SaTransmit {
     /// Where (a requester's LID and QP, or a subscriber's).
     pub to: MadAddress,
-    /// The MAD.
+    /// The MAD, all 256 bytes (zero past `len`).
     pub mad: [u8; MAD_SIZE],
+    /// How many bytes of `mad` to write ([`SaTransmit::wire`]): 256, or for the last
+    /// segment of an RMPP transfer the 56 header bytes and the data it carries.
+    pub len: usize,
+}
+
+impl SaTransmit {
+    /// A whole 256-byte MAD.
+    pub fn whole(to: MadAddress, mad: [u8; MAD_SIZE]) -> SaTransmit {
+        SaTransmit {
+            to,
+            mad,
+            len: MAD_SIZE,
+        }
+    }
+
+    /// The bytes to write: the first `len` of `mad`.
+    pub fn wire(&self) -> &[u8] {
+        self.mad.get(..self.len).unwrap_or(&self.mad)
+    }
 }
 
 impl std::fmt::Debug for SaTransmit {
@@ -49,6 +68,7 @@ impl std::fmt::Debug for SaTransmit {
         f.debug_struct("SaTransmit")
             .field("to", &self.to)
             .field("method", &self.mad[3])
+            .field("len", &self.len)
             .finish_non_exhaustive()
     }
 }
@@ -191,8 +211,11 @@ impl SaAgent {
         let mut sends = VecDeque::new();
         self.informs
             .notify(now, ctx.fabric, &n, &self.cfg, &mut sends);
-        self.out
-            .extend(sends.into_iter().map(|(to, mad)| SaTransmit { to, mad }));
+        self.out.extend(
+            sends
+                .into_iter()
+                .map(|(to, mad)| SaTransmit::whole(to, mad)),
+        );
     }
 
     /// What clients changed since the last call, one line each (a port joined or
@@ -250,8 +273,11 @@ impl SaAgent {
         let mut reports = VecDeque::new();
         self.informs
             .handle_timeout(now, self.cfg.report_timeout, &mut reports);
-        self.out
-            .extend(reports.into_iter().map(|(to, mad)| SaTransmit { to, mad }));
+        self.out.extend(
+            reports
+                .into_iter()
+                .map(|(to, mad)| SaTransmit::whole(to, mad)),
+        );
     }
 
     fn queue(&mut self, sends: Vec<Send>) {
@@ -259,6 +285,7 @@ impl SaAgent {
             self.out.push_back(SaTransmit {
                 to: s.to,
                 mad: s.mad.encode(),
+                len: s.len,
             });
         }
     }
@@ -267,10 +294,8 @@ impl SaAgent {
         if mad.header.status != 0 {
             self.metrics.errors += 1;
         }
-        self.out.push_back(SaTransmit {
-            to: reply_address(to),
-            mad: mad.encode(),
-        });
+        self.out
+            .push_back(SaTransmit::whole(reply_address(to), mad.encode()));
     }
 
     /// An SA MAD (management class 0x03) that arrived from `from`.
@@ -471,10 +496,8 @@ impl SaAgent {
         ack.rmpp.flags = RmppFlags::ACTIVE;
         ack.rmpp.data1 = 1;
         ack.rmpp.data2 = 1;
-        self.out.push_back(SaTransmit {
-            to: reply_address(&req.from),
-            mad: ack.encode(),
-        });
+        self.out
+            .push_back(SaTransmit::whole(reply_address(&req.from), ack.encode()));
         encode_all(recs)
     }
 
@@ -664,10 +687,8 @@ impl SaAgent {
         cpi.redirect_p_key = 0xFFFF;
         let mut resp = req.response(resp_method(req.method()), SaStatus::REDIRECT);
         let _ = resp.set_record(&cpi);
-        self.out.push_back(SaTransmit {
-            to: reply_address(from),
-            mad: resp.encode(),
-        });
+        self.out
+            .push_back(SaTransmit::whole(reply_address(from), resp.encode()));
     }
 }
 

@@ -8,7 +8,8 @@
 //! [`super::SaConfig::rmpp_timeout`] is sent again up to `rmpp_retries` times, and a
 //! STOP or ABORT from the receiver ends it. A receiver that does no RMPP (saquery
 //! under umad2sim) takes the first segment and never acknowledges; the transfer then
-//! expires after its retries.
+//! expires after its retries. The last segment is written short (the header and the
+//! data it carries, see `ibsm_mad::sa`'s RMPP doc), every other one whole.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -35,10 +36,12 @@ struct Transfer {
     retries: u32,
 }
 
-/// What a transfer wants sent.
+/// What a transfer wants sent: a segment and how many bytes of its encoding to
+/// write (256, or less for the last segment: [`RmppSegments::wire_len`]).
 pub(super) struct Send {
     pub(super) to: MadAddress,
     pub(super) mad: SaMad,
+    pub(super) len: usize,
 }
 
 /// The SA's RMPP transfers in flight.
@@ -169,8 +172,121 @@ fn send_window(t: &mut Transfer, out: &mut Vec<Send>) {
     };
     while t.sent < t.window_last.min(t.count) {
         t.sent += 1;
-        if let Some(mad) = segs.segment(t.sent) {
-            out.push(Send { to: t.to, mad });
+        if let (Some(mad), Some(len)) = (segs.segment(t.sent), segs.wire_len(t.sent)) {
+            out.push(Send { to: t.to, mad, len });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ibsm_mad::sa::{SaAttributeId, SaStatus};
+    use ibsm_mad::Method;
+
+    const T: Duration = Duration::from_millis(200);
+
+    fn template(tid: u64) -> SaMad {
+        let req = SaMad::new(Method::GET_TABLE, SaAttributeId::MC_MEMBER_RECORD, tid);
+        let mut t = req.response(Method::GET_TABLE_RESP, SaStatus::SUCCESS);
+        t.attribute_offset = 7;
+        t
+    }
+
+    /// The bytes written for one segment.
+    fn wire(s: &Send) -> Vec<u8> {
+        s.mad.encode()[..s.len].to_vec()
+    }
+
+    /// The RMPP header of a DATA segment: version 1, type DATA, RRespTime 0 with
+    /// `flags`, status 0, SegmentNumber, PayloadLength (IBA 13.6.2.1).
+    fn rmpp_header(flags: u8, seg: u32, payload_length: u32) -> Vec<u8> {
+        let mut h = vec![1, 1, flags, 0];
+        h.extend_from_slice(&seg.to_be_bytes());
+        h.extend_from_slice(&payload_length.to_be_bytes());
+        h
+    }
+
+    #[test]
+    fn a_table_of_one_segment_is_written_as_header_and_records() {
+        // Two MCMemberRecords (56 bytes each): 112 data bytes, written as 56 + 112.
+        let payload: Vec<u8> = (0..112u8).map(|i| i + 1).collect();
+        let mut ts = Transfers::default();
+        let mut out = Vec::new();
+        let to = MadAddress::gsi(7);
+        ts.start(
+            Duration::ZERO,
+            T,
+            to,
+            template(9),
+            payload.clone(),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].len, 168);
+        let w = wire(&out[0]);
+        assert_eq!(w.len(), 168);
+        // Active | First | Last; PayloadLength = SA header (20) + 112.
+        assert_eq!(w[24..36], rmpp_header(0x07, 1, 132)[..]);
+        assert_eq!(w[56..], payload[..]);
+    }
+
+    #[test]
+    fn only_the_last_segment_is_short() {
+        // Five MCMemberRecords: 280 bytes, segments of 200 and 80.
+        let payload: Vec<u8> = (0..280u32).map(|i| (i % 251) as u8 + 1).collect();
+        let mut ts = Transfers::default();
+        let mut out = Vec::new();
+        let to = MadAddress::gsi(7);
+        ts.start(
+            Duration::ZERO,
+            T,
+            to,
+            template(9),
+            payload.clone(),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out.len(), 1, "a window of one");
+        let first = wire(&out[0]);
+        assert_eq!(first.len(), 256);
+        // Active | First; PayloadLength = 280 + 2 SA headers.
+        assert_eq!(first[24..36], rmpp_header(0x03, 1, 320)[..]);
+        assert_eq!(first[56..], payload[..200]);
+        // The receiver ACKs segment 1 and opens the window to 2.
+        let ack = out[0].mad.rmpp_ack(2);
+        out.clear();
+        ts.handle_control(Duration::ZERO, T, &to, &ack, &mut out);
+        assert_eq!(out.len(), 1);
+        let last = wire(&out[0]);
+        assert_eq!(last.len(), 56 + 80, "no zero padding after the last record");
+        // Active | Last; PayloadLength = 20 + 80.
+        assert_eq!(last[24..36], rmpp_header(0x05, 2, 100)[..]);
+        assert_eq!(last[..24], first[..24], "the same common header");
+        assert_eq!(last[36..56], first[36..56], "the same SA header");
+        assert_eq!(last[56..], payload[200..]);
+        // A resend after a timeout is the same short write.
+        out.clear();
+        ts.handle_timeout(Duration::from_secs(1), T, 3, &mut out);
+        assert_eq!(out.iter().map(wire).collect::<Vec<_>>(), vec![last]);
+    }
+
+    #[test]
+    fn an_empty_table_is_the_headers_alone() {
+        let mut ts = Transfers::default();
+        let mut out = Vec::new();
+        ts.start(
+            Duration::ZERO,
+            T,
+            MadAddress::gsi(7),
+            template(9),
+            Vec::new(),
+            &mut out,
+        )
+        .unwrap();
+        let w = wire(&out[0]);
+        assert_eq!(w.len(), 56);
+        assert_eq!(w[24..36], rmpp_header(0x07, 1, 20)[..]);
     }
 }

@@ -14,12 +14,21 @@
 //!
 //! An empty table is one segment with PayloadLength 20. The receiver's length is
 //! `200 * (n - 1) + (PayloadLength_last - 20)`.
+//!
+//! What is written ([`RmppSegments::wire_len`]): every segment but the last is a
+//! whole 256-byte MAD; the last is the 56 header bytes plus the data it carries, as
+//! OpenSM writes its answers (a single-segment table is `56 + len`). On a kernel the
+//! umad layer pads a short write of an agent without kernel RMPP to a whole MAD with
+//! zeros, so the packet is the same 256 bytes and a kernel-RMPP receiver takes the
+//! length from PayloadLength; under umad2sim the written length is what the reader
+//! gets, and saquery (which counts records from the length it read) then prints the
+//! records and no zero-filled ones after them.
 
 use crate::header::Method;
 use crate::sa::error::SaError;
 use crate::sa::mad::{
     RmppFlags, RmppHeader, RmppType, SaMad, RMPP_VERSION, SA_CLASS_HEADER_SIZE, SA_DATA_SIZE,
-    SA_RMPP_SEGMENT_SIZE,
+    SA_HEADER_SIZE, SA_RMPP_SEGMENT_SIZE,
 };
 use crate::sa::record::{padded, SaRecord};
 use crate::sa::status::SaStatus;
@@ -138,14 +147,26 @@ impl<'a> RmppSegments<'a> {
         u32::try_from(self.payload.len() + n * SA_CLASS_HEADER_SIZE).unwrap_or(u32::MAX)
     }
 
-    /// Segment `seg_num` (1-based), or `None` past the last one.
-    pub fn segment(&self, seg_num: u32) -> Option<SaMad> {
+    /// The data bytes segment `seg_num` (1-based) carries, or `None` past the last one.
+    fn chunk(&self, seg_num: u32) -> Option<&'a [u8]> {
         if seg_num == 0 || seg_num > self.count {
             return None;
         }
         let start = (seg_num as usize - 1) * SA_DATA_SIZE;
         let end = (start + SA_DATA_SIZE).min(self.payload.len());
-        let chunk = self.payload.get(start..end).unwrap_or(&[]);
+        Some(self.payload.get(start..end).unwrap_or(&[]))
+    }
+
+    /// How many bytes of segment `seg_num`'s encoding to write: 256 but for the last
+    /// segment, which is the 56 header bytes and the data it carries (module doc).
+    /// `None` past the last segment.
+    pub fn wire_len(&self, seg_num: u32) -> Option<usize> {
+        self.chunk(seg_num).map(|c| SA_HEADER_SIZE + c.len())
+    }
+
+    /// Segment `seg_num` (1-based), or `None` past the last one.
+    pub fn segment(&self, seg_num: u32) -> Option<SaMad> {
+        let chunk = self.chunk(seg_num)?;
         let first = seg_num == 1;
         let last = seg_num == self.count;
         let mut flags = RmppFlags::ACTIVE;

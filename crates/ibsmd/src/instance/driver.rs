@@ -276,7 +276,7 @@ impl Driver {
                     self.device_send(o.dlid, &o.mad);
                 }
                 Output::TransmitGmp(t) => {
-                    if let Err(err) = self.dev.send_gmp(&t.to, &t.mad) {
+                    if let Err(err) = self.dev.send_gmp(&t.to, t.wire()) {
                         self.send_errors = self.send_errors.saturating_add(1);
                         tracing::debug!(%err, lid = t.to.lid, qpn = t.to.qpn, "SA answer not sent");
                     }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use ibsm_fabric::gen;
 use ibsm_mad::sa::{
     ClassPortInfo, ComponentMask, LinkRecord, McMemberRecord, NodeRecord, PortInfoRecord,
-    RmppProgress, RmppReassembler, SaAttributeId, SaMad, SaStatus, SmInfoRecord,
+    RmppFlags, RmppProgress, RmppReassembler, RmppType, SaAttributeId, SaMad, SaStatus,
+    SmInfoRecord,
 };
 use ibsm_mad::{MadAddress, Method};
 
@@ -36,7 +37,20 @@ pub(super) fn ask(lab: &mut Lab, i: usize, req: &SaMad, from: MadAddress) -> Vec
         .map(|t| {
             assert_eq!(t.to.lid, from.lid, "answered to the requester");
             assert_eq!(t.to.qpn, from.qpn, "on its QP");
-            SaMad::decode(&t.mad).expect("the SA sends SA MADs")
+            let m = SaMad::decode(&t.mad).expect("the SA sends SA MADs");
+            // The last RMPP segment is written as the headers and the data it
+            // carries (PayloadLength less the SA header), nothing after it.
+            let last = m.rmpp.is_active()
+                && m.rmpp.rmpp_type == RmppType::DATA
+                && m.rmpp.flags.contains(RmppFlags::LAST);
+            let want = match last {
+                true => 56 + m.rmpp.payload_length() as usize - 20,
+                false => 256,
+            };
+            assert_eq!(t.len, want, "bytes written of {:?}", m.rmpp);
+            assert_eq!(t.wire(), &t.mad[..want]);
+            assert!(t.mad[want..].iter().all(|b| *b == 0), "zero past the data");
+            m
         })
         .collect()
 }
