@@ -38,9 +38,10 @@
 //! ibsim quirks handled here: the diags and `ibsmctl sa` under umad2sim now and then
 //! die of SIGSEGV in the preload (questions are asked again, three tries; see [`sa`]
 //! and [`create_group`] for the joins); saquery never ACKs RMPP and ibsmd resends unacknowledged
-//! segments, so saquery runs are spaced by [`IBSM_SA_RESEND_SPAN`] on their node, and
-//! ibsmd's whole-MAD segments print zero padding records after the real ones. Never
-//! skipped: a missing tool fails the test.
+//! segments, so saquery runs are spaced by [`IBSM_SA_RESEND_SPAN`] on their node.
+//! ibsmd writes the last segment of a table as its headers and records, so saquery
+//! prints exactly the SA's records (checked: no zero-filled ones). Never skipped: a
+//! missing tool fails the test.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -237,7 +238,7 @@ fn record_state(sim: &Ibsim, mgids: &[&str]) -> Result<SaState> {
     let mut saquery = Vec::new();
     // Untrusted, `-g` answers one record per group; trusted (SM_Key 1), MCMR one per
     // member.
-    let q = |args: &[&str], trusted: bool, pad_key: &str| -> Result<(String, Vec<SaRecord>)> {
+    let q = |args: &[&str], trusted: bool| -> Result<(String, Vec<SaRecord>)> {
         let mut sa = sim
             .saquery(OTHER)
             .sa_timeout_ms(2000)
@@ -247,13 +248,13 @@ fn record_state(sim: &Ibsim, mgids: &[&str]) -> Result<SaState> {
         }
         let label = format!("saquery {}", args.join(" "));
         let table = diag(&label, || sa.query(args))?;
-        Ok((args.join(" "), real_records(table, pad_key)))
+        Ok((args.join(" "), real_records(&label, table)?))
     };
-    saquery.push(q(&["-g"], false, "Mlid")?);
+    saquery.push(q(&["-g"], false)?);
     for mgid in mgids {
-        saquery.push(q(&["MCMR", "--mgid", mgid], true, "Mlid")?);
+        saquery.push(q(&["MCMR", "--mgid", mgid], true)?);
     }
-    saquery.push(q(&["SR"], true, "id")?);
+    saquery.push(q(&["SR"], true)?);
     Ok(SaState {
         members: mgids
             .iter()
@@ -300,22 +301,19 @@ fn check_recorded(sim: &Ibsim, st: &SaState) -> Result<()> {
     Ok(())
 }
 
-/// The SA's own records of a saquery answer: ibsmd sends every GetTableResp segment
-/// as a whole MAD, so saquery prints its records, then zero-filled padding records
-/// (`pad_key` 0), and what saquery printed from bytes umad2sim did not deliver
-/// (`undelivered`), dropped. But a ServiceRecord always lands in `undelivered` (its
+/// The records of a saquery answer, which must have come whole: nothing printed from
+/// bytes umad2sim did not deliver (`undelivered`; a zero-padded last segment would
+/// show records there, or zero-filled ones in `records`, which the counts in
+/// [`check_recorded`] catch). But a ServiceRecord always lands in `undelivered` (its
 /// last field lies past what umad2sim delivers): it is kept, and
 /// [`SR_UNDELIVERED_FIELDS`] are not compared.
-fn real_records(t: ibsm_labkit::SaTable, pad_key: &str) -> Vec<SaRecord> {
-    let sr = t
-        .undelivered
-        .first()
-        .is_some_and(|r| r.kind == "ServiceRecord dump");
-    t.records
-        .into_iter()
-        .chain(t.undelivered.into_iter().take(usize::from(sr)))
-        .take_while(|r| r.number(pad_key) != Some(0) && r.get(pad_key) != Some("::"))
-        .collect()
+fn real_records(what: &str, t: ibsm_labkit::SaTable) -> Result<Vec<SaRecord>> {
+    let sr = t.undelivered.iter().all(|r| r.kind == "ServiceRecord dump");
+    ensure!(
+        sr && t.undelivered.len() <= 1,
+        "{what}: records past what umad2sim delivers: {t:?}"
+    );
+    Ok(t.records.into_iter().chain(t.undelivered).collect())
 }
 
 /// Run a diag under umad2sim, up to three times: `ibroute`, `smpquery`,

@@ -23,15 +23,15 @@
 //! port reports it (LinkState Down, its caps), OpenSM a record of zeros, and neither
 //! is more right than the other.
 //!
-//! Reading ibsmd's answers through umad2sim (see labkit's `sa_record.rs` and
-//! `saquery.rs`): ibsmd does RMPP itself and sends every GetTableResp segment as a
-//! whole 256-byte MAD, so saquery (which counts records from the MAD length) prints
-//! the SA's records followed by zero-filled padding records (and, past byte 224,
-//! umad2sim's heap bytes); OpenSM's write carries only its records. The judge takes
-//! ibsmd's delivered records, requires every one after the real ones to be padding
-//! (its key field 0) and compares the real ones. And ibsmd resends an
-//! unacknowledged segment for about a second, so each node's queries are spaced by
-//! [`IBSM_SA_RESEND_SPAN`]. Fails (never skips) when a tool is missing.
+//! Reading the answers through umad2sim (see labkit's `sa_record.rs` and
+//! `saquery.rs`): saquery counts records from the length it read, and umad2sim
+//! hands it the bytes the SA wrote. Both SAs write a table that fits one segment as
+//! its headers and records (ibsmd does RMPP itself and writes its last segment
+//! short, OpenSM's kernel would), so every answer here must arrive whole: no
+//! zero-filled records after the real ones, nothing past what umad2sim delivers
+//! (ServiceRecord excepted, see below). And ibsmd resends an unacknowledged segment
+//! for about a second, so each node's queries are spaced by [`IBSM_SA_RESEND_SPAN`].
+//! Fails (never skips) when a tool is missing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -69,22 +69,20 @@ const EXPECTED_DIFFERENCES: &[(&str, &str)] = &[
     ("PIR", "HoqLife"),
 ];
 
-/// One saquery query: its kind (for [`EXPECTED_DIFFERENCES`]), arguments, the field
-/// that is 0 in a zero-filled padding record, and whether it carries SM_Key 1.
+/// One saquery query: its kind (for [`EXPECTED_DIFFERENCES`]), arguments, and
+/// whether it carries SM_Key 1.
 #[derive(Debug, Clone)]
 struct Query {
     kind: &'static str,
     args: Vec<String>,
-    pad_key: &'static str,
     trusted: bool,
 }
 
 impl Query {
-    fn new(kind: &'static str, args: &[String], pad_key: &'static str) -> Query {
+    fn new(kind: &'static str, args: &[String]) -> Query {
         Query {
             kind,
             args: args.to_vec(),
-            pad_key,
             trusted: false,
         }
     }
@@ -125,19 +123,19 @@ fn queries(topo: &Topology, lids: &[PortLid]) -> Result<Vec<Query>> {
             )
         };
         let lid = lid_of(guid).with_context(|| format!("no LID for {}", node.name))?;
-        q.push(Query::new("NR", &[s("NR"), lid.to_string()], "lid"));
+        q.push(Query::new("NR", &[s("NR"), lid.to_string()]));
         for port in first..=node.num_ports() {
             if port != 0 && node.port(port).is_none_or(|p| p.remote.is_none()) {
                 continue;
             }
             let at = format!("{lid}/{port}");
-            q.push(Query::new("PIR", &[s("PIR"), at.clone()], "EndPortLid"));
+            q.push(Query::new("PIR", &[s("PIR"), at.clone()]));
             if port != 0 {
-                q.push(Query::new("LR", &[s("LR"), at], "FromLID"));
+                q.push(Query::new("LR", &[s("LR"), at]));
             }
         }
         if node.is_switch() {
-            q.push(Query::new("SWIR", &[s("SWIR"), lid.to_string()], "LID"));
+            q.push(Query::new("SWIR", &[s("SWIR"), lid.to_string()]));
         }
     }
     let sm_guid = topo
@@ -145,41 +143,32 @@ fn queries(topo: &Topology, lids: &[PortLid]) -> Result<Vec<Query>> {
         .and_then(|i| topo.node(i)?.port(1).map(|p| p.port_guid))
         .context("the SM's port")?;
     let sm_lid = lid_of(sm_guid).context("the SM's LID")?;
-    q.push(Query::new("SMIR", &[s("SMIR"), sm_lid.to_string()], "LID"));
-    q.push(Query::new("SMIR", &[s("SMIR")], "LID"));
-    q.push(Query::new("SWIR", &[s("SWIR")], "LID"));
+    q.push(Query::new("SMIR", &[s("SMIR"), sm_lid.to_string()]));
+    q.push(Query::new("SMIR", &[s("SMIR")]));
+    q.push(Query::new("SWIR", &[s("SWIR")]));
     for a in lids {
         for b in lids {
             let pair = format!("{}:{}", a.lid, b.lid);
-            q.push(Query::new(
-                "PR",
-                &[s("--src-to-dst"), pair, s("-p")],
-                "dlid",
-            ));
+            q.push(Query::new("PR", &[s("--src-to-dst"), pair, s("-p")]));
         }
     }
-    q.push(Query::new("-g", &[s("-g")], "Mlid"));
-    q.push(Query::new("-m", &[s("-m")], "Mlid"));
+    q.push(Query::new("-g", &[s("-g")]));
+    q.push(Query::new("-m", &[s("-m")]));
     q.push(Query {
         trusted: true,
-        ..Query::new("-m", &[s("-m")], "Mlid")
+        ..Query::new("-m", &[s("-m")])
     });
-    q.push(Query::new("SR", &[s("SR")], "id"));
-    q.push(Query::new("IIR", &[s("IIR")], "subscriber_gid"));
-    q.push(Query::new("-c", &[s("-c")], "Base version"));
-    q.push(Query::new("LR-table", &[s("LR")], "FromLID"));
+    q.push(Query::new("SR", &[s("SR")]));
+    q.push(Query::new("IIR", &[s("IIR")]));
+    q.push(Query::new("-c", &[s("-c")]));
+    q.push(Query::new("LR-table", &[s("LR")]));
     Ok(q)
 }
 
 /// Run `queries` against whatever SA the askers' ports point at, spread over the
 /// [`ASKERS`] (one thread each, each node's runs `spacing` apart). Returns the answer
 /// of each query, in order.
-fn ask_all(
-    sim: &Ibsim,
-    queries: &[Query],
-    spacing: Option<Duration>,
-    padded: bool,
-) -> Result<Vec<Answer>> {
+fn ask_all(sim: &Ibsim, queries: &[Query], spacing: Option<Duration>) -> Result<Vec<Answer>> {
     let mut answers: Vec<Option<Answer>> = vec![None; queries.len()];
     std::thread::scope(|scope| -> Result<()> {
         let handles: Vec<_> = ASKERS
@@ -198,7 +187,7 @@ fn ask_all(
                         }
                         let args: Vec<&str> = q.args.iter().map(String::as_str).collect();
                         let a = match sa.run(&args) {
-                            Ok(o) => Answer::Records(real_records(q, o.table(), padded)?),
+                            Ok(o) => Answer::Records(whole(q, o.table())?),
                             Err(LabError::Saquery(SaqueryError::Status { status, .. })) => {
                                 Answer::Refused(format!("status {status:#06x}"))
                             }
@@ -227,27 +216,16 @@ fn ask_all(
         .collect()
 }
 
-/// The SA's own records of one answer. `padded` (ibsmd): the records saquery read
-/// from the delivered bytes are the SA's records, then zero-filled padding (its
-/// `pad_key` field 0), which must be all that follows them.
-fn real_records(q: &Query, t: ibsm_labkit::SaTable, padded: bool) -> Result<Vec<SaRecord>> {
-    if !padded {
-        ensure!(
-            t.undelivered.is_empty() || q.kind == "SR",
-            "{}: OpenSM's answer did not fit what umad2sim delivers: {t:?}",
-            q.label()
-        );
-        return Ok(t.records);
-    }
-    let is_pad = |r: &SaRecord| r.number(q.pad_key) == Some(0) || r.get(q.pad_key) == Some("::");
-    let real = t.records.iter().take_while(|r| !is_pad(r)).count();
+/// The records of one answer, which must have arrived whole: none printed from
+/// bytes umad2sim did not deliver (a zero-padded MAD would show them), but for
+/// ServiceRecord, whose last field lies past them (labkit's `SR_UNDELIVERED_FIELDS`).
+fn whole(q: &Query, t: ibsm_labkit::SaTable) -> Result<Vec<SaRecord>> {
     ensure!(
-        t.records.iter().skip(real).all(is_pad),
-        "{}: a record after ibsmd's padding: {:?}",
-        q.label(),
-        t.records
+        t.undelivered.is_empty() || q.kind == "SR",
+        "{}: the answer did not fit what umad2sim delivers: {t:?}",
+        q.label()
     );
-    Ok(t.records.into_iter().take(real).collect())
+    Ok(t.records)
 }
 
 /// `(query kind, field)` of every difference, with the rendered differences.
@@ -322,7 +300,7 @@ fn saquery_answers_of_ibsmd_match_opensms_on_the_same_lids() -> Result<()> {
     let lids = sim.port_lids(ASKERS[0])?;
     ensure!(lids.len() == 6, "2 switches and 4 CA ports: {lids:?}");
     let qs = queries(&topo, &lids)?;
-    let ours = ask_all(&sim, &qs, Some(IBSM_SA_RESEND_SPAN), true)?;
+    let ours = ask_all(&sim, &qs, Some(IBSM_SA_RESEND_SPAN))?;
     let our_mfts = mfts(&sim, &lids)?;
     sm.kill()?;
     drop(sim);
@@ -345,7 +323,7 @@ fn saquery_answers_of_ibsmd_match_opensms_on_the_same_lids() -> Result<()> {
         osm_lids == lids,
         "OpenSM did not take ibsmd's LIDs: {osm_lids:?} vs {lids:?}"
     );
-    let theirs = ask_all(&sim, &qs, None, false)?;
+    let theirs = ask_all(&sim, &qs, None)?;
     let their_mfts = mfts(&sim, &lids)?;
 
     // The judge actually saw records: every NodeRecord, the broadcast group.
