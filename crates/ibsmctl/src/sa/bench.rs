@@ -84,7 +84,7 @@ pub fn run(c: &mut Client, out: &Out, cmd: &BenchCmd) -> Result<(), SaFailure> {
     let (tally, secs) = match cmd {
         BenchCmd::Path { dlids, .. } => {
             let dlids = if dlids.is_empty() {
-                super::query::end_port_lids(c)?
+                super::end_ports::end_port_lids(c)?
             } else {
                 dlids.clone()
             };

@@ -15,6 +15,7 @@ mod actions;
 mod bench;
 mod common;
 mod debug_json;
+mod end_ports;
 mod query;
 mod repair;
 

@@ -139,7 +139,9 @@ pub struct PathFilter {
     /// Destination LID [default: every end port].
     #[arg(long, value_parser = parse_lid)]
     pub dlid: Option<u16>,
-    /// Every end port to every end port (sources from the PortInfoRecord table).
+    /// Every end port to every end port: one GetTable per LID of every end port
+    /// (each CA port and switch port 0, every LID of an LMC range), the LIDs from the
+    /// PortInfoRecord table.
     #[arg(long, conflicts_with_all = ["slid", "dlid"])]
     pub all: bool,
     /// GetTables in flight for --all.
@@ -415,23 +417,9 @@ pub fn run(c: &mut Client, out: &Out, cmd: &QueryCmd, get: bool) -> Result<(), S
     }
 }
 
-/// The LIDs of every end port, from the PortInfoRecord table (a switch's LID once).
-pub fn end_port_lids(c: &mut Client) -> Result<Vec<u16>, SaFailure> {
-    let table = c.get_table_checked(&PortInfoRecord::default(), ComponentMask::NONE)?;
-    let mut lids: Vec<u16> = repair(c, table)?
-        .records
-        .iter()
-        .map(|r| r.endport_lid)
-        .filter(|&l| l != 0)
-        .collect();
-    lids.sort_unstable();
-    lids.dedup();
-    Ok(lids)
-}
-
 fn paths(c: &mut Client, out: &Out, f: &PathFilter, get: bool) -> Result<(), SaFailure> {
     if f.all {
-        let slids = end_port_lids(c)?;
+        let slids = super::end_ports::end_port_lids(c)?;
         let table = c.paths_from_checked(&slids, f.window)?;
         let r = super::repair::repair_with(c, table, false)?;
         out.records("PathRecord", &r.records, &r.damaged);
