@@ -17,7 +17,8 @@
 //!   not intercepted). I/O goes through `read`/`write`/`poll`/`ioctl`/`close`.
 //! - **56-byte header, never `IB_USER_MAD_ENABLE_PKEY`.** Each read/write is the
 //!   `ib_user_mad_hdr_old` layout (agent id, status, timeout_ms, retries, length, then a
-//!   36-byte address block) followed by the 256-byte MAD. umad2sim assumes this layout.
+//!   36-byte address block) followed by the MAD: 256 bytes, or on a write as few as
+//!   [`MIN_WRITE_MAD`] (an RMPP sender's last segment). umad2sim assumes this layout.
 //! - **Two agents on QP0**: class 0x81 (directed route) and 0x01 (LID routed), class
 //!   version 1, method mask Get/Set/Trap/TrapRepress so unsolicited *requests* arrive
 //!   (SubnGet/Set(SMInfo) from other SMs, traps). Responses (GetResp 0x81) cannot be in the
@@ -117,8 +118,9 @@
 //!   `umad0` and learn the local node and port with a 0-hop DR SubnGet(NodeInfo) and
 //!   (PortInfo) ([`UmadPort::get_local`]).
 //!
-//! MADs cross this API as raw 256-byte arrays (that is what the device reads and
-//! writes, and what a transaction layer matches TIDs on); `ibsm_mad::Smp` encodes and
+//! MADs cross this API as raw 256-byte arrays (that is what the device reads, and
+//! what a transaction layer matches TIDs on; a send takes a slice, at most 256 bytes
+//! and usually all of them); `ibsm_mad::Smp` encodes and
 //! decodes them ([`Received::smp`], [`UmadPort::get_local_attr`]).
 //! What a `read` returned is decoded by the pure [`decode_read`] (no device), so the
 //! header handling is unit-tested and fuzzed (`fuzz/fuzz_targets/umad_read.rs`).
