@@ -81,6 +81,22 @@ fn sa_request_and_answer_travel_with_their_addresses() {
     assert_eq!(back.from.lid, sm_lid);
     assert_eq!((back.from.qpn, back.from.qkey), (1, GSI_QKEY));
 
+    // A short GMP (an RMPP sender's last segment: headers and its data) reaches the
+    // other side as a whole MAD padded with zeros, as a kernel sends it; shorter than
+    // the MAD and RMPP headers or longer than a MAD is refused.
+    let short = &resp[..100];
+    sm.send_gmp(&got.from, short).expect("a short answer");
+    let back = recv_within(&mut host, Duration::from_secs(2)).expect("the short answer came");
+    assert_eq!(back.mad[..100], short[..]);
+    assert!(back.mad[100..].iter().all(|b| *b == 0));
+    for len in [35, 257] {
+        let v = vec![0x03u8; len];
+        assert!(matches!(
+            sm.send_gmp(&got.from, &v),
+            Err(TransportError::GmpLength { len: l }) if l == len
+        ));
+    }
+
     // SMPs are not GMPs.
     let mut smp = req;
     smp[1] = 0x81;

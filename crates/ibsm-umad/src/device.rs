@@ -19,8 +19,8 @@ use crate::error::{Result, UmadError};
 use ibsm_mad::MadAddress;
 
 use crate::header::{
-    decode_read, tid_of, Address, Dest, ReadError, Received, MAD_SIZE, UMAD_HDR_SIZE,
-    UMAD_READ_SIZE,
+    decode_read, tid_of, Address, Dest, ReadError, Received, MAD_SIZE, MIN_WRITE_MAD,
+    UMAD_HDR_SIZE, UMAD_READ_SIZE,
 };
 use crate::port::{PortSpec, DEFAULT_SYSFS_DIR};
 
@@ -36,10 +36,6 @@ pub const CLASS_SUBN_ADM: u8 = 0x03;
 pub const SA_CLASS_VERSION: u8 = 2;
 /// Where device files live.
 pub const DEFAULT_DEVICE_DIR: &str = "/dev/infiniband";
-/// The fewest MAD bytes a write may carry: the common MAD header and the RMPP header
-/// (36), the kernel's minimum (it refuses a write shorter than the header of the
-/// MAD's class too: 56 for SA).
-pub const MIN_WRITE_MAD: usize = 36;
 
 const SMP_METHODS: [u8; 4] = [
     0x01, /* Get */

@@ -28,7 +28,7 @@ pub enum UmadError {
     /// A MAD to send was shorter than the headers or longer than 256 bytes.
     #[error(
         "sending a MAD on {path}: {len} bytes, need {}..=256",
-        crate::device::MIN_WRITE_MAD
+        crate::header::MIN_WRITE_MAD
     )]
     MadLength { path: PathBuf, len: usize },
     /// `poll` or `read` failed.

@@ -140,6 +140,11 @@ impl Address {
     }
 }
 
+/// The fewest MAD bytes a write may carry: the common MAD header and the RMPP header
+/// (36), the kernel's minimum (it refuses a write shorter than the header of the
+/// MAD's class too: 56 for SA).
+pub const MIN_WRITE_MAD: usize = 36;
+
 pub(crate) fn tid_of(m: &[u8]) -> u64 {
     m.get(8..16)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())

@@ -140,13 +140,12 @@ mod port;
 
 pub use device::{
     GsiClass, UmadOptions, UmadPort, CLASS_SUBN_ADM, CLASS_SUBN_DIRECTED_ROUTE,
-    CLASS_SUBN_LID_ROUTED, DEFAULT_DEVICE_DIR, IB_USER_MAD_REGISTER_AGENT, MIN_WRITE_MAD,
-    SA_CLASS_VERSION,
+    CLASS_SUBN_LID_ROUTED, DEFAULT_DEVICE_DIR, IB_USER_MAD_REGISTER_AGENT, SA_CLASS_VERSION,
 };
 pub use error::{Result, UmadError};
 pub use header::{
-    decode_read, Address, Dest, ReadError, Received, MAD_SIZE, PERMISSIVE_LID, STATUS_TIMEOUT,
-    UMAD_HDR_SIZE, UMAD_READ_SIZE,
+    decode_read, Address, Dest, ReadError, Received, MAD_SIZE, MIN_WRITE_MAD, PERMISSIVE_LID,
+    STATUS_TIMEOUT, UMAD_HDR_SIZE, UMAD_READ_SIZE,
 };
 pub use issm::{open_issm, open_issm_in, IssmHandle};
 pub use port::{PortSpec, DEFAULT_SYSFS_DIR};
