@@ -44,7 +44,11 @@ fn join(lab: &mut Lab, lid: u16, mgid: [u8; 16], method: Method, tid: u64) -> Mc
     };
     let req = SaMad::query(method, tid, &rec, join_mask()).unwrap();
     let got = ask(lab, 0, &req, MadAddress::gsi(lid));
-    assert_eq!(got[0].status(), SaStatus::SUCCESS, "{method:?} of LID {lid}");
+    assert_eq!(
+        got[0].status(),
+        SaStatus::SUCCESS,
+        "{method:?} of LID {lid}"
+    );
     got[0].record().unwrap()
 }
 
