@@ -178,7 +178,7 @@ impl Driver {
             if let Some(t) = self.node.poll_timeout() {
                 until = until.min(t);
             }
-            if let Some(r) = self.dev.recv(whole_ms(until.saturating_sub(now)))? {
+            if let Some(r) = self.dev.recv(until.saturating_sub(now))? {
                 self.feed_replicated();
                 let now = self.now();
                 self.mad(now, &r);
@@ -516,14 +516,6 @@ fn same_sa(a: &ibsm_core::sa::SaTables, b: &ibsm_core::sa::SaTables) -> bool {
         .all(|k| a.get(k).unwrap_or(&empty) == b.get(k).unwrap_or(&empty))
 }
 
-/// `d` rounded up to whole milliseconds: a device waits in whole milliseconds (poll's
-/// timeout), so a fraction of one would be spent polling without waiting; a timer of the
-/// node is served up to 1 ms late instead.
-fn whole_ms(d: Duration) -> Duration {
-    let ms = d.as_micros().div_ceil(1000);
-    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
-}
-
 /// The node's settings from the instance's.
 fn node_config(cfg: &InstanceConfig) -> NodeConfig {
     let mut election = ibsm_core::election::ElectionConfig::new(0);
@@ -544,24 +536,5 @@ fn node_config(cfg: &InstanceConfig) -> NodeConfig {
             sa_key: cfg.sm_key,
             ..ibsm_core::sa::SaConfig::default()
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_wait_is_whole_milliseconds_never_shorter() {
-        assert_eq!(whole_ms(Duration::ZERO), Duration::ZERO);
-        assert_eq!(whole_ms(Duration::from_micros(1)), Duration::from_millis(1));
-        assert_eq!(
-            whole_ms(Duration::from_micros(4300)),
-            Duration::from_millis(5)
-        );
-        assert_eq!(
-            whole_ms(Duration::from_millis(20)),
-            Duration::from_millis(20)
-        );
     }
 }
