@@ -373,7 +373,11 @@ impl UmadPort {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+            // Rounded up: poll waits in whole milliseconds, and a fraction of one
+            // rounded down to 0 would poll without waiting until the deadline (and a
+            // poll that wakes a little early, as umad2sim's does, left such a fraction
+            // at the end of most waits).
+            let ms = u16::try_from(left.as_micros().div_ceil(1000)).unwrap_or(u16::MAX);
             let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
             let ready = match nix::poll::poll(&mut fds, PollTimeout::from(ms)) {
                 Ok(n) => n > 0,

@@ -528,8 +528,11 @@ impl SaAgent {
                     );
                 }
                 let r = r?;
+                let exists = self.groups.get(&r.mgid).is_some();
+                // One line per join or leave (the groups log their creation and
+                // deletion at debug level only): says whether it made or ended the group.
                 self.activity.push(format!(
-                    "port {:#018x} {} multicast group {} (MLID {:#06x}) as {}",
+                    "port {:#018x} {} multicast group {} (MLID {:#06x}) as {}{}",
                     split_gid(&r.port_gid).1,
                     if m.method() == Method::SET {
                         "joined"
@@ -538,9 +541,13 @@ impl SaAgent {
                     },
                     gid_text(&r.mgid),
                     r.mlid,
-                    join_state_words(r.join_state.0)
+                    join_state_words(r.join_state.0),
+                    match (existed, exists) {
+                        (false, true) => ", creating it",
+                        (true, false) => ", deleting it (its last full member)",
+                        _ => "",
+                    }
                 ));
-                let exists = self.groups.get(&r.mgid).is_some();
                 if existed != exists {
                     self.group_notices.push((exists, r.mgid));
                 }

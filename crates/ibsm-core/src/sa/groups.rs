@@ -519,7 +519,7 @@ impl McGroups {
                 well_known: false,
             },
         );
-        tracing::info!(mgid = %gid_text(&mgid), mlid = format_args!("{mlid:#06x}"), "multicast group created");
+        tracing::debug!(mgid = %gid_text(&mgid), mlid = format_args!("{mlid:#06x}"), "multicast group created");
         Ok(mgid)
     }
 
@@ -576,7 +576,7 @@ impl McGroups {
         if !g.well_known && !g.has_full_member() {
             self.groups.remove(&mgid);
             self.mlids.remove(&mlid);
-            tracing::info!(mgid = %gid_text(&mgid), mlid = format_args!("{mlid:#06x}"), "multicast group deleted: its last full member left");
+            tracing::debug!(mgid = %gid_text(&mgid), mlid = format_args!("{mlid:#06x}"), "multicast group deleted: its last full member left");
             self.changes.push(GroupChange::Deleted { mgid, mlid });
         } else {
             self.changes.push(GroupChange::Members { mgid, mlid });

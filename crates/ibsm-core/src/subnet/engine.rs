@@ -86,6 +86,11 @@ impl SubnetManager {
             if idle { self.next_light } else { None },
             held,
             self.trap_log.next_report(),
+            if idle || matches!(self.stage, Stage::Light { .. }) {
+                self.mcast_due()
+            } else {
+                None
+            },
         ]
         .into_iter()
         .flatten()

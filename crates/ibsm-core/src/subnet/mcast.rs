@@ -3,11 +3,21 @@
 //! blocks that changed.
 //!
 //! When: a join or leave ([`SubnetManager::set_mcast_group`],
-//! [`SubnetManager::remove_mcast_group`]) marks its MLID; the end of a heavy sweep
-//! marks every group (the topology may have changed). Marked groups are recomputed and
-//! written between sweeps (the stage is idle or a light sweep), never while a heavy
-//! sweep is rebuilding the topology, so a tree is always computed on the fabric the
-//! last sweep saw.
+//! [`SubnetManager::remove_mcast_group`]) marks its MLID, and the marked groups are
+//! recomputed [`MCAST_HOLDOFF`] after the first mark; the end of a heavy sweep (the
+//! topology may have changed) and a new mastership mark every group, due at once.
+//! Marked groups are recomputed and written between sweeps (the stage is idle or a
+//! light sweep), never while a heavy sweep is rebuilding the topology, so a tree is
+//! always computed on the fabric the last sweep saw.
+//!
+//! Why the hold-off: the SA answers a join before its MFTs are written (as OpenSM's
+//! does; the switches are programmed behind the answer either way), and joins come in
+//! bursts (every IPoIB port of a fabric re-joins its broadcast group after a
+//! ClientReregister; MPI jobs create and leave groups by the hundred). Within the
+//! hold-off a burst is one recomputation per group and one write per block whose
+//! final contents differ from what the switch holds: N joins to one group cost one
+//! tree and its changed blocks, not N, and a group created and deleted within the
+//! hold-off costs nothing on the wire.
 //!
 //! What the switches hold: `programmed` is what our writes left; a switch this
 //! mastership has not written yet (or whose write failed) is "unknown" and gets every
@@ -27,21 +37,43 @@ use ibsm_mad::Smp;
 use super::manager::SubnetManager;
 use super::sweep::{Tagged, Token};
 
+/// How long a join or leave waits before its group's tree is recomputed and written,
+/// so a burst of changes is written once (see the module docs).
+pub const MCAST_HOLDOFF: Duration = Duration::from_millis(5);
+
 impl SubnetManager {
     /// The SA's group `mlid` has these members now: recompute its tree and write what
     /// changed (between sweeps).
     pub fn set_mcast_group(&mut self, now: Duration, mlid: u16, members: Vec<McastMember>) {
         self.mcast.groups.insert(mlid, members);
-        self.mcast.dirty.insert(mlid);
+        self.mark_mcast(now, mlid);
         self.pump(now);
     }
 
     /// The SA's group `mlid` is gone: clear it on the switches.
     pub fn remove_mcast_group(&mut self, now: Duration, mlid: u16) {
         if self.mcast.groups.remove(&mlid).is_some() {
-            self.mcast.dirty.insert(mlid);
+            self.mark_mcast(now, mlid);
         }
         self.pump(now);
+    }
+
+    /// Mark `mlid` for recomputation at the end of the hold-off that the first
+    /// marked group started.
+    fn mark_mcast(&mut self, now: Duration, mlid: u16) {
+        self.mcast.dirty.insert(mlid);
+        if self.mcast.due.is_none() {
+            self.mcast.due = Some(now + MCAST_HOLDOFF);
+        }
+    }
+
+    /// When marked groups are due for recomputation, if they can be recomputed then
+    /// (a master between heavy sweeps, with a topology); for `poll_timeout`.
+    pub(super) fn mcast_due(&self) -> Option<Duration> {
+        if self.mcast.dirty.is_empty() || self.last.is_none() || !self.active {
+            return None;
+        }
+        self.mcast.due
     }
 
     /// The MFTs the master wants the switches to hold (every group's tree).
@@ -66,11 +98,17 @@ impl SubnetManager {
         // Groups that are gone still have entries to clear.
         let stale: Vec<u16> = self.mcast.desired.mlids().collect();
         self.mcast.dirty.extend(stale);
+        self.mcast.due = Some(Duration::ZERO);
     }
 
-    /// Recompute the marked groups and queue the writes (between sweeps only).
-    pub(super) fn mcast_recompute(&mut self) {
+    /// Recompute the marked groups and queue the writes (between sweeps only, once
+    /// they are due).
+    pub(super) fn mcast_recompute(&mut self, now: Duration) {
         if self.mcast.dirty.is_empty() {
+            self.mcast.due = None;
+            return;
+        }
+        if self.mcast.due.is_some_and(|due| due > now) {
             return;
         }
         let Some(res) = self.last.as_ref() else {
@@ -86,10 +124,21 @@ impl SubnetManager {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "multicast: cannot index the topology");
+                    // Tried again at the next change or sweep, not on every pump.
+                    self.mcast.due = None;
                     return;
                 }
             }
+            // A new topology (or mastership): its switches never written in this
+            // mastership are unknown. Between sweeps the set only changes by writes
+            // (known) and failed writes (unknown again, `on_mft`).
+            for (_, node) in topo.iter().filter(|(_, n)| n.is_switch()) {
+                if !self.mcast.known.contains(&node.node_guid) {
+                    self.mcast.unknown.insert(node.node_guid);
+                }
+            }
         }
+        self.mcast.due = None;
         let Some(fabric) = self.mcast.fabric.as_ref() else {
             return;
         };
@@ -107,12 +156,6 @@ impl SubnetManager {
             };
             if let Err(e) = result {
                 tracing::warn!(mlid, error = %e, "multicast: group not programmed");
-            }
-        }
-        // Switches of the topology never written in this mastership: unknown.
-        for (_, node) in topo.iter().filter(|(_, n)| n.is_switch()) {
-            if !self.mcast.known.contains(&node.node_guid) {
-                self.mcast.unknown.insert(node.node_guid);
             }
         }
         let unknown = &self.mcast.unknown;
@@ -141,7 +184,7 @@ impl SubnetManager {
 
     /// Submit queued MFT writes while the agent has room; true if any was.
     pub(super) fn feed_mft(&mut self, now: Duration) -> bool {
-        self.mcast_recompute();
+        self.mcast_recompute(now);
         let window = self.tx.config().window;
         let mut progressed = false;
         while self.tx.queued() < window {

@@ -3,6 +3,7 @@
 //! imports `manager`.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::time::Duration;
 
 use ibsm_fabric::multicast::{McastFabric, McastMember, MftSet, MftWrite};
 
@@ -24,6 +25,9 @@ pub(super) struct Mcast {
     pub(super) known: HashSet<u64>,
     /// MLIDs to recompute.
     pub(super) dirty: BTreeSet<u16>,
+    /// When the marked MLIDs are recomputed: a join or leave waits for the hold-off
+    /// (see `mcast`), a sweep or a new mastership is due at once (`Duration::ZERO`).
+    pub(super) due: Option<Duration>,
     /// Writes to send.
     pub(super) queue: VecDeque<MftWrite>,
     /// Writes sent, and those a switch refused or never answered.
@@ -40,5 +44,6 @@ impl Mcast {
         self.queue.clear();
         self.fabric = None;
         self.dirty.extend(self.groups.keys().copied());
+        self.due = Some(Duration::ZERO);
     }
 }

@@ -89,6 +89,12 @@ pub(super) struct Driver {
     /// The replica's SA tables last handed to the node (to see them change, and to
     /// tell whether the replica is current with the node's SA).
     replica_sa: Option<Arc<ReplicatedFabric>>,
+    /// The costly parts of the last [`ReplicatedFabric`] built, reused while their
+    /// sources in the replica are unchanged (an SA write changes none of them).
+    replica_cache: Option<crate::replication::ReplicatedCache>,
+    /// The SA's tables as last published, not yet handed to replication: written at
+    /// the end of the batch of MADs being handled, once for all the changes in it.
+    sa_to_replicate: Option<Arc<ibsm_core::sa::SaTables>>,
     send_errors: u64,
     send_error_log: LogSampler,
     /// The node ended (start-up failed): the error the thread ends with.
@@ -119,6 +125,8 @@ impl Driver {
             routing,
             replicated_at: None,
             replica_sa: None,
+            replica_cache: None,
+            sa_to_replicate: None,
             send_errors: 0,
             send_error_log: LogSampler::new(STORM_LOG_WINDOW, STORM_LOG_LINES),
             failed: None,
@@ -159,6 +167,7 @@ impl Driver {
                     why: e,
                 });
             }
+            self.replicate_sa();
             self.publish();
             let now = self.now();
             let mut until = now + MAX_WAIT;
@@ -214,7 +223,10 @@ impl Driver {
             return;
         }
         self.replicated_at = Some(applied);
-        let rep = Arc::new(crate::replication::replicated_fabric(&r));
+        let rep = Arc::new(crate::replication::replicated_fabric_cached(
+            &r,
+            &mut self.replica_cache,
+        ));
         let sa_changed = self.replica_sa.as_ref().is_none_or(|old| old.sa != rep.sa);
         self.replica_sa = Some(Arc::clone(&rep));
         let now = self.now();
@@ -226,20 +238,33 @@ impl Driver {
                 st.sa_replica.changed_index = applied.unwrap_or(0);
             }
         }
-        self.check_sa_replica();
+        let mine = self.node.sa_tables();
+        self.check_sa_replica(mine.as_ref());
     }
 
-    /// Whether the replica's SA tables are the node's (see
+    /// Whether the replica's SA tables are `mine`, the node's (see
     /// [`super::api::SaReplica::current`]).
-    fn check_sa_replica(&mut self) {
+    fn check_sa_replica(&mut self, mine: Option<&ibsm_core::sa::SaTables>) {
         let Some(rep) = &self.replica_sa else {
             return;
         };
         let holds = rep.sa.contains_key(&ibsm_core::sa::SaTableKind::McGroups);
-        let current = holds && self.node.sa_tables().is_some_and(|t| same_sa(&t, &rep.sa));
+        let current = holds && mine.is_some_and(|t| same_sa(t, &rep.sa));
         if let Ok(mut st) = self.status.write() {
             st.sa_replica.holds_state = holds;
             st.sa_replica.current = current;
+        }
+    }
+
+    /// Hand the SA's tables published in this batch of MADs to replication (which
+    /// writes them behind the answers, merged with any write still waiting).
+    fn replicate_sa(&mut self) {
+        let Some(t) = self.sa_to_replicate.take() else {
+            return;
+        };
+        if let Some(r) = &self.cfg.replication {
+            r.publish_sa(crate::replication::replica_tables((*t).clone()));
+            self.check_sa_replica(Some(&t));
         }
     }
 
@@ -304,15 +329,18 @@ impl Driver {
                 }
                 Output::Publish => self.publish_fabric(),
                 Output::PublishSa => {
+                    // The status (and so the API) shows the change before the
+                    // requester's answer, which follows this output; replication
+                    // takes it at the end of the batch (`replicate_sa`).
                     let Some(t) = self.node.sa_tables() else {
                         continue;
                     };
+                    let t = Arc::new(t);
                     if let Ok(mut st) = self.status.write() {
-                        st.sa = Some(Arc::new(t.clone()));
+                        st.sa = Some(Arc::clone(&t));
                     }
-                    if let Some(r) = &self.cfg.replication {
-                        r.publish_sa(crate::replication::replica_tables(t));
-                        self.check_sa_replica();
+                    if self.cfg.replication.is_some() {
+                        self.sa_to_replicate = Some(t);
                     }
                 }
                 Output::Started { port_guid, lid } => {

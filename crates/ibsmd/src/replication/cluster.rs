@@ -18,6 +18,13 @@ pub const RETRY: Duration = Duration::from_millis(250);
 /// fabric and never write its state again. Several polls long, so the election has
 /// settled before the claim.
 pub const DEPOSED_RECLAIM: Duration = Duration::from_millis(1000);
+/// The least time between the starts of two writes that carry only SA changes (joins,
+/// leaves, services, subscriptions): changes published meanwhile are merged into the
+/// next write. A join storm is then at most ~100 Raft entries a second, each committed
+/// and applied on every member, instead of one entry per Raft round trip; the price is
+/// that an answered join waits up to this long more before its write starts (see the
+/// SA's HA notes in ARCHITECTURE.md). A fabric record (a sweep's) is never held back.
+pub const SA_WRITE_INTERVAL: Duration = Duration::from_millis(10);
 /// A Raft leader without a quorum acknowledgement for this long counts as without
 /// quorum (10 heartbeats).
 pub const QUORUM_LOST: Duration = Duration::from_millis(500);

@@ -93,7 +93,7 @@ pub use cluster::{
     WRITE_TIMEOUT,
 };
 pub use handle::{Replication, ReplicationError};
-pub use inherit::{inherited_of, replicated_fabric};
+pub use inherit::{inherited_of, replicated_fabric, replicated_fabric_cached, ReplicatedCache};
 pub use keys::{
     decode_partition, effective_partitions, encode_partition, partition_key, partitions_in,
     sm_node_key, SkippedPartition, PARTITION_KEY,

@@ -31,6 +31,20 @@ pub struct FabricRecord {
     pub sa: Option<ReplicaSaTables>,
 }
 
+impl FabricRecord {
+    /// Whether the record carries the SA's tables and nothing else (what
+    /// `Replication::publish_sa` publishes between sweeps).
+    pub fn is_sa_only(&self) -> bool {
+        self.sa.is_some()
+            && self.guid2lid.is_empty()
+            && self.topology.is_none()
+            && self.lft_digests.is_empty()
+            && self.m_key.is_none()
+            && self.partitions.is_none()
+            && self.sm_roster.is_none()
+    }
+}
+
 /// The ops that turn `have` into `want` (sets only: a port GUID stays remembered after
 /// its port leaves, like OpenSM's guid2lid; a digest is replaced, never dropped).
 pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
@@ -221,6 +235,30 @@ pub fn roster_of(sms: &[ibsm_core::node::PeerView]) -> BTreeMap<u64, ibsm_replic
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a record of SA tables alone may be held back by the writer
+    /// (`SA_WRITE_INTERVAL`); a sweep's record, which also carries the SA, never is.
+    #[test]
+    fn only_a_record_of_sa_tables_alone_is_sa_only() {
+        let sa = FabricRecord {
+            sa: Some(ReplicaSaTables::new()),
+            ..FabricRecord::default()
+        };
+        assert!(sa.is_sa_only());
+        assert!(!FabricRecord::default().is_sa_only());
+        let mut sweep = sa.clone();
+        sweep.guid2lid.insert(
+            1,
+            LidRange {
+                min_lid: 1,
+                max_lid: 1,
+            },
+        );
+        assert!(!sweep.is_sa_only());
+        let mut roster = sa;
+        roster.sm_roster = Some(BTreeMap::new());
+        assert!(!roster.is_sa_only());
+    }
 
     #[test]
     fn the_programmed_partitions_and_the_sm_roster_are_replicated_and_pruned() {

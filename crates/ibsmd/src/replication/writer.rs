@@ -11,7 +11,7 @@ use std::time::Duration;
 use ibsm_replica::{Command, ConfigChange, Refusal, Replica, ReplicaError};
 use tokio::sync::Notify;
 
-use super::cluster::{DEPOSED_RECLAIM, RETRY};
+use super::cluster::{DEPOSED_RECLAIM, RETRY, SA_WRITE_INTERVAL};
 use super::keys::sm_node_key;
 use super::record::{diff_ops, FabricRecord};
 
@@ -52,6 +52,8 @@ enum Step {
     Claim(u64, u64),
     Write(u64, u64, Box<FabricRecord>),
     Register(u64),
+    /// SA changes alone, too soon after the last such write: wait, then write them.
+    Hold,
     Idle,
 }
 
@@ -67,6 +69,8 @@ enum Next {
 
 /// The writer task (see the module doc).
 pub(super) async fn writer(replica: Arc<Replica>, shared: Arc<Mutex<Shared>>, wake: Arc<Notify>) {
+    // When the last write of SA changes alone started (see SA_WRITE_INTERVAL).
+    let mut last_sa_write: Option<tokio::time::Instant> = None;
     loop {
         let step = {
             let s = lock(&shared);
@@ -79,7 +83,18 @@ pub(super) async fn writer(replica: Arc<Replica>, shared: Arc<Mutex<Shared>>, wa
                 {
                     Step::Claim(s.generation, g)
                 }
-                (_, Some(e), Some(d)) => Step::Write(s.generation, e, Box::new(d.clone())),
+                (_, Some(_), Some(d))
+                    if d.is_sa_only()
+                        && last_sa_write.is_some_and(|t| t.elapsed() < SA_WRITE_INTERVAL) =>
+                {
+                    Step::Hold
+                }
+                (_, Some(e), Some(d)) => {
+                    if d.is_sa_only() {
+                        last_sa_write = Some(tokio::time::Instant::now());
+                    }
+                    Step::Write(s.generation, e, Box::new(d.clone()))
+                }
                 _ => match s.register {
                     Some(g) => Step::Register(g),
                     None => Step::Idle,
@@ -88,6 +103,13 @@ pub(super) async fn writer(replica: Arc<Replica>, shared: Arc<Mutex<Shared>>, wa
         };
         let next = match step {
             Step::Idle => Next::Wait,
+            Step::Hold => {
+                // More SA changes merge into the record meanwhile.
+                if let Some(t) = last_sa_write {
+                    tokio::time::sleep_until(t + SA_WRITE_INTERVAL).await;
+                }
+                Next::Again
+            }
             Step::Claim(generation, guid) => claim(&replica, &shared, generation, guid).await,
             Step::Write(generation, epoch, want) => {
                 write(&replica, &shared, generation, epoch, *want).await

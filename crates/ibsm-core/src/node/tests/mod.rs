@@ -12,6 +12,7 @@ use super::*;
 
 mod sa;
 mod sa_ipoib;
+mod sa_mcast;
 mod sa_services;
 mod sa_tables;
 use crate::election::SmState;
