@@ -128,7 +128,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
             plan.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
         );
     }
-    let mut snap = None;
+    let mut snap = soak::SoakState::default();
     let begun = std::time::Instant::now();
     let mut stopped = None;
     for i in 1..=args.cycles.max(1) {
@@ -167,7 +167,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
             Err(e) => return Err(e),
         };
         eprintln!(
-            "cycle {i}{}: {} -> {}: failover {:?} ms, degraded {:?} ms, heal {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}, LFT unasked {}, writes lost {}",
+            "cycle {i}{}: {} -> {}: failover {:?} ms, degraded {:?} ms, heal {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}, LFT unasked {}, writes lost {}, SA state lost {}",
             c.action.map_or(String::new(), |a| format!(" {a}")),
             c.old_master,
             c.new_master.as_deref().unwrap_or("none"),
@@ -178,7 +178,8 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
             c.dual_master_ms,
             c.lid_changes,
             c.lft_unasked,
-            c.writes_lost
+            c.writes_lost,
+            c.sa_lost
         );
         marks.push((c.action_at, format!("#{i}")));
         cycles.push(c);
@@ -192,6 +193,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
         report["cycles_planned"] = json!(args.cycles);
         report["stopped_early"] = json!(stopped);
         report["deadline_s"] = json!(args.deadline.map(|d| d.as_secs()));
+        report["sa_snapshot"] = snap.sa_snapshot();
     }
     if let Some(why) = aborted {
         report["aborted"] = json!(why);

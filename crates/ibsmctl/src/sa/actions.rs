@@ -39,6 +39,9 @@ pub struct JoinArgs {
     /// Stay a member this long (answering Reports), then leave.
     #[arg(long, value_name = "SECONDS")]
     pub hold_s: Option<u64>,
+    /// Join this port instead of the local one (ProxyJoin: needs the SA_Key, --sm-key).
+    #[arg(long, value_parser = parse_gid)]
+    pub port_gid: Option<Gid>,
 }
 
 /// `sa leave`.
@@ -122,7 +125,7 @@ pub fn join(c: &mut Client, out: &Out, a: &JoinArgs) -> Result<(), SaFailure> {
         mgid: a.mgid,
         join_state,
         create,
-        port_gid: None,
+        port_gid: a.port_gid,
     };
     let rec = c.join(&req)?;
     out.record("joined", &rec);
@@ -133,7 +136,7 @@ pub fn join(c: &mut Client, out: &Out, a: &JoinArgs) -> Result<(), SaFailure> {
                 out.record("report", &r.notice);
             }
         }
-        let left = c.leave(rec.mgid, join_state, None)?;
+        let left = c.leave(rec.mgid, join_state, a.port_gid)?;
         out.record("left", &left);
     }
     Ok(())

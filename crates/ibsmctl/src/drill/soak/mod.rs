@@ -62,6 +62,8 @@ mod fabric;
 mod keep_master;
 mod plan;
 mod report;
+mod sa;
+mod sa_diff;
 
 pub(super) use plan::{plan, Rng};
 pub(super) use report::{report_part, report_text};
@@ -69,19 +71,49 @@ pub(super) use report::{report_part, report_text};
 use fabric::{diff_fabric, FabricSnap};
 use plan::Action;
 
+/// What a soak carries from cycle to cycle: the fabric after the previous cycle and
+/// the SA state put in place before cycle 1.
+#[derive(Default)]
+pub(super) struct SoakState {
+    fabric: Option<FabricSnap>,
+    sa: Option<sa::SaCheck>,
+}
+
+impl SoakState {
+    /// The SA snapshot taken before cycle 1, for the report (null before it exists).
+    pub(super) fn sa_snapshot(&self) -> serde_json::Value {
+        self.sa.as_ref().map_or(serde_json::Value::Null, |s| {
+            let (members, services, subscriptions, mft_entries) = s.base.counts();
+            crate::drill::summary::SaCounts {
+                groups: u64::try_from(s.base.groups.len()).unwrap_or(0),
+                members,
+                services,
+                subscriptions,
+                mft_entries,
+            }
+            .json()
+        })
+    }
+}
+
 impl Drill {
-    /// One soak cycle: the action, then the fabric and replica checks.
+    /// One soak cycle: the action, then the fabric, SA and replica checks.
     pub(super) async fn soak_cycle(
         &mut self,
         action: Action,
         index: u32,
         rng: &mut Rng,
-        prev: &mut Option<FabricSnap>,
+        state: &mut SoakState,
     ) -> Result<Cycle, DrillError> {
+        let prev = &mut state.fabric;
         if prev.is_none() {
             let m = self.wait_stable().await?;
             *prev = Some(self.settled_snap(&m).await?.0);
         }
+        if state.sa.is_none() {
+            state.sa = Some(self.sa_setup().await?);
+        }
+        let prev = &mut state.fabric;
         let mut c = match action {
             Action::KillMaster => self.cycle(Scenario::KillMaster, index).await?,
             Action::PlannedHandover => self.cycle(Scenario::PlannedHandover, index).await?,
@@ -126,6 +158,10 @@ impl Drill {
         let converged = self.wait_converged().await?;
         c.converged = Some(c.converged.unwrap_or(true) && converged);
         c.guid2lid_detail = self.guid2lid_mismatches(&master).await?;
+        if let Some(check) = state.sa.as_mut() {
+            self.sa_check(&master, check, action == Action::LinkFlap, &mut c)
+                .await?;
+        }
         Ok(c)
     }
 }
