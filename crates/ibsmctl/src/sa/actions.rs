@@ -53,6 +53,9 @@ pub struct LeaveArgs {
     /// Membership(s) to drop.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "full")]
     pub state: Vec<Membership>,
+    /// Leave for this port instead of the local one (needs the SA_Key, --sm-key).
+    #[arg(long, value_parser = parse_gid)]
+    pub port_gid: Option<Gid>,
 }
 
 /// `sa service ...`.
@@ -143,7 +146,7 @@ pub fn join(c: &mut Client, out: &Out, a: &JoinArgs) -> Result<(), SaFailure> {
 }
 
 pub fn leave(c: &mut Client, out: &Out, a: &LeaveArgs) -> Result<(), SaFailure> {
-    let rec = c.leave(a.mgid, Membership::bits(&a.state), None)?;
+    let rec = c.leave(a.mgid, Membership::bits(&a.state), a.port_gid)?;
     out.record("left", &rec);
     Ok(())
 }

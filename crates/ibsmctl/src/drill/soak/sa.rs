@@ -344,6 +344,10 @@ impl Drill {
         let mut expected: std::collections::BTreeSet<(String, String)> =
             [(a.clone(), me.clone()), (c.clone(), other(0))].into();
         expected.extend(joins.iter().map(|(m, p, _)| (m.to_string(), p.clone())));
+        eprintln!(
+            "soak: SA state from {host} ({me}): groups {a} (created), {BROADCAST}, {c} (created for {}), ServiceID {SERVICE_ID}, trap {TRAP} subscribed",
+            other(0)
+        );
         let mgids = vec![a, BROADCAST.to_string(), c];
         let deadline = now_ms() + u64::try_from(SETTLE_TIMEOUT.as_millis()).unwrap_or(20_000);
         loop {
