@@ -120,7 +120,7 @@ impl Drill {
             Action::RaftIsolation => self.cycle_raft_partition(index).await?,
             _ => {
                 let start = prev.clone();
-                self.cycle_keep_master(action, index, rng, start.as_ref())
+                self.cycle_keep_master(action, index, rng, start.as_ref(), state.sa.as_ref())
                     .await?
             }
         };

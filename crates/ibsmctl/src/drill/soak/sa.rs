@@ -380,26 +380,26 @@ impl Drill {
         }
     }
 
-    /// After a cycle, once stable: the SA's records against the snapshot before cycle
-    /// 1, the MFTs (reach; and, unless the cycle rerouted, against the previous
-    /// cycle's), the replicas' listings against the master's; into `c`.
-    pub(super) async fn sa_check(
+    /// The judge's read, again every [`SETTLE_STEP`] until it finds nothing wrong or
+    /// [`SETTLE_TIMEOUT`] passes: the records against the snapshot before cycle 1,
+    /// every group's reach through the MFTs and, with `same_mft`, the MFTs against the
+    /// previous cycle's. The last read, what it found wrong, the number of reads and
+    /// the first thing the first read found wrong (for the note).
+    async fn settled_sa(
         &mut self,
-        master: &str,
-        check: &mut SaCheck,
-        rerouted: bool,
-        c: &mut Cycle,
-    ) -> Result<(), DrillError> {
+        check: &SaCheck,
+        same_mft: bool,
+    ) -> Result<(Option<SaSnap>, Vec<String>, u32, Option<String>), DrillError> {
         let deadline = now_ms() + u64::try_from(SETTLE_TIMEOUT.as_millis()).unwrap_or(20_000);
         let mut reads = 0;
-        let (now, mut bad) = loop {
+        let mut first = None;
+        loop {
             reads += 1;
-            let r = self.read_sa(&check.judge, &check.mgids).await;
-            let (now, bad) = match r {
+            let (now, bad) = match self.read_sa(&check.judge, &check.mgids).await {
                 Ok(now) => {
                     let mut bad = diff_records(&check.base, &now);
                     bad.extend(unreached(&now));
-                    if !rerouted {
+                    if same_mft {
                         bad.extend(diff_mft(&check.prev, &now));
                     }
                     (Some(now), bad)
@@ -407,16 +407,42 @@ impl Drill {
                 Err(e) => (None, vec![format!("SA state not read: {e}")]),
             };
             if bad.is_empty() || now_ms() > deadline {
-                break (now, bad);
+                return Ok((now, bad, reads, first));
+            }
+            if first.is_none() {
+                first = bad.first().cloned();
             }
             self.poll().await?;
             tokio::time::sleep(SETTLE_STEP).await;
-        };
+        }
+    }
+
+    /// After a cycle, once stable: [`Drill::settled_sa`] (the MFTs byte for byte
+    /// against the previous cycle's unless the cycle `rerouted`), then the replicas'
+    /// listings against the master's; into `c`.
+    pub(super) async fn sa_check(
+        &mut self,
+        master: &str,
+        check: &mut SaCheck,
+        rerouted: bool,
+        c: &mut Cycle,
+    ) -> Result<(), DrillError> {
+        let (now, mut bad, reads, first) = self.settled_sa(check, !rerouted).await?;
         if reads > 1 {
-            c.note
-                .push_str(&format!("; SA state read {reads} times before it settled"));
+            c.note.push_str(&format!(
+                "; SA state read {reads} times before it settled (first: {})",
+                first.unwrap_or_default()
+            ));
         }
         if let Some(now) = now {
+            if rerouted {
+                let moved = diff_mft(&check.prev, &now).len();
+                c.note.push_str(&if moved == 0 {
+                    "; MFTs after the restore as before the flap".to_string()
+                } else {
+                    format!("; {moved} MFT entries differ from before the flap (judged by reach)")
+                });
+            }
             bad.extend(self.replica_diffs(master, &now).await);
             let (members, services, subscriptions, mft_entries) = now.counts();
             c.sa_checked = Some(SaCounts {
@@ -428,8 +454,29 @@ impl Drill {
             });
             check.prev = now;
         }
-        c.sa_lost = u64::try_from(bad.len()).unwrap_or(u64::MAX);
-        c.sa_detail = bad;
+        c.sa_lost += u64::try_from(bad.len()).unwrap_or(u64::MAX);
+        c.sa_detail.extend(bad);
+        Ok(())
+    }
+
+    /// link-flap, with the cable down and the fabric rerouted: the records unchanged
+    /// and every group's members reaching each other through the MFTs as the master
+    /// rewrote them; into `c`.
+    pub(super) async fn sa_cable_down(
+        &mut self,
+        check: &SaCheck,
+        c: &mut Cycle,
+    ) -> Result<(), DrillError> {
+        let (now, bad, _, _) = self.settled_sa(check, false).await?;
+        if let Some(now) = now {
+            c.note.push_str(&format!(
+                "; {} MFT entries moved with it down",
+                diff_mft(&check.prev, &now).len()
+            ));
+        }
+        c.sa_lost += u64::try_from(bad.len()).unwrap_or(u64::MAX);
+        c.sa_detail
+            .extend(bad.into_iter().map(|x| format!("with the cable down: {x}")));
         Ok(())
     }
 
