@@ -18,9 +18,11 @@
 //! `soak` (ibsim only, module `soak`) mixes six actions cycle by cycle from a seeded
 //! RNG (master kill, standby kill, Raft isolation, 5 % SMP loss on a cable, a link
 //! flap, a planned handover) and after every cycle reads LIDs and LFTs back from the
-//! fabric with infiniband-diags (`Demo/ReadFabric`) and the replicated state from every
-//! member; an LFT entry that changed where the master's routing did not ask for it
-//! breaks the run, as a LID change does. `--deadline-s` bounds any drill: no cycle
+//! fabric with infiniband-diags (`Demo/ReadFabric`), the SA state it put in place
+//! before cycle 1 (multicast groups, their MFTs, a ServiceRecord, a subscription) with
+//! its own SA client on the judge's HCA, and the replicated state from every member;
+//! an LFT entry that changed where the master's routing did not ask for it breaks the
+//! run, as a LID change or an SA record lost or changed does. `--deadline-s` bounds any drill: no cycle
 //! starts after it, and the report says it stopped early.
 //!
 //! Per cycle: wait until the cluster is stable (one MASTER on the wire, every running

@@ -177,10 +177,6 @@ pub struct SaCheck {
     prev: SaSnap,
 }
 
-fn gid_text(guid: u64) -> String {
-    Ipv6Addr::from((0xfe80u128 << 112) | u128::from(guid)).to_string()
-}
-
 fn mgid_of(v: &Value) -> Result<String, String> {
     v["record"]["mgid"]
         .as_str()
@@ -277,37 +273,43 @@ impl Drill {
         let mut fabric = SaSnap::default();
         self.read_mfts(&mut fabric).await?;
         let host = judge.at.host.clone();
-        let judge_guid = fabric
-            .names
-            .iter()
-            .find(|(g, n)| **n == host && !fabric.mft.contains_key(*g))
-            .map(|(g, _)| *g)
-            .ok_or_else(|| setup_err(format!("the judge's HCA {host} is not on the wire")))?;
+        let run = |args: &[&str], again: bool| judge.run(args, again).map_err(setup_err);
+        // A: created by the judge (an MGID the SA allocates); its record names the
+        // judge's own port (the net file's node ids need not be NodeDescriptions).
+        let created = run(&["join", "--create"], false)?;
+        let a = mgid_of(&created).map_err(setup_err)?;
+        let me_gid: Ipv6Addr = created["record"]["port_gid"]
+            .as_str()
+            .and_then(|g| g.parse().ok())
+            .ok_or_else(|| setup_err(format!("no PortGID in {created}")))?;
+        let me = me_gid.to_string();
+        let prefix = u128::from(me_gid) & !u128::from(u64::MAX);
+        let judge_guid = guid_of_gid(&me).unwrap_or(0);
+        // The other CA ports on the wire (a switch has an MFT), by name.
         let mut others: Vec<(String, u64)> = fabric
             .names
             .iter()
-            .filter(|(g, n)| **g != judge_guid && !fabric.mft.contains_key(*g) && **n != host)
+            .filter(|(g, _)| **g != judge_guid && !fabric.mft.contains_key(*g))
             .map(|(g, n)| (n.clone(), *g))
             .collect();
         others.sort();
-        if others.is_empty() {
-            return Err(setup_err("no HCA besides the judge's".into()));
-        }
-        let other = |i: usize| gid_text(others[i % others.len()].1);
-        let me = gid_text(judge_guid);
-        let run = |args: &[&str], again: bool| judge.run(args, again).map_err(setup_err);
-        // A: created by the judge (an MGID the SA allocates).
-        let a = mgid_of(&run(&["join", "--create"], false)?).map_err(setup_err)?;
+        let other = |i: usize| {
+            others
+                .get(i % others.len().max(1))
+                .map(|(_, g)| Ipv6Addr::from(prefix | u128::from(*g)).to_string())
+                .ok_or_else(|| setup_err(format!("no CA port on the wire besides {host}'s")))
+        };
+        let (o0, o1, o2) = (other(0)?, other(1)?, other(2)?);
         // C: created for another port (ProxyJoin).
-        let c = mgid_of(&run(&["join", "--create", "--port-gid", &other(0)], false)?)
-            .map_err(setup_err)?;
-        let joins: [(&str, String, &str); 6] = [
-            (a.as_str(), other(0), "non"),
-            (a.as_str(), other(1), "send-only"),
-            (BROADCAST, other(2), "full"),
-            (BROADCAST, me.clone(), "send-only"),
-            (BROADCAST, other(1), "non"),
-            (c.as_str(), me.clone(), "non"),
+        let c =
+            mgid_of(&run(&["join", "--create", "--port-gid", &o0], false)?).map_err(setup_err)?;
+        let joins: [(&str, &str, &str); 6] = [
+            (&a, &o0, "non"),
+            (&a, &o1, "send-only"),
+            (BROADCAST, &o2, "full"),
+            (BROADCAST, &me, "send-only"),
+            (BROADCAST, &o1, "non"),
+            (&c, &me, "non"),
         ];
         for (mgid, port, state) in &joins {
             run(
@@ -342,11 +344,11 @@ impl Drill {
         )?;
         // Members expected: the creators and every (group, port) joined.
         let mut expected: std::collections::BTreeSet<(String, String)> =
-            [(a.clone(), me.clone()), (c.clone(), other(0))].into();
-        expected.extend(joins.iter().map(|(m, p, _)| (m.to_string(), p.clone())));
+            [(a.clone(), me.clone()), (c.clone(), o0.clone())].into();
+        expected.extend(joins.iter().map(|(m, p, _)| (m.to_string(), p.to_string())));
         eprintln!(
             "soak: SA state from {host} ({me}): groups {a} (created), {BROADCAST}, {c} (created for {}), ServiceID {SERVICE_ID}, trap {TRAP} subscribed",
-            other(0)
+            o0
         );
         let mgids = vec![a, BROADCAST.to_string(), c];
         let deadline = now_ms() + u64::try_from(SETTLE_TIMEOUT.as_millis()).unwrap_or(20_000);
