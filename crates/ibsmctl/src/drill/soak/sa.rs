@@ -177,6 +177,24 @@ pub struct SaCheck {
     prev: SaSnap,
 }
 
+/// Name what was lost or changed in the cycle's note: the first three, and how many
+/// more (every one is in `sa_detail`).
+fn note_lost(c: &mut Cycle, when: &str, bad: &[String]) {
+    if bad.is_empty() {
+        return;
+    }
+    let shown: Vec<&str> = bad.iter().take(3).map(String::as_str).collect();
+    c.note.push_str(&format!(
+        "; SA state lost/changed{when}: {}{}",
+        shown.join("; "),
+        if bad.len() > 3 {
+            format!(" (and {} more)", bad.len() - 3)
+        } else {
+            String::new()
+        }
+    ));
+}
+
 fn mgid_of(v: &Value) -> Result<String, String> {
     v["record"]["mgid"]
         .as_str()
@@ -456,6 +474,7 @@ impl Drill {
             });
             check.prev = now;
         }
+        note_lost(c, "", &bad);
         c.sa_lost += u64::try_from(bad.len()).unwrap_or(u64::MAX);
         c.sa_detail.extend(bad);
         Ok(())
@@ -476,6 +495,7 @@ impl Drill {
                 diff_mft(&check.prev, &now).len()
             ));
         }
+        note_lost(c, " with the cable down", &bad);
         c.sa_lost += u64::try_from(bad.len()).unwrap_or(u64::MAX);
         c.sa_detail
             .extend(bad.into_iter().map(|x| format!("with the cable down: {x}")));
