@@ -10,17 +10,27 @@
 # ibroute per switch, on the judge's HCA), compares them with the cycle before and
 # with the master's routing (Fabric/GetRoute), and reads the replicated state from
 # every member (epoch, applied index, guid2lid, the cycle's marker partition).
+# SA state (issue 11, item 7): before cycle 1 the drill's own SA client (`ibsmctl sa`
+# under umad2sim on the judge's HCA, trusted, ProxyJoin for the other HCAs' ports)
+# creates three multicast groups with full, non- and send-only members, registers a
+# ServiceRecord with a day's lease and subscribes to trap 66; after every cycle it
+# reads back the MCMemberRecords, ServiceRecords and InformInfoRecords from the master,
+# `ibroute -M` on every switch and every member's ListMulticastGroups /
+# ListServiceRecords / ListSubscriptions, and counts what was lost or changed.
 #
 # Prints one table: cycles, LID changes (0), LFT entries changed that routing did not
 # ask for (0), windows with two masters seen by the sminfo poller (0), acknowledged
-# writes lost (0), failover time min/median/max (master kill and handover only), and
-# how many cycles each action ran. The per-cycle report is in the report dir
+# writes lost (0), SA records or MFT entries lost or changed (0; with the size of the
+# snapshot they are compared with), failover time min/median/max (master kill and
+# handover only), and how many cycles each action ran. The per-cycle report is in the report dir
 # (report.txt, report.json, timeline.svg).
 #
 # There is no OpenSM row: OpenSM has no replicated state (no epoch, no guid2lid or
 # partition log shared by its instances, nothing to isolate), so half of what this
 # soak checks has no OpenSM counterpart; its failover alone is compared in
-# bench/failover_replica.sh.
+# bench/failover_replica.sh. (Nor does OpenSM carry SA state across a failover: its
+# release notes list no SM-to-SM SMDB synchronization, and a new OpenSM master drops
+# the multicast memberships and asks clients to re-register.)
 #
 # Bounded: the drill starts no cycle after --minutes (default 20; the table then says
 # it stopped early), and the whole run is killed 5 minutes after that.
@@ -138,6 +148,9 @@ rows = [
     ("LFT entries changed unasked", f"{r['lft_unasked']} (changes routing asked for: {r['lft_asked']})"),
     ("two-master windows (sminfo poller)", f"{r['dual_master_windows']} ({r['dual_master_ms']} ms)"),
     ("acknowledged writes lost", r["writes_lost"]),
+    ("SA state lost/changed", f"{r.get('sa_state_lost')} (snapshot: " + (
+        "none" if not r.get("sa_snapshot") else
+        "{groups} groups, {members} members, {services} services, {subscriptions} subscriptions, {mft_entries} MFT entries".format(**r["sa_snapshot"])) + ")"),
     ("failover ms min / median / max", f"{f['min']} / {f['median']} / {f['max']} (n={f['n']})"),
     ("replicas converged every cycle", "yes" if r["replicas_converged_every_cycle"] else "NO"),
     ("actions", acts),

@@ -7,7 +7,12 @@
 //! and ibroute and the replicated state from every member; report.json must show no
 //! LID change, no LFT entry changed that routing did not ask for, no window with two
 //! masters, no acknowledged write lost, every action run, a failover measured where
-//! mastership moves and mastership kept where it must not.
+//! mastership moves and mastership kept where it must not. Issue 11, item 7: before
+//! cycle 1 the drill puts SA state in place from the judge's HCA (three multicast
+//! groups with full, non- and send-only members, a ServiceRecord, an InformInfo
+//! subscription); after every cycle the SA's answers, the MFTs (`ibroute -M`) and the
+//! replicas' listings must show none of it lost or changed, and the snapshot must
+//! hold all of it (so the check cannot pass on an empty SA).
 //!
 //! It fails, never skips, when ibsim, umad2sim or infiniband-diags is missing. No
 //! wall-clock figure is asserted (the machine is shared).
@@ -71,6 +76,19 @@ fn a_short_soak_on_ibsim_keeps_every_invariant() -> Result<()> {
     assert_eq!(json["dual_master_ms"], 0, "{json:#}");
     assert_eq!(json["writes_lost"], 0, "{json:#}");
     assert_eq!(json["replicas_converged_every_cycle"], true, "{json:#}");
+    // The SA state put in place before cycle 1 (issue 11, item 7) is there, so the
+    // check below compares something: groups with members, the ServiceRecord, the
+    // subscription, and MFT entries on the switches.
+    let snap = &json["sa_snapshot"];
+    assert!(snap["groups"].as_u64().is_some_and(|n| n >= 3), "{json:#}");
+    assert!(snap["members"].as_u64().is_some_and(|n| n >= 8), "{json:#}");
+    assert!(
+        snap["mft_entries"].as_u64().is_some_and(|n| n >= 3),
+        "{json:#}"
+    );
+    assert_eq!(snap["services"], 1, "{json:#}");
+    assert_eq!(snap["subscriptions"], 1, "{json:#}");
+    assert_eq!(json["sa_state_lost"], 0, "{json:#}");
     assert_eq!(json["invariants_ok"], true, "{json:#}");
     assert_eq!(
         json["failover_ms"]["n"], 2,
@@ -111,10 +129,14 @@ fn a_short_soak_on_ibsim_keeps_every_invariant() -> Result<()> {
             Some(0),
             "{c}"
         );
+        // Read back and compared after every cycle, master kill and handover included.
+        assert_eq!(c["sa_checked"], *snap, "the whole SA state read back: {c}");
+        assert_eq!(c["sa_state_lost"], 0, "{c}");
     }
     let text = std::fs::read_to_string(report_dir.join("report.txt"))?;
     assert!(
-        text.contains("| LFT entries changed unasked | 0"),
+        text.contains("| LFT entries changed unasked | 0")
+            && text.contains("| SA state lost/changed | 0 (snapshot: 3 groups"),
         "the report prints the table: {text}"
     );
     Ok(())

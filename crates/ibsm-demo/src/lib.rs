@@ -10,8 +10,9 @@
 //!   cluster, each with its own gRPC endpoint; kill, restart, cable pulls and Raft
 //!   isolation as drills.
 //! - [`ibsim`]: the same drills with three `ibsmd --fabric umad` processes on ibsim,
-//!   through the real umad path, plus the soak's cable faults and `ReadFabric`
-//!   (infiniband-diags under umad2sim).
+//!   through the real umad path, plus the soak's cable faults, `ReadFabric`
+//!   (infiniband-diags under umad2sim, MFTs on request) and `DescribeJudge` (where the
+//!   soak's own SA client attaches).
 //! - [`poller`]: the independent SMInfo observer on a spare CA port, in-process on the
 //!   embedded fabric or as the `ibsmd sminfo-poll` process on ibsim: the judge of
 //!   "no master" and "two masters" as another node of the subnet sees them.

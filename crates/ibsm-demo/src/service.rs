@@ -21,6 +21,7 @@ pub const READ_ONLY_METHODS: &[&str] = &[
     "/ibsm.demo.v1.Demo/PollSmInfo",
     "/ibsm.demo.v1.Demo/ListCables",
     "/ibsm.demo.v1.Demo/ReadFabric",
+    "/ibsm.demo.v1.Demo/DescribeJudge",
 ];
 
 /// The service over one demo.
@@ -315,10 +316,21 @@ impl DemoRpc for DemoService {
 
     async fn read_fabric(
         &self,
-        _req: Request<pb::ReadFabricRequest>,
+        req: Request<pb::ReadFabricRequest>,
     ) -> Result<Response<pb::ReadFabricResponse>, Status> {
         let ib = self.ibsim_only("ReadFabric")?;
-        Ok(Response::new(ib.read_fabric().await.map_err(status_of)?))
+        let multicast = req.into_inner().multicast;
+        Ok(Response::new(
+            ib.read_fabric(multicast).await.map_err(status_of)?,
+        ))
+    }
+
+    async fn describe_judge(
+        &self,
+        _req: Request<pb::DescribeJudgeRequest>,
+    ) -> Result<Response<pb::DescribeJudgeResponse>, Status> {
+        let ib = self.ibsim_only("DescribeJudge")?;
+        Ok(Response::new(ib.describe_judge()))
     }
 }
 

@@ -393,15 +393,25 @@ impl IbsimShared {
     }
 
     /// LIDs and LFTs as the switches hold them: `ibnetdiscover -p`, then `ibroute LID`
-    /// for each switch, under umad2sim on the poller's HCA (ibsim serves several
-    /// clients on one node).
-    pub async fn read_fabric(&self) -> Result<pb::ReadFabricResponse, DemoError> {
+    /// (and with `multicast` `ibroute -M LID`) for each switch, under umad2sim on the
+    /// poller's HCA (ibsim serves several clients on one node).
+    pub async fn read_fabric(&self, multicast: bool) -> Result<pb::ReadFabricResponse, DemoError> {
         let sim = Arc::clone(&self.sim);
         let host = self.poller_host.clone();
         self.sup
-            .run(move || read_fabric_with(&sim, &host))
+            .run(move || read_fabric_with(&sim, &host, multicast))
             .await?
             .map_err(DemoError::Unavailable)
+    }
+
+    /// Where a client attaches to the judge's HCA (the poller's) under umad2sim.
+    pub fn describe_judge(&self) -> pb::DescribeJudgeResponse {
+        pb::DescribeJudgeResponse {
+            host: self.poller_host.clone(),
+            sockname: self.sim.sockname().to_string(),
+            preload: ibsm_labkit::UMAD2SIM_LIB.to_string(),
+            work_dir: self.sim.dir().display().to_string(),
+        }
     }
 
     /// Wait until every member accepts TCP connections on its gRPC port (the drill

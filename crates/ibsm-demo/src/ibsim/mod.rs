@@ -32,7 +32,9 @@
 //! `Error "node"[port] <rate%>`, rate 0 clearing it), and `ReadFabric`: `ibnetdiscover
 //! -p` and `ibroute LID` per switch run under umad2sim on the poller's HCA (ibsim
 //! serves several clients on one node), parsed into LIDs and unicast LFT entries, so
-//! the soak compares what the switches hold, not what an SM says.
+//! the soak compares what the switches hold, not what an SM says (with `multicast`,
+//! `ibroute -M LID` too). `DescribeJudge` names the poller's HCA, ibsim's socket
+//! name and umad2sim, so the soak can run its own SA client there (`ibsmctl sa`).
 //!
 //! The Demo service has its own endpoint (the members are other processes, which
 //! serve no Demo service); it is printed first, so `ibsmctl drill
@@ -56,5 +58,5 @@ mod tests;
 pub use launch::{IbsimDemo, IbsimMemberInfo};
 pub use members::IbsimShared;
 pub use options::{IbsimDemoOptions, IBSIM_PREFIX};
-pub use read_fabric::{parse_ibnetdiscover_ports, parse_ibroute};
+pub use read_fabric::{parse_ibnetdiscover_links, parse_ibnetdiscover_ports, parse_ibroute};
 pub use sminfo_poll::{format_target, parse_target, run_sminfo_poll};

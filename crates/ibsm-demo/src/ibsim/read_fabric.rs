@@ -1,5 +1,6 @@
-//! `ReadFabric`: LIDs and unicast LFTs as infiniband-diags read them from the fabric
-//! (`ibnetdiscover -p`, `ibroute LID`), parsed.
+//! `ReadFabric`: LIDs, cables and unicast LFTs as infiniband-diags read them from the
+//! fabric (`ibnetdiscover -p`, `ibroute LID`), and on request the multicast ones
+//! (`ibroute -M LID`), parsed.
 
 use std::process::Stdio;
 
@@ -8,8 +9,13 @@ use ibsm_proto::demo::v1 as pb;
 
 use super::options::DIAG_TIMEOUT;
 
-/// Run `ibnetdiscover -p` and `ibroute LID` for each switch on `host`; parse them.
-pub(super) fn read_fabric_with(sim: &Ibsim, host: &str) -> Result<pb::ReadFabricResponse, String> {
+/// Run `ibnetdiscover -p` and `ibroute LID` (with `multicast`, also `ibroute -M LID`)
+/// for each switch on `host`; parse them.
+pub(super) fn read_fabric_with(
+    sim: &Ibsim,
+    host: &str,
+    multicast: bool,
+) -> Result<pb::ReadFabricResponse, String> {
     let run = |args: &[&str]| -> Result<String, String> {
         let tool = args.first().copied().unwrap_or_default();
         ibsm_labkit::require_tool(tool).map_err(|e| e.to_string())?;
@@ -31,24 +37,66 @@ pub(super) fn read_fabric_with(sim: &Ibsim, host: &str) -> Result<pb::ReadFabric
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
     let mut commands = vec![format!("SIM_HOST={host} ibnetdiscover -p")];
-    let lids = parse_ibnetdiscover_ports(&run(&["ibnetdiscover", "-p"])?);
+    let disc = run(&["ibnetdiscover", "-p"])?;
+    let lids = parse_ibnetdiscover_ports(&disc);
     let mut switches = Vec::new();
     for l in lids.iter().filter(|l| l.kind == "SW") {
         let lid = l.lid.to_string();
         commands.push(format!("SIM_HOST={host} ibroute {lid}"));
         let text = run(&["ibroute", &lid])?;
+        let mut mft = Vec::new();
+        if multicast {
+            commands.push(format!("SIM_HOST={host} ibroute -M {lid}"));
+            let text = run(&["ibroute", "-M", &lid])?;
+            let parsed = ibsm_labkit::parse_ibroute_mft(&text)
+                .map_err(|e| format!("ibroute -M {lid} on {host}: {e}"))?;
+            mft = parsed
+                .entries
+                .into_iter()
+                .map(|(mlid, ports)| pb::MftEntry {
+                    mlid: u32::from(mlid),
+                    ports: ports.into_iter().map(u32::from).collect(),
+                })
+                .collect();
+        }
         switches.push(pb::SwitchLft {
             node_guid: l.port_guid,
             lid: l.lid,
             description: l.description.clone(),
             entries: parse_ibroute(&text),
+            mft,
         });
     }
     Ok(pb::ReadFabricResponse {
         lids,
         switches,
         commands,
+        links: parse_ibnetdiscover_links(&disc),
     })
+}
+
+/// The cables `ibnetdiscover -p` lists (`SW 2 5 0x..01 4x SDR - SW 4 5 0x..00 ( ... )`:
+/// kind, LID, port, GUID, width, speed, `-`, then the same of the remote end), as
+/// printed (each from both ends).
+pub fn parse_ibnetdiscover_links(text: &str) -> Vec<pb::FabricLink> {
+    let guid = |w: &str| {
+        w.strip_prefix("0x")
+            .and_then(|g| u64::from_str_radix(g, 16).ok())
+    };
+    text.lines()
+        .filter_map(|line| {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            if !matches!(w.first(), Some(&"CA" | &"SW")) || w.get(6) != Some(&"-") {
+                return None;
+            }
+            Some(pb::FabricLink {
+                port_guid: guid(w.get(3)?)?,
+                port: w.get(2)?.parse().ok()?,
+                remote_port_guid: guid(w.get(10)?)?,
+                remote_port: w.get(9)?.parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 /// The ports `ibnetdiscover -p` lists, one per port GUID (a switch once, by its port

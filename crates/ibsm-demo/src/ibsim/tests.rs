@@ -1,5 +1,5 @@
 use super::plan::plan;
-use super::read_fabric::{parse_ibnetdiscover_ports, parse_ibroute};
+use super::read_fabric::{parse_ibnetdiscover_links, parse_ibnetdiscover_ports, parse_ibroute};
 use super::sminfo_poll::{format_target, parse_target};
 use ibsm_proto::demo::v1 as pb;
 
@@ -20,6 +20,15 @@ SW     2  5 0x0000000000200001 4x SDR - SW     4  5 0x0000000000200000 ( 'Switch
     assert_eq!(
         (sw.port_guid, sw.lid, sw.description.as_str()),
         (0x200001, 2, "Switch2")
+    );
+    let links = parse_ibnetdiscover_links(disc);
+    assert_eq!(
+        links
+            .iter()
+            .map(|k| (k.port_guid, k.port, k.remote_port_guid, k.remote_port))
+            .collect::<Vec<_>>(),
+        [(0x10000a, 1, 0x200001, 2), (0x200001, 5, 0x200000, 5)],
+        "the unconnected port and the garbage are no cable"
     );
     let route = "Unicast lids [0x0-0x6] of switch Lid 2 guid 0x0000000000200001 (Switch2):\n  Lid  Out   Destination\n       Port     Info \n0x0001 001 : (Channel Adapter portguid 0x0000000000100004: 'Hca2')\n0x0002 000 : (Switch portguid 0x0000000000200001: 'Switch2')\n6 valid lids dumped \n";
     let e = parse_ibroute(route);

@@ -18,9 +18,11 @@
 //! `soak` (ibsim only, module `soak`) mixes six actions cycle by cycle from a seeded
 //! RNG (master kill, standby kill, Raft isolation, 5 % SMP loss on a cable, a link
 //! flap, a planned handover) and after every cycle reads LIDs and LFTs back from the
-//! fabric with infiniband-diags (`Demo/ReadFabric`) and the replicated state from every
-//! member; an LFT entry that changed where the master's routing did not ask for it
-//! breaks the run, as a LID change does. `--deadline-s` bounds any drill: no cycle
+//! fabric with infiniband-diags (`Demo/ReadFabric`), the SA state it put in place
+//! before cycle 1 (multicast groups, their MFTs, a ServiceRecord, a subscription) with
+//! its own SA client on the judge's HCA, and the replicated state from every member;
+//! an LFT entry that changed where the master's routing did not ask for it breaks the
+//! run, as a LID change or an SA record lost or changed does. `--deadline-s` bounds any drill: no cycle
 //! starts after it, and the report says it stopped early.
 //!
 //! Per cycle: wait until the cluster is stable (one MASTER on the wire, every running
@@ -128,7 +130,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
             plan.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
         );
     }
-    let mut snap = None;
+    let mut snap = soak::SoakState::default();
     let begun = std::time::Instant::now();
     let mut stopped = None;
     for i in 1..=args.cycles.max(1) {
@@ -167,7 +169,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
             Err(e) => return Err(e),
         };
         eprintln!(
-            "cycle {i}{}: {} -> {}: failover {:?} ms, degraded {:?} ms, heal {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}, LFT unasked {}, writes lost {}",
+            "cycle {i}{}: {} -> {}: failover {:?} ms, degraded {:?} ms, heal {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}, LFT unasked {}, writes lost {}, SA state lost {}",
             c.action.map_or(String::new(), |a| format!(" {a}")),
             c.old_master,
             c.new_master.as_deref().unwrap_or("none"),
@@ -178,7 +180,8 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
             c.dual_master_ms,
             c.lid_changes,
             c.lft_unasked,
-            c.writes_lost
+            c.writes_lost,
+            c.sa_lost
         );
         marks.push((c.action_at, format!("#{i}")));
         cycles.push(c);
@@ -192,6 +195,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
         report["cycles_planned"] = json!(args.cycles);
         report["stopped_early"] = json!(stopped);
         report["deadline_s"] = json!(args.deadline.map(|d| d.as_secs()));
+        report["sa_snapshot"] = snap.sa_snapshot();
     }
     if let Some(why) = aborted {
         report["aborted"] = json!(why);

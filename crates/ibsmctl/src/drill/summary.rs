@@ -46,6 +46,34 @@ pub struct Cycle {
     pub lft_detail: Vec<String>,
     pub guid2lid_detail: Vec<String>,
     pub dual_windows: u64,
+    /// soak: SA records lost or changed against the snapshot before cycle 1, MFT
+    /// entries wrong (and replica listings differing from the master's), named; and
+    /// what the cycle's read held (`None`: not read).
+    pub sa_lost: u64,
+    pub sa_detail: Vec<String>,
+    pub sa_checked: Option<SaCounts>,
+}
+
+/// What one read of the SA state held.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaCounts {
+    pub groups: u64,
+    pub members: u64,
+    pub services: u64,
+    pub subscriptions: u64,
+    pub mft_entries: u64,
+}
+
+impl SaCounts {
+    pub fn json(&self) -> Value {
+        json!({
+            "groups": self.groups,
+            "members": self.members,
+            "services": self.services,
+            "subscriptions": self.subscriptions,
+            "mft_entries": self.mft_entries,
+        })
+    }
 }
 
 impl Cycle {
@@ -83,6 +111,9 @@ impl Cycle {
             "lft_detail": self.lft_detail,
             "guid2lid_detail": self.guid2lid_detail,
             "dual_master_windows": self.dual_windows,
+            "sa_state_lost": self.sa_lost,
+            "sa_detail": self.sa_detail,
+            "sa_checked": self.sa_checked.map(|s| s.json()),
         })
     }
 }

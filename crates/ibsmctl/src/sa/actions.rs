@@ -39,6 +39,9 @@ pub struct JoinArgs {
     /// Stay a member this long (answering Reports), then leave.
     #[arg(long, value_name = "SECONDS")]
     pub hold_s: Option<u64>,
+    /// Join this port instead of the local one (ProxyJoin: needs the SA_Key, --sm-key).
+    #[arg(long, value_parser = parse_gid)]
+    pub port_gid: Option<Gid>,
 }
 
 /// `sa leave`.
@@ -50,6 +53,9 @@ pub struct LeaveArgs {
     /// Membership(s) to drop.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "full")]
     pub state: Vec<Membership>,
+    /// Leave for this port instead of the local one (needs the SA_Key, --sm-key).
+    #[arg(long, value_parser = parse_gid)]
+    pub port_gid: Option<Gid>,
 }
 
 /// `sa service ...`.
@@ -122,7 +128,7 @@ pub fn join(c: &mut Client, out: &Out, a: &JoinArgs) -> Result<(), SaFailure> {
         mgid: a.mgid,
         join_state,
         create,
-        port_gid: None,
+        port_gid: a.port_gid,
     };
     let rec = c.join(&req)?;
     out.record("joined", &rec);
@@ -133,14 +139,14 @@ pub fn join(c: &mut Client, out: &Out, a: &JoinArgs) -> Result<(), SaFailure> {
                 out.record("report", &r.notice);
             }
         }
-        let left = c.leave(rec.mgid, join_state, None)?;
+        let left = c.leave(rec.mgid, join_state, a.port_gid)?;
         out.record("left", &left);
     }
     Ok(())
 }
 
 pub fn leave(c: &mut Client, out: &Out, a: &LeaveArgs) -> Result<(), SaFailure> {
-    let rec = c.leave(a.mgid, Membership::bits(&a.state), None)?;
+    let rec = c.leave(a.mgid, Membership::bits(&a.state), a.port_gid)?;
     out.record("left", &rec);
     Ok(())
 }

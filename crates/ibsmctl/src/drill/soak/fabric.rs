@@ -122,7 +122,8 @@ impl Drill {
         let rf = unary(
             &t,
             "ReadFabric",
-            self.demo.read_fabric(dpb::ReadFabricRequest {}),
+            self.demo
+                .read_fabric(dpb::ReadFabricRequest { multicast: false }),
         )
         .await?;
         let mut s = FabricSnap::default();

@@ -1,8 +1,8 @@
 //! The soak's cycles whose fault must not move mastership (kill-standby, smp-loss,
 //! link-flap, [`Drill::cycle_keep_master`]): the fault, held or until the master
 //! re-swept, then undone, with the master judged on the wire from the action to the
-//! restore. The other actions (kill-master, planned-handover, raft-isolation) run
-//! the drill's own cycles.
+//! restore; with the cable of a link flap down, the SA state too (`sa`). The other
+//! actions (kill-master, planned-handover, raft-isolation) run the drill's own cycles.
 
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use ibsm_proto::v1 as pb;
 
 use super::fabric::{diff_fabric, FabricSnap};
 use super::plan::{Action, Rng};
+use super::sa::SaCheck;
 use crate::control::unary;
 use crate::drill::cycle::diff_lids;
 use crate::drill::options::DrillError;
@@ -158,6 +159,7 @@ impl Drill {
         index: u32,
         rng: &mut Rng,
         start: Option<&FabricSnap>,
+        sa: Option<&SaCheck>,
     ) -> Result<Cycle, DrillError> {
         let master = self.wait_stable().await?;
         let before = self.lids(&master).await?;
@@ -266,6 +268,9 @@ impl Drill {
                             .filter(|x| !x.starts_with("fabric:"))
                             .map(|x| format!("with the cable down: {x}")),
                     );
+                    if let Some(sa) = sa {
+                        self.sa_cable_down(sa, &mut c).await?;
+                    }
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The `soak` scenario: one drill that mixes six actions on the demo on ibsim and,
-//! after every cycle, reads the LIDs and LFTs back from the fabric and the replicated
-//! state from every member.
+//! after every cycle, reads the LIDs and LFTs back from the fabric, the SA state the
+//! soak put in place (groups with their MFTs, a service, a subscription) from the
+//! master in-band, and the replicated state from every member.
 //!
 //! Actions (per block of six cycles, a permutation drawn from a seeded RNG, so `--cycles
 //! 6` runs each once and a run is replayed with the seed the report prints):
@@ -46,10 +47,52 @@
 //!   equal to the master's, and the cycle's marker partition listed by every member
 //!   (the writes-lost check of every drill).
 //!
+//!
+//! SA state (issue 11, item 7: failover with SA state). Before cycle 1, from the
+//! judge's side: the drill runs its own SA client (`ibsmctl --json sa --sm-key 1`)
+//! under umad2sim on the HCA of the SMInfo poller, which carries no SM
+//! (`Demo/DescribeJudge` says where), trusted so it may join other ports by
+//! ProxyJoin. It puts in place three groups: one with an MGID the SA allocates (the
+//! judge full, two other HCAs' ports non- and send-only member), the IPoIB broadcast
+//! group ff12:401b:ffff::ffff:ffff (another port full, the judge send-only, a third
+//! non-member), one created for another port (the judge non-member); a ServiceRecord
+//! with a day's lease; an InformInfo subscription to trap 66. The snapshot is taken
+//! once every member is listed and every group's tree reaches its members. After
+//! every cycle, once stable and the replicas converged, the judge reads from the
+//! master, in-band: each group's MCMemberRecords (one GetTable per MGID: a whole
+//! table crosses the bytes umad2sim loses), the ServiceRecord and InformInfoRecord
+//! tables, and `ibroute -M` on every switch (`Demo/ReadFabric` with `multicast`).
+//! Counted as "SA state lost/changed" (`sa_state_lost`, 0 expected), each named in
+//! the cycle's detail:
+//!
+//! - a record lost, new, or with any field changed against the snapshot before cycle
+//!   1 (the MLIDs and the SA-allocated MGID included; ServiceLease is the lease as
+//!   registered, not a countdown, so it must not change either);
+//! - a member not reached: a packet each member sends to the MLID, forwarded by every
+//!   switch to the ports of its MFT entry but the one it came in on (over the cables
+//!   `ibnetdiscover -p` lists), must reach every FullMember and NonMember;
+//! - an MFT entry (switch, MLID) that differs from the previous cycle's read, except
+//!   after a link flap. A flap reroutes: with the cable down the master must rebuild
+//!   the trees around it, and after the restore it may build them on the other
+//!   cable as well as on the old one (as unicast routing may, counted apart as
+//!   `lft_asked`), so byte equality is not the right judge there; a flap's MFTs are
+//!   judged by reach, with the cable down (after the reroute) and after the restore,
+//!   the note says whether they came back byte for byte, and they are the next
+//!   cycle's reference. Every other action (a master kill and a handover included)
+//!   changes no topology: the new master keeps what the switches hold;
+//! - a standby's `ListMulticastGroups` / `ListServiceRecords` / `ListSubscriptions`
+//!   (answered from its replica) differing from the master's, and a member the
+//!   master's SA answered the judge but its `ListMulticastGroups` does not list.
+//!
+//! Reads settle like the fabric's: again every 500 ms for at most 20 s while anything
+//! differs (a new master may still be rewriting MFTs; a client under umad2sim may
+//! crash), and the note says how many reads it took and what the first saw.
+//!
 //! Files: `plan` (the actions and their order), `fabric` (the fabric and replica
 //! read-back and its comparison), `keep_master` (the cycles that must keep the
-//! master), `report` (JSON and text). This file declares them and runs one soak
-//! cycle ([`Drill::soak_cycle`]); none of them uses it.
+//! master), `sa` (the SA state: the judge's client, the set-up, the read-back),
+//! `sa_diff` (its comparison, no I/O), `report` (JSON and text). This file declares
+//! them and runs one soak cycle ([`Drill::soak_cycle`]); none of them uses it.
 //!
 //! [`SMP_LOSS_HOLD`]: keep_master::SMP_LOSS_HOLD
 
@@ -62,6 +105,8 @@ mod fabric;
 mod keep_master;
 mod plan;
 mod report;
+mod sa;
+mod sa_diff;
 
 pub(super) use plan::{plan, Rng};
 pub(super) use report::{report_part, report_text};
@@ -69,26 +114,56 @@ pub(super) use report::{report_part, report_text};
 use fabric::{diff_fabric, FabricSnap};
 use plan::Action;
 
+/// What a soak carries from cycle to cycle: the fabric after the previous cycle and
+/// the SA state put in place before cycle 1.
+#[derive(Default)]
+pub(super) struct SoakState {
+    fabric: Option<FabricSnap>,
+    sa: Option<sa::SaCheck>,
+}
+
+impl SoakState {
+    /// The SA snapshot taken before cycle 1, for the report (null before it exists).
+    pub(super) fn sa_snapshot(&self) -> serde_json::Value {
+        self.sa.as_ref().map_or(serde_json::Value::Null, |s| {
+            let (members, services, subscriptions, mft_entries) = s.base.counts();
+            crate::drill::summary::SaCounts {
+                groups: u64::try_from(s.base.groups.len()).unwrap_or(0),
+                members,
+                services,
+                subscriptions,
+                mft_entries,
+            }
+            .json()
+        })
+    }
+}
+
 impl Drill {
-    /// One soak cycle: the action, then the fabric and replica checks.
+    /// One soak cycle: the action, then the fabric, SA and replica checks.
     pub(super) async fn soak_cycle(
         &mut self,
         action: Action,
         index: u32,
         rng: &mut Rng,
-        prev: &mut Option<FabricSnap>,
+        state: &mut SoakState,
     ) -> Result<Cycle, DrillError> {
+        let prev = &mut state.fabric;
         if prev.is_none() {
             let m = self.wait_stable().await?;
             *prev = Some(self.settled_snap(&m).await?.0);
         }
+        if state.sa.is_none() {
+            state.sa = Some(self.sa_setup().await?);
+        }
+        let prev = &mut state.fabric;
         let mut c = match action {
             Action::KillMaster => self.cycle(Scenario::KillMaster, index).await?,
             Action::PlannedHandover => self.cycle(Scenario::PlannedHandover, index).await?,
             Action::RaftIsolation => self.cycle_raft_partition(index).await?,
             _ => {
                 let start = prev.clone();
-                self.cycle_keep_master(action, index, rng, start.as_ref())
+                self.cycle_keep_master(action, index, rng, start.as_ref(), state.sa.as_ref())
                     .await?
             }
         };
@@ -126,6 +201,10 @@ impl Drill {
         let converged = self.wait_converged().await?;
         c.converged = Some(c.converged.unwrap_or(true) && converged);
         c.guid2lid_detail = self.guid2lid_mismatches(&master).await?;
+        if let Some(check) = state.sa.as_mut() {
+            self.sa_check(&master, check, action == Action::LinkFlap, &mut c)
+                .await?;
+        }
         Ok(c)
     }
 }

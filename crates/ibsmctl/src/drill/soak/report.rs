@@ -73,6 +73,13 @@ pub fn report_part(cycles: &[Cycle], broken: &mut Vec<String>) -> Value {
             "{lft} LFT entries changed that routing did not ask for"
         ));
     }
+    let sa: u64 = cycles.iter().map(|c| c.sa_lost).sum();
+    if sa > 0 {
+        broken.push(format!(
+            "{sa} SA records or MFT entries lost or changed (cycles {:?})",
+            pick(&|c| c.sa_lost > 0)
+        ));
+    }
     let windows: u64 = cycles.iter().map(|c| c.dual_windows).sum();
     json!({
         "actions": per,
@@ -82,7 +89,19 @@ pub fn report_part(cycles: &[Cycle], broken: &mut Vec<String>) -> Value {
         "dual_master_windows": windows,
         "replicas_converged_every_cycle": diverged.is_empty(),
         "guid2lid_mismatch_cycles": g2l,
+        "sa_state_lost": sa,
     })
+}
+
+/// `3 groups, 8 members, 1 services, 1 subscriptions, 6 MFT entries`.
+fn sa_snapshot(v: &Value) -> String {
+    if v.is_null() {
+        return "none".into();
+    }
+    format!(
+        "{} groups, {} members, {} services, {} subscriptions, {} MFT entries",
+        v["groups"], v["members"], v["services"], v["subscriptions"], v["mft_entries"]
+    )
 }
 
 fn opt(v: Option<u64>) -> String {
@@ -99,10 +118,10 @@ pub fn report_text(cycles: &[Cycle], r: &Value) -> String {
             .as_str()
             .map_or(String::new(), |s| format!("; {s}"))
     );
-    out.push_str("CYCLE  ACTION            OLD -> NEW   FAILOVER_MS  MASTERLESS_MS  DUAL  LIDS  LFT_UNASKED  LFT_ASKED  LOST  NOTE\n");
+    out.push_str("CYCLE  ACTION            OLD -> NEW   FAILOVER_MS  MASTERLESS_MS  DUAL  LIDS  LFT_UNASKED  LFT_ASKED  LOST  SA_LOST  NOTE\n");
     for c in cycles {
         out.push_str(&format!(
-            "{:<5}  {:<16}  {:<11}  {:>11}  {:>13}  {:>4}  {:>4}  {:>11}  {:>9}  {:>4}  {}\n",
+            "{:<5}  {:<16}  {:<11}  {:>11}  {:>13}  {:>4}  {:>4}  {:>11}  {:>9}  {:>4}  {:>7}  {}\n",
             c.index,
             c.action.unwrap_or("-"),
             format!(
@@ -117,6 +136,7 @@ pub fn report_text(cycles: &[Cycle], r: &Value) -> String {
             c.lft_unasked,
             c.lft_asked,
             c.writes_lost,
+            c.sa_lost,
             c.note
         ));
         for d in c
@@ -125,6 +145,7 @@ pub fn report_text(cycles: &[Cycle], r: &Value) -> String {
             .chain(&c.lft_detail)
             .chain(&c.writes_lost_detail)
             .chain(&c.guid2lid_detail)
+            .chain(&c.sa_detail)
         {
             out.push_str(&format!("       {d}\n"));
         }
@@ -154,6 +175,14 @@ pub fn report_text(cycles: &[Cycle], r: &Value) -> String {
             format!("{} ({} ms)", r["dual_master_windows"], r["dual_master_ms"]),
         ),
         ("acknowledged writes lost", format!("{}", r["writes_lost"])),
+        (
+            "SA state lost/changed",
+            format!(
+                "{} (snapshot: {})",
+                r["sa_state_lost"],
+                sa_snapshot(&r["sa_snapshot"])
+            ),
+        ),
         (
             "failover ms min/median/max",
             format!(
@@ -212,6 +241,7 @@ mod tests {
         let moved = Cycle {
             new_master: Some("sm3".into()),
             lft_unasked: 2,
+            sa_lost: 1,
             ..kept
         };
         let stayed = Cycle {
@@ -226,7 +256,8 @@ mod tests {
             all.contains("mastership moved")
                 && all.contains("no new master")
                 && all.contains("LFT entries")
-                && all.contains("did not converge"),
+                && all.contains("did not converge")
+                && all.contains("1 SA records"),
             "{all}"
         );
     }
