@@ -123,6 +123,14 @@ fn selected(sel: Selector, want: u8, have: u8, order: fn(u8) -> u32) -> bool {
     }
 }
 
+/// The MTU and rate a request names are codes IBA defines (MTU 1..=5, a rate with a
+/// bandwidth): a selector compares against a real value, so "more than MTU code 6" is
+/// an invalid request rather than "any MTU".
+fn codes_valid(rec: &McMemberRecord, mask: ComponentMask) -> bool {
+    (!mask.contains(McMemberRecord::MTU) || mtu_order(rec.mtu) > 0)
+        && (!mask.contains(McMemberRecord::RATE) || rate_order(rec.rate) > 0)
+}
+
 fn mtu_order(code: u8) -> u32 {
     mtu_bytes(code).unwrap_or(0)
 }
@@ -351,6 +359,9 @@ impl McGroups {
     ) -> Result<McMemberRecord, SaStatus> {
         if !mask.contains(JOIN_MASK) {
             return Err(SaStatus::ERR_REQ_INSUFFICIENT_COMPONENTS);
+        }
+        if !codes_valid(rec, mask) {
+            return Err(SaStatus::ERR_REQ_INVALID);
         }
         let port_gid = self.check_port(fabric, req, rec)?;
         if rec.join_state.is_empty() {

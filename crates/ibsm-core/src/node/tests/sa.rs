@@ -317,7 +317,7 @@ pub(super) fn join_mask() -> ComponentMask {
 
 #[test]
 fn ports_join_and_leave_groups_and_the_switches_get_the_trees() {
-    use ibsm_mad::sa::{JoinState, McMemberRecord};
+    use ibsm_mad::sa::{JoinState, McMemberRecord, Selector};
     let topo = gen::fat_tree_2level(4).expect("topology");
     let mut lab = Lab::new(topo, &[10]);
     lab.run_to(Duration::from_secs(4));
@@ -401,6 +401,32 @@ fn ports_join_and_leave_groups_and_the_switches_get_the_trees() {
         | McMemberRecord::P_KEY
         | McMemberRecord::FLOW_LABEL
         | McMemberRecord::SL;
+    // An MTU or rate code IBA does not define is refused whatever the selector asks
+    // (osmtest's o15.0.1.8: "more than MTU code 6"), and creates nothing.
+    for (mtu, rate, comp) in [
+        (6u8, 0u8, McMemberRecord::MTU | McMemberRecord::MTU_SELECTOR),
+        (0, 1, McMemberRecord::RATE | McMemberRecord::RATE_SELECTOR),
+    ] {
+        let bad = McMemberRecord {
+            mtu,
+            mtu_selector: Selector::GreaterThan,
+            rate,
+            rate_selector: Selector::GreaterThan,
+            ..rec
+        };
+        let req = SaMad::query(Method::SET, 24, &bad, create | comp).unwrap();
+        let got = ask(&mut lab, 0, &req, MadAddress::gsi(a));
+        assert_eq!(got[0].status(), SaStatus::ERR_REQ_INVALID, "{mtu}/{rate}");
+    }
+    let groups_before = lab.sms[0]
+        .node
+        .as_ref()
+        .unwrap()
+        .sa()
+        .unwrap()
+        .groups()
+        .len();
+    assert_eq!(groups_before, 1, "the refused creations made no group");
     let req = SaMad::query(Method::SET, 22, &rec, create).unwrap();
     let got = ask(&mut lab, 0, &req, MadAddress::gsi(a));
     assert_eq!(got[0].status(), SaStatus::SUCCESS);
