@@ -75,6 +75,13 @@ pub struct ElectionConfig {
     /// An SM that answers STANDBY or NOTACTIVE is not our master: we re-discover at
     /// once. Default 1 s (10 polls).
     pub discovering_grace: Duration,
+    /// Discovering: how long the subnet may stay without a master while the SM that
+    /// outranks us answers STANDBY (it has not noticed that its master is gone, as
+    /// OpenSM polling every 10 s) before we take MASTER ourselves; our master polls
+    /// then hand the subnet to it with HANDOVER. Counted from the moment we lost our
+    /// master (or started). `None` waits for the higher SM however long it takes (the
+    /// IBA rule alone). Default 1 s. See the `election` module doc, "Never masterless".
+    pub masterless_takeover: Option<Duration>,
     /// Standby: declare the master lost when it answers but its ActCount has not
     /// advanced for this long. `None` disables the rule. Default 30 s.
     pub stall_window: Option<Duration>,
@@ -118,6 +125,7 @@ impl ElectionConfig {
             poll_interval: Duration::from_millis(100),
             poll_retries: 3,
             discovering_grace: Duration::from_secs(1),
+            masterless_takeover: Some(Duration::from_secs(1)),
             stall_window: Some(Duration::from_secs(30)),
             query_timeout: Duration::from_millis(100),
             query_retries: 2,

@@ -2368,3 +2368,171 @@ fn an_answer_after_a_trap_from_an_unknown_port_never_leads_to_handover_when_trus
         "a self-named trusted GUID is not enough"
     );
 }
+
+// ----- never masterless: a higher STANDBY that has not noticed the master is gone ------
+
+/// What REAL (priority 9, an OpenSM-like standby that polls its dead master slowly)
+/// does in [`drive_masterless`]: answers STANDBY to every SMInfo query until a HANDOVER
+/// arrives (answered with status 0, OpenSM's acceptance), MASTER after it, or always
+/// `DISCOVERING` when `real_state` says so.
+struct Masterless {
+    e: Election,
+    now: Duration,
+    real_state: SmState,
+    real_master: bool,
+    handovers_to_real: u32,
+    masters: Vec<(Duration, TransitionReason)>,
+}
+
+/// STANDBY behind PEER (priority 5) with REAL (priority 9) known; PEER then dies. Runs
+/// until `until`, answering for REAL and giving a sweep 5 ms after each DiscoveryNeeded.
+fn drive_masterless(c: ElectionConfig, real_state: SmState, until: Duration) -> Masterless {
+    let mut e = Election::new(c, ms(0)).expect("valid");
+    e.handle_sweep(ms(0), &[peer_port(), real_port()]);
+    let t = transmits(&mut e);
+    let p = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    let r = gets_to(&t, &SmRoute::Lid(REAL_LID));
+    answer(&mut e, ms(1), p[0], peer_info(SmState::Master, 5, 1));
+    let real = |state| SmInfo {
+        guid: REAL,
+        ..peer_info(state, 9, 1)
+    };
+    answer_from(&mut e, ms(1), REAL_LID, r[0], real(SmState::Standby));
+    assert_eq!(e.master_guid(), Some(PEER));
+    events(&mut e);
+    let mut m = Masterless {
+        e,
+        now: ms(1),
+        real_state,
+        real_master: false,
+        handovers_to_real: 0,
+        masters: Vec::new(),
+    };
+    let mut sweep_at: Option<Duration> = None;
+    while m.now < until {
+        let next = [m.e.poll_timeout(), sweep_at]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(until)
+            .max(m.now);
+        m.now = next;
+        if sweep_at.is_some_and(|s| s <= m.now) {
+            sweep_at = None;
+            m.e.handle_sweep(m.now, &[real_port()]);
+        }
+        m.e.handle_timeout(m.now);
+        // Answer what went to REAL; PEER is dead.
+        loop {
+            let out = transmits(&mut m.e);
+            if out.is_empty() {
+                break;
+            }
+            for t in out {
+                if t.dest != SmRoute::Lid(REAL_LID) {
+                    continue;
+                }
+                let state = if m.real_master {
+                    SmState::Master
+                } else {
+                    m.real_state
+                };
+                match t.msg {
+                    SmInfoMsg::Get { tid, .. } => {
+                        answer_from(&mut m.e, m.now + ms(1), REAL_LID, tid, real(state))
+                    }
+                    SmInfoMsg::Set { tid, attr_mod, .. }
+                        if attr_mod == ControlPacket::Handover.attr_mod() =>
+                    {
+                        m.handovers_to_real += 1;
+                        m.real_master = true;
+                        m.e.handle_message(
+                            m.now + ms(1),
+                            SmRoute::Lid(REAL_LID),
+                            SmInfoMsg::GetResp {
+                                tid,
+                                status: 0,
+                                attr_mod,
+                                info: real(SmState::Standby),
+                            },
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for ev in events(&mut m.e) {
+            match ev {
+                ElectionEvent::DiscoveryNeeded => {
+                    sweep_at.get_or_insert(m.now + ms(5));
+                }
+                ElectionEvent::StateChanged {
+                    to: SmState::Master,
+                    reason,
+                    ..
+                } => m.masters.push((m.now, reason)),
+                _ => {}
+            }
+        }
+    }
+    m
+}
+
+#[test]
+fn a_higher_standby_that_misses_the_loss_gets_the_subnet_through_us_after_the_bound() {
+    let c = cfg(1);
+    let bound = c.masterless_takeover.expect("on by default");
+    let m = drive_masterless(c, SmState::Standby, ms(5000));
+    // We took MASTER once, past the bound, naming REAL as the SM that had not noticed.
+    assert_eq!(m.masters.len(), 1, "{:?}", m.masters);
+    let (at, reason) = &m.masters[0];
+    match reason {
+        TransitionReason::HigherSmIdle {
+            guid,
+            priority,
+            masterless_for,
+        } => {
+            assert_eq!((*guid, *priority), (REAL, 9));
+            assert!(*masterless_for >= bound, "{masterless_for:?}");
+        }
+        r => panic!("took MASTER for {r}"),
+    }
+    assert!(*at < ms(1) + bound * 3, "took MASTER only at {at:?}");
+    // ... then handed the subnet to REAL, which outranks us, and follow it.
+    assert_eq!(m.handovers_to_real, 1);
+    assert_eq!(m.e.state(), SmState::Standby);
+    assert_eq!(m.e.master_guid(), Some(REAL));
+}
+
+#[test]
+fn a_higher_sm_that_answers_discovering_is_waited_for_past_the_bound() {
+    // DISCOVERING means it noticed and is about to take MASTER itself: taking the
+    // subnet from under it would only give two masters for a moment.
+    let m = drive_masterless(cfg(1), SmState::Discovering, ms(5000));
+    assert!(m.masters.is_empty(), "{:?}", m.masters);
+    assert_eq!(m.handovers_to_real, 0);
+}
+
+#[test]
+fn without_masterless_takeover_we_wait_for_the_higher_standby() {
+    let c = ElectionConfig {
+        masterless_takeover: None,
+        ..cfg(1)
+    };
+    let m = drive_masterless(c, SmState::Standby, ms(5000));
+    assert!(m.masters.is_empty(), "{:?}", m.masters);
+    assert_ne!(m.e.state(), SmState::Master);
+}
+
+#[test]
+fn a_sticky_sm_that_took_a_masterless_subnet_keeps_it() {
+    // Sticky priority 12 ranks above REAL's 9 once we are MASTER: no HANDOVER.
+    let c = ElectionConfig {
+        sticky_priority: Some(12),
+        ..cfg(1)
+    };
+    let m = drive_masterless(c, SmState::Standby, ms(5000));
+    assert_eq!(m.masters.len(), 1, "{:?}", m.masters);
+    assert_eq!(m.handovers_to_real, 0);
+    assert_eq!(m.e.state(), SmState::Master);
+}

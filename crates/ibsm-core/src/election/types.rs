@@ -280,6 +280,17 @@ pub enum TransitionReason {
         /// How many known SM ports were queried.
         queried: usize,
     },
+    /// Discovery found no master for `masterless_for` (at least `masterless_takeover`)
+    /// and the SM that outranks us still answers STANDBY: we take mastership until it is
+    /// ready to have it handed over.
+    HigherSmIdle {
+        /// The higher SM.
+        guid: u64,
+        /// Its priority.
+        priority: u8,
+        /// How long the subnet had been without a master.
+        masterless_for: Duration,
+    },
     /// Standby: the master did not answer `missed` polls in a row.
     MissedPolls {
         /// The master's GUID.
@@ -345,6 +356,16 @@ impl fmt::Display for TransitionReason {
             TransitionReason::NoHigherSm { answered, queried } => write!(
                 f,
                 "no master or higher SM ({answered} of {queried} SM ports answered)"
+            ),
+            TransitionReason::HigherSmIdle {
+                guid,
+                priority,
+                masterless_for,
+            } => write!(
+                f,
+                "no master for {} ms and higher SM {guid:#018x} (priority {priority}) still STANDBY: \
+                 taking mastership until it can be handed over",
+                masterless_for.as_millis()
             ),
             TransitionReason::MissedPolls { master, missed } => {
                 write!(f, "master {master:#018x} missed {missed} polls")

@@ -69,6 +69,21 @@ impl Election {
                 route,
                 TransitionReason::FoundMaster { master: info.guid },
             );
+        } else if let Some((info, waited)) = round
+            .best_higher
+            .as_ref()
+            .and_then(|(info, _)| Some((info, self.masterless_past_bound(now, info)?)))
+        {
+            // Nobody is in charge and the SM that should be does not know it: take the
+            // subnet now; the master polls hand it over once it answers STANDBY.
+            self.become_master(
+                now,
+                TransitionReason::HigherSmIdle {
+                    guid: info.guid,
+                    priority: info.priority,
+                    masterless_for: waited,
+                },
+            );
         } else if let Some((info, route)) = round.best_higher {
             self.enter_standby(
                 now,
@@ -88,6 +103,16 @@ impl Election {
                 },
             );
         }
+    }
+
+    /// How long the subnet has been without a master, when that is past
+    /// `masterless_takeover` and `higher` (the best SM that outranks us) answered
+    /// STANDBY: it follows no master we can find, so it has not noticed the loss. An SM
+    /// answering DISCOVERING is busy becoming master and is waited for.
+    fn masterless_past_bound(&self, now: Duration, higher: &SmInfo) -> Option<Duration> {
+        let bound = self.cfg.masterless_takeover?;
+        let waited = now.saturating_sub(self.masterless_since?);
+        (higher.sm_state == SmState::Standby && waited >= bound).then_some(waited)
     }
 
     pub(super) fn record_discovery(&mut self, info: SmInfo, route: SmRoute) {

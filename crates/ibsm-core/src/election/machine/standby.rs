@@ -28,6 +28,10 @@ impl Election {
         };
         match info.sm_state {
             SmState::Master => {
+                self.masterless_since = None;
+                let Some(f) = self.following.as_mut() else {
+                    return;
+                };
                 f.missed = 0;
                 f.poll_tid = None;
                 f.discovering_since = None;

@@ -114,6 +114,10 @@ pub struct Election {
     /// DISCOVERING, never conclude MASTER of a fabric we cannot see.
     pub(super) port_down: bool,
     pub(super) master_poll_at: Option<Duration>,
+    /// Since when no master has been seen: set when we lose the master we followed (or
+    /// start, or leave MASTER), cleared when we follow a MASTER or become one. What
+    /// `masterless_takeover` is measured against.
+    pub(super) masterless_since: Option<Duration>,
     pub(super) suspects: BTreeMap<u64, u32>,
     pub(super) sm_key_violations: u64,
     pub(super) transmits: VecDeque<Transmit>,
@@ -152,6 +156,7 @@ impl Election {
             untrusted: BTreeMap::new(),
             port_down: false,
             master_poll_at: None,
+            masterless_since: Some(now),
             suspects: BTreeMap::new(),
             sm_key_violations: 0,
             transmits: VecDeque::new(),

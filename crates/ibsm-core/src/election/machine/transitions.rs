@@ -71,6 +71,7 @@ impl Election {
     ) {
         self.clear_activity();
         self.drop_elevation();
+        self.masterless_since.get_or_insert(now);
         self.set_state(SmState::Discovering, reason);
         self.round = Some(Round {
             lost,
@@ -92,6 +93,9 @@ impl Election {
         self.clear_activity();
         self.drop_elevation();
         self.set_state(SmState::Standby, reason);
+        if master.sm_state == SmState::Master {
+            self.masterless_since = None;
+        }
         let lid = self.known.get(&master.guid).and_then(|p| p.lid);
         self.following = Some(Following {
             master: master.guid,
@@ -113,6 +117,7 @@ impl Election {
     pub(super) fn become_master(&mut self, now: Duration, reason: TransitionReason) {
         self.clear_activity();
         self.unknown_requesters.clear();
+        self.masterless_since = None;
         self.set_state(SmState::Master, reason);
         if let Some(p) = self.cfg.sticky_priority {
             let old = self.priority();
@@ -130,6 +135,7 @@ impl Election {
     pub(super) fn enter_not_active(&mut self, reason: TransitionReason) {
         self.clear_activity();
         self.drop_elevation();
+        self.masterless_since = None;
         self.set_state(SmState::NotActive, reason);
     }
 }
