@@ -12,7 +12,14 @@
 # Pairs: ibsmd at its defaults, OpenSM at its defaults (10 s x 4 retries, ~60 s;
 # skipped with --quick), OpenSM at 100 ms x 2 and ibsmd at 100 ms x 2.
 #
-# Usage: bench/failover.sh [--quick] [--rounds N] [--k K] [--debug] [--no-build]
+# --masterless instead: the masterless window when the SM next in line polls slowly.
+# OpenSM A (priority 15) master, OpenSM B (14) standby, both at OpenSM's defaults;
+# SIGKILL A. Alone, B notices after 4 polls of 10 s. With an ibsmd (priority 10, its
+# defaults, --masterless-takeover-ms 1000) on a fourth HCA, ibsmd takes MASTER after
+# the bound and hands the subnet to B (HANDOVER) once it answers. Times from the logs:
+# first master after the kill (the masterless window) and B master.
+#
+# Usage: bench/failover.sh [--quick] [--masterless] [--rounds N] [--k K] [--debug] [--no-build]
 #   --rounds N  repeat each pair N times and report the median (default 1)
 #   --k K       fat-tree radix (default 16)
 #   --debug     use the debug build instead of release
@@ -21,6 +28,7 @@
 set -euo pipefail
 
 QUICK=0
+MASTERLESS=0
 NO_BUILD=0
 FAILED_ROUNDS=0
 ROUNDS=1
@@ -29,6 +37,7 @@ PROFILE=release
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=1 ;;
+        --masterless) MASTERLESS=1 ;;
         --rounds) ROUNDS="$2"; shift ;;
         --k) K="$2"; shift ;;
         --debug) PROFILE=debug ;;
@@ -86,6 +95,8 @@ if [ "$SW_A" != "$SW_J" ] || [ "$SW_B" != "$SW_J" ]; then
     exit 1
 fi
 DR_A="0,1,$PORT_A"
+# A fourth HCA (anywhere) for the ibsmd of --masterless.
+HOST_C=$(awk '/^Hca/ { match($0, /"[^"]*"/); n++; if (n == 4) { print substr($0, RSTART + 1, RLENGTH - 2); exit } }' "$NET")
 DR_B="0,1,$PORT_B"
 read -r N_NODES N_SW N_PORTS <<<"$(awk '
     /^(Switch|Hca)/ { nodes++; if ($1 == "Switch") sw++; ports += $2 + 1 }
@@ -163,12 +174,13 @@ judge_is() { # DR, state
     [ "$(sminfo_state "$1" | cut -d' ' -f1)" = "$2" ]
 }
 
-start_sm() { # kind (ibsmd|opensm), host, priority, poll_ms ("" = defaults), retries, round, tag
+start_sm() { # kind (ibsmd|opensm), host, priority, poll_ms ("" = defaults), retries, round, tag, ibsmd args...
     local kind=$1 host=$2 prio=$3 poll=$4 retries=$5 round=$6 tag=$7
+    shift 7
     local log=$WORK/$tag.$round.log
     if [ "$kind" = ibsmd ]; then
-        local extra=()
-        [ -n "$poll" ] && extra=(--poll-interval-ms "$poll" --poll-retries "$retries")
+        local extra=("$@")
+        [ -n "$poll" ] && extra+=(--poll-interval-ms "$poll" --poll-retries "$retries")
         (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$host LD_PRELOAD=$UMAD2SIM NO_COLOR=1 RUST_LOG=info \
             exec "$IBSMD" --fabric umad --priority "$prio" --grpc 127.0.0.1:0 --insecure-plaintext \
             "${extra[@]}" 2>"$log" >/dev/null) &
@@ -256,6 +268,68 @@ trial() { # kind, poll_ms, retries, round
 }
 
 median() { tr ' ' '\n' | grep -v -e '^-$' -e '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+# One --masterless trial (OpenSM 15 master, OpenSM 14 standby, both at defaults,
+# optionally an ibsmd 10); sets T_FIRST (kill -> first master) and T_B (kill -> B master).
+masterless_trial() { # with_ibsmd (0|1), round
+    local with=$1 round=$2 pid_a from_b from_c=0 t0 t_b t_c=""
+    ROUND=$round
+    start_ibsim "$round"
+    start_sm opensm "$HOST_A" 15 "" "" "$round" osm-a
+    pid_a=$SM_PID
+    wait_until 240 grep -sqF -- "Entering MASTER state" "$WORK/osm-a.$round.log" || {
+        echo "failover.sh: OpenSM A never became MASTER" >&2; exit 1; }
+    start_sm opensm "$HOST_B" 14 "" "" "$round" osm-b
+    wait_until 240 grep -sqF -- "Entering STANDBY state" "$WORK/osm-b.$round.log" || {
+        echo "failover.sh: OpenSM B never became STANDBY" >&2; exit 1; }
+    if [ "$with" = 1 ]; then
+        start_sm ibsmd "$HOST_C" 10 "" "" "$round" ibsmd-c --masterless-takeover-ms 1000
+        wait_until 240 grep -sqF -- "-> STANDBY (" "$WORK/ibsmd-c.$round.log" || {
+            echo "failover.sh: ibsmd never became STANDBY" >&2; tail -20 "$WORK/ibsmd-c.$round.log" >&2; exit 1; }
+        from_c=$(wc -c <"$WORK/ibsmd-c.$round.log")
+    fi
+    wait_until 60 judge_is "$DR_B" 2 || { echo "failover.sh: judge never saw B STANDBY" >&2; exit 1; }
+    sleep 3
+    from_b=$(wc -c <"$WORK/osm-b.$round.log")
+    t0=$(now)
+    kill -9 "$pid_a"
+    wait "$pid_a" 2>/dev/null || true
+    reap "$round"
+    wait_until 240 judge_is "$DR_B" 3 || { echo "failover.sh: the judge never saw B MASTER" >&2; FAILED_ROUNDS=$((FAILED_ROUNDS + 1)); }
+    wait_until 30 log_time opensm "$WORK/osm-b.$round.log" "$from_b" "Entering MASTER state" >/dev/null || true
+    t_b=$(log_time opensm "$WORK/osm-b.$round.log" "$from_b" "Entering MASTER state" || echo "")
+    [ "$with" = 1 ] && t_c=$(log_time ibsmd "$WORK/ibsmd-c.$round.log" "$from_c" "-> MASTER (" || echo "")
+    stop_ibsim
+    if [ -n "$t_b" ]; then T_B=$(secs "$t0" "$t_b"); else T_B="-"; fi
+    if [ -n "$t_c" ]; then T_FIRST=$(secs "$t0" "$t_c"); else T_FIRST=$T_B; fi
+}
+
+if [ "$MASTERLESS" = 1 ]; then
+    echo "masterless window on a k=$K fat tree ($N_NODES nodes), $ROUNDS round(s) each, $PROFILE build" >&2
+    firsts0="" bs0="" firsts1="" bs1=""
+    for r in $(seq "$ROUNDS"); do
+        echo "  OpenSM 15 + OpenSM 14, round $r ..." >&2
+        masterless_trial 0 "ml0-$r"
+        echo "    first master $T_FIRST s, B master $T_B s" >&2
+        firsts0="$firsts0 $T_FIRST" bs0="$bs0 $T_B"
+        echo "  OpenSM 15 + OpenSM 14 + ibsmd 10, round $r ..." >&2
+        masterless_trial 1 "ml1-$r"
+        echo "    first master $T_FIRST s, B master $T_B s" >&2
+        firsts1="$firsts1 $T_FIRST" bs1="$bs1 $T_B"
+    done
+    M0=$(echo "$firsts0" | median) B0=$(echo "$bs0" | median)
+    M1=$(echo "$firsts1" | median) B1=$(echo "$bs1" | median)
+    echo
+    echo "SIGKILL of an OpenSM master (15), OpenSM standby (14) at its defaults (10 s x 4), k=$K ($N_NODES nodes), seconds (median of $ROUNDS)"
+    printf '%-34s | %-24s | %-18s\n' "SMs" "masterless (first master)" "OpenSM 14 master"
+    printf '%-34s-+-%-24s-+-%-18s\n' "----------------------------------" "------------------------" "------------------"
+    printf '%-34s | %-24s | %-18s\n' "OpenSM 15 + OpenSM 14" "$M0" "$B0"
+    printf '%-34s | %-24s | %-18s\n' "the same + ibsmd 10 (1 s bound)" "$M1" "$B1"
+    echo "masterless window, OpenSM alone / with ibsmd: $(awk -v a="$M1" -v b="$M0" 'BEGIN { if (a + 0 > 0 && b ~ /^[0-9.]+$/) printf "%.0fx", b / a; else print "-" }')"
+    [ "$FAILED_ROUNDS" = 0 ] || echo "($FAILED_ROUNDS round(s) never saw B master within 240 s)"
+    exit 0
+fi
+
 
 run_pair() { # label, kind, poll_ms, retries -> sets R_LOG R_JUDGE
     local label=$1 kind=$2 poll=$3 retries=$4 logs="" judges="" r

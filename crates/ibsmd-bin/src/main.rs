@@ -36,6 +36,12 @@ struct Cli {
     /// Standby: unanswered polls in a row before the master is declared dead [default: 3].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     poll_retries: Option<u32>,
+    /// Take MASTER when the subnet has had no master this long and the SM that
+    /// outranks us still answers STANDBY (an OpenSM polling every 10 s), then hand it
+    /// back with HANDOVER once that SM is ready; 0 waits for it however long
+    /// (IBA's rule alone) [default: 1000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    masterless_takeover_ms: Option<u64>,
     /// gRPC control API address [default: 127.0.0.1:50051].
     #[arg(long)]
     grpc: Option<SocketAddr>,
@@ -204,6 +210,7 @@ struct DaemonSettings {
     sm_key: u64,
     poll_interval_ms: u64,
     poll_retries: u32,
+    masterless_takeover_ms: u64,
     grpc: SocketAddr,
     metrics: Option<SocketAddr>,
     data_dir: Option<PathBuf>,
@@ -281,6 +288,10 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
             .or(file.poll_interval_ms)
             .unwrap_or(100),
         poll_retries: cli.poll_retries.or(file.poll_retries).unwrap_or(3),
+        masterless_takeover_ms: cli
+            .masterless_takeover_ms
+            .or(file.masterless_takeover_ms)
+            .unwrap_or(1000),
         grpc: cli
             .grpc
             .or(file.grpc)
@@ -615,6 +626,8 @@ async fn run_daemon(
     cfg.sm_key = cli.sm_key;
     cfg.poll_interval = Duration::from_millis(cli.poll_interval_ms);
     cfg.poll_retries = cli.poll_retries;
+    cfg.masterless_takeover =
+        (cli.masterless_takeover_ms > 0).then(|| Duration::from_millis(cli.masterless_takeover_ms));
     cfg.subnet = cli.subnet;
     cfg.master_heavy_sweep_interval = cli.master_heavy_sweep_interval;
     cfg.trusted_sm_guids = cli.trusted_sm_guids.clone();

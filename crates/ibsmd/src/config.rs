@@ -55,6 +55,9 @@ pub struct FileConfig {
     /// `--poll-retries`.
     #[serde(default, deserialize_with = "de_poll_retries")]
     pub poll_retries: Option<u32>,
+    /// `--masterless-takeover-ms` (0: never take over from a higher-priority standby).
+    #[serde(default, deserialize_with = "de_masterless_takeover")]
+    pub masterless_takeover_ms: Option<u64>,
     /// `--grpc`.
     #[serde(default, deserialize_with = "de_addr")]
     pub grpc: Option<SocketAddr>,
@@ -261,6 +264,10 @@ fn de_heavy_sweep_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64
 
 fn de_poll_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     de_range(d, "poll_interval_ms", 1, 60_000).map(Some)
+}
+
+fn de_masterless_takeover<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "masterless_takeover_ms", 0, 600_000).map(Some)
 }
 
 fn de_poll_retries<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {

@@ -110,6 +110,31 @@
 //! sees our elevated priority hands over to us. Non-sticky (default) is what the model
 //! checker proves "highest live SM ends master" for.
 //!
+//! # Never masterless (`ElectionConfig::masterless_takeover`)
+//!
+//! IBA has a lower SM wait in STANDBY behind any SM that outranks it, so when the
+//! master dies the subnet has no master until the best standby notices. An OpenSM
+//! standby notices after 4 missed polls of 10 s: about a minute with nobody answering
+//! the SA or repairing the fabric. The rule: a DISCOVERING round whose best SM outranks
+//! us but answers STANDBY (it follows no master we can find, so it has not noticed
+//! the loss) takes MASTER ([`TransitionReason::HigherSmIdle`]) once the subnet has
+//! been masterless for `masterless_takeover` (default 1 s), counted from when we lost
+//! our master (or started). From then on the MASTER rules apply unchanged: the master
+//! polls read that SM, find it STANDBY and outranking us, and send HANDOVER, which
+//! OpenSM accepts at once, so mastership goes back to the SM the priorities name as
+//! soon as it answers, and until then the fabric and the SA have a master. An SM that
+//! answers DISCOVERING is about to take MASTER itself and is waited for, as before
+//! (`discovering_grace`). `None` restores IBA's rule alone.
+//!
+//! With sticky priority: we become MASTER through this rule like any other way, so the
+//! elevation applies, and if it reaches above the idle SM's priority we keep the
+//! subnet (that is what sticky asks for: no mastership change once a master is in
+//! charge); below it, we hand over as above. The risk the bound guards against: an SM
+//! that sees a master we cannot reach (a partitioned view) answers STANDBY too; we then
+//! become a second master until our master polls or its sweeps meet, and the IBA
+//! two-masters rule makes the lower of the two hand over. A second of patience keeps that
+//! to faults that last longer than a second.
+//!
 //! # Trusted SMs (`ElectionConfig::trusted_sm_guids`)
 //!
 //! Why: IBA lets any SM of higher priority take mastership (trap 144, then the master

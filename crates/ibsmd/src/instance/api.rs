@@ -26,6 +26,11 @@ pub struct InstanceConfig {
     pub poll_interval: Duration,
     /// Standby: missed polls in a row before the master is declared dead.
     pub poll_retries: u32,
+    /// How long the subnet may stay masterless, the SM that outranks us answering
+    /// STANDBY, before we take MASTER and hand it back by HANDOVER once that SM is
+    /// ready; `None` waits for it (IBA's rule alone). See
+    /// `ibsm_core::election::ElectionConfig::masterless_takeover`.
+    pub masterless_takeover: Option<Duration>,
     /// Interval between light sweeps (PortInfo probe of known ports).
     pub light_sweep_interval: Duration,
     /// Not MASTER: interval between heavy sweeps (full directed-route discovery that
@@ -64,6 +69,7 @@ impl InstanceConfig {
             sm_key: 1,
             poll_interval: Duration::from_millis(100),
             poll_retries: 3,
+            masterless_takeover: Some(Duration::from_secs(1)),
             light_sweep_interval: Duration::from_secs(2),
             heavy_sweep_interval: Duration::from_secs(10),
             master_heavy_sweep_interval: DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL,

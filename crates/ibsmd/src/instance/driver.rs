@@ -523,6 +523,7 @@ fn node_config(cfg: &InstanceConfig) -> NodeConfig {
     election.sm_key = cfg.sm_key;
     election.poll_interval = cfg.poll_interval;
     election.poll_retries = cfg.poll_retries;
+    election.masterless_takeover = cfg.masterless_takeover;
     election.trusted_sm_guids.clone_from(&cfg.trusted_sm_guids);
     NodeConfig {
         election,
