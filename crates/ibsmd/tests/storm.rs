@@ -179,7 +179,8 @@ fn a_duplicate_guid_is_an_alarm_in_status_metrics_and_events() {
     sim.with_sim(|s| s.link_down(twin, 1)).unwrap().unwrap();
     let r = common::sweep(&inst, true);
     assert!(r.starts_with("master heavy sweep"), "{r}");
-    assert!(inst.status().alarms.is_empty());
+    let alarms = inst.status().alarms;
+    assert!(alarms.is_empty(), "{alarms:?}");
     let text = ibsmd::metrics::render(&[("sm1".into(), metrics)]);
     assert!(
         text.contains("ibsm_duplicate_guids{sm=\"sm1\"} 0"),

@@ -142,8 +142,12 @@ impl Running {
             self.out.push_back(Output::ReleaseMastership);
         }
         self.partitions_applied = None;
-        self.waiting_replies
-            .extend(self.subnet_replies.drain(..).map(|id| (true, id)));
+        self.waiting_replies.extend(
+            self.subnet_replies
+                .drain(..)
+                .chain(self.subnet_replies_next.drain(..))
+                .map(|id| (true, id)),
+        );
         self.waiting_replies
             .extend(self.subnet_light_replies.drain(..).map(|id| (false, id)));
         self.heavy_wanted = true;
@@ -465,6 +469,7 @@ impl Running {
                 for id in ids {
                     self.done(id, Ok(CommandReply::Swept(summary.clone())));
                 }
+                self.subnet_replies.append(&mut self.subnet_replies_next);
                 self.last_sweep = summary;
                 self.emit(NodeEvent::MasterSweep {
                     report: Box::new(report),

@@ -85,6 +85,7 @@ impl Running {
             subnet,
             subnet_sent: 0,
             subnet_replies: Vec::new(),
+            subnet_replies_next: Vec::new(),
             subnet_light_replies: Vec::new(),
             last_discovery: None,
             fabric_changes: 0,
@@ -228,8 +229,12 @@ impl Running {
                 self.done(id, r);
             }
             NodeCommand::Sweep { heavy: true } if self.subnet.is_active() => {
+                if self.subnet.is_heavy_sweeping() {
+                    self.subnet_replies_next.push(id);
+                } else {
+                    self.subnet_replies.push(id);
+                }
                 self.subnet.start_heavy_sweep(now);
-                self.subnet_replies.push(id);
             }
             NodeCommand::Sweep { heavy: false } if self.subnet.is_active() => {
                 // A light sweep (SwitchInfo of every switch, the SM ports); a sweep in

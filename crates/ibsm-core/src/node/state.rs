@@ -143,6 +143,9 @@ pub(crate) struct Running {
     pub subnet_sent: u64,
     /// `Sweep` commands answered by the subnet manager's next heavy sweep.
     pub subnet_replies: Vec<u64>,
+    /// `Sweep{heavy}` callers that asked while a heavy sweep was already under way:
+    /// that sweep read the fabric before they asked, so the next one answers them.
+    pub subnet_replies_next: Vec<u64>,
     /// `Sweep{heavy: false}` commands answered by its next sweep of either kind.
     pub subnet_light_replies: Vec<u64>,
     /// The last standby discovery: (finished at, `fabric_changes` when it started,

@@ -454,6 +454,11 @@ impl SubnetManager {
         self.active
     }
 
+    /// True while a heavy sweep (discovery through programming) is in progress.
+    pub fn is_heavy_sweeping(&self) -> bool {
+        !matches!(self.stage, Stage::Idle | Stage::Light { .. })
+    }
+
     /// True while a sweep is in progress.
     pub fn is_sweeping(&self) -> bool {
         !matches!(self.stage, Stage::Idle)
