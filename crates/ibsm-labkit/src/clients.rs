@@ -28,6 +28,13 @@ impl Ibsim {
     }
 
     fn build_command(&self, host: Option<&str>, program: &std::ffi::OsStr) -> Command {
+        // ibsim has 10 client slots and keeps the slot of a client that died without
+        // disconnecting (killed on a timeout, crashed); with none free, umad2sim in the
+        // new client crashes (SIGSEGV in libc). Free the dead ones' slots first, as a
+        // kernel closes a dead process's files.
+        if let Err(e) = self.reap_dead_clients() {
+            tracing::warn!(error = %e, "could not reap dead ibsim clients");
+        }
         let resolved = program
             .to_str()
             .and_then(|p| require_tool(p).ok())

@@ -169,13 +169,13 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
             Err(e) => return Err(e),
         };
         eprintln!(
-            "cycle {i}{}: {} -> {}: failover {:?} ms, degraded {:?} ms, heal {:?} ms, masterless {} ms, dual {} ms, LIDs changed {}, LFT unasked {}, writes lost {}, SA state lost {}",
+            "cycle {i}{}: {} -> {}: failover {} ms, degraded {} ms, heal {} ms, masterless {} ms, dual {} ms, LIDs changed {}, LFT unasked {}, writes lost {}, SA state lost {}",
             c.action.map_or(String::new(), |a| format!(" {a}")),
             c.old_master,
             c.new_master.as_deref().unwrap_or("none"),
-            c.failover_ms,
-            c.degraded_ms,
-            c.heal_ms,
+            ms_or_dash(c.failover_ms),
+            ms_or_dash(c.degraded_ms),
+            ms_or_dash(c.heal_ms),
             c.masterless_ms,
             c.dual_master_ms,
             c.lid_changes,
@@ -231,5 +231,20 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
     match broken {
         Some(why) => Err(DrillError::Invariant(why)),
         None => Ok(()),
+    }
+}
+
+/// A cycle's duration for the per-cycle line: the milliseconds, or `-` when the cycle
+/// did not reach that point.
+fn ms_or_dash(ms: Option<u64>) -> String {
+    ms.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+#[cfg(test)]
+mod line_tests {
+    #[test]
+    fn a_cycle_line_shows_plain_milliseconds() {
+        assert_eq!(super::ms_or_dash(Some(410)), "410");
+        assert_eq!(super::ms_or_dash(None), "-");
     }
 }
