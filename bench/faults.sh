@@ -23,8 +23,9 @@
 #   Active and both end switches forward LIDs into the cable again.
 # A poll round reads both switches (and the port) one after the other, so the times are
 # upper bounds with the round's length as resolution ("poll s" column, median round).
-# Beside the judge, the SM's own log time of the end of its work ("log s": ibsmd's
-# "heavy sweep done", OpenSM's "minhop tables configured on all switches"), the LFT
+# Beside the judge, the SM's own log time of the end of the work the event started
+# ("log s", its first such line after the event: ibsmd's "heavy sweep done", OpenSM's
+# "minhop tables configured on all switches"), the LFT
 # blocks ibsmd wrote (its log, `lft_blocks=`, summed over the sweeps the event caused),
 # and for the sizes in IBSM_FAULTS_FULL_READ the LFT blocks that differ fabric-wide
 # between whole reads (ibroute of every switch) before and after each event, for both
@@ -76,7 +77,8 @@ ts_ibsmd() { date -d "$1" +%s.%N; }
 ts_opensm() { printf '%s.%06d\n' "$(date -d "$1" +%s)" "$((10#$2))"; }
 
 # Run a diag on the reader Hca.
-diag() { IBSIM_SOCKNAME=$SOCK SIM_HOST=$READER LD_PRELOAD=$UMAD2SIM "$@"; }
+# Every umad2sim client runs in WORK: it leaves a sys-PID directory in its cwd.
+diag() { (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$READER LD_PRELOAD=$UMAD2SIM "$@"); }
 
 start_ibsim() { # netfile -> SIM_PID, CONSOLE (a FIFO kept open by a holder process)
     local net=$1 nodes switches ports
@@ -148,14 +150,16 @@ restored() {
         [ "$(via_port "$AGG_PATH" "$AGG_PORT")" != 0 ]
 }
 
-# The SM's last "work done" log time after $1 (epoch s), and (ibsmd) the LFT blocks written.
+# The SM's first "work done" log time after $1 (epoch s: the sweep the event started;
+# a trap from the cable's other end may start one more, held down, that writes nothing),
+# and (ibsmd) the LFT blocks written by every sweep after $1.
 sm_log_after() {
     local t0=$1 line t last="" blocks=0 n
     if [ "$SM" = ibsmd ]; then
         while IFS= read -r line; do
             t=$(ts_ibsmd "${line%% *}")
             if awk -v a="$t" -v b="$t0" 'BEGIN { exit !(a > b) }'; then
-                last=$t
+                [ -n "$last" ] || last=$t
                 n=$(sed -n 's/.*lft_blocks=\([0-9]*\).*/\1/p' <<<"$line")
                 blocks=$((blocks + ${n:-0}))
             fi
@@ -163,7 +167,7 @@ sm_log_after() {
     else
         while IFS= read -r line; do
             t=$(ts_opensm "$(awk '{print $1, $2, $3}' <<<"$line")" "$(awk '{print $4}' <<<"$line")")
-            if awk -v a="$t" -v b="$t0" 'BEGIN { exit !(a > b) }'; then last=$t; fi
+            if [ -z "$last" ] && awk -v a="$t" -v b="$t0" 'BEGIN { exit !(a > b) }'; then last=$t; fi
         done < <(grep 'tables configured on all switches' "$SM_LOG" || true)
         blocks="-"
     fi
@@ -187,9 +191,9 @@ start_sm() { # -> SM_PID, SM_LOG; waits for subnet up
     if [ "$SM" = ibsmd ]; then
         SM_LOG=$WORK/$SOCK.ibsmd.log
         : >"$SM_LOG"
-        IBSIM_SOCKNAME=$SOCK SIM_HOST=$HOST LD_PRELOAD=$UMAD2SIM RUST_LOG=info NO_COLOR=1 \
-            "$IBSMD" --fabric umad --priority 10 --grpc 127.0.0.1:0 --insecure-plaintext \
-            >/dev/null 2>"$SM_LOG" &
+        (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$HOST LD_PRELOAD=$UMAD2SIM RUST_LOG=info NO_COLOR=1 \
+            exec "$IBSMD" --fabric umad --priority 10 --grpc 127.0.0.1:0 --insecure-plaintext \
+            >/dev/null 2>"$SM_LOG") &
         SM_PID=$!
         PIDS+=("$SM_PID")
         until grep -q 'subnet up' "$SM_LOG"; do
@@ -296,8 +300,8 @@ echo
 echo "cable pulled (Unlink) -> no LFT forwards into it (read back from both end switches);"
 echo "cable restored (ReLink) -> port Active and both end switches forward into it again."
 echo "s = seconds from the console command (upper bounds; poll = median judge round, s);"
-echo "log = the SM's own end-of-work log line; written = LFT blocks ibsmd wrote (its log);"
+echo "log = the SM's own first end-of-work log line after the event; written = LFT blocks ibsmd wrote (its log);"
 echo "changed = LFT blocks that differ fabric-wide between whole reads, before/after the event;"
-echo "back = restored tables equal those before the pull. ratio = ibsmd / opensm."
+echo "back = restored tables equal those before the pull. i/o = ibsmd/opensm; ratio = ibsmd / opensm."
 printf '%-5s %-7s %6s %6s %6s %11s %11s %7s %11s %7s\n' size event ibsmd opensm ratio "poll i/o" "log i/o" written "changed i/o" "back i/o"
 for r in "${ROWS[@]}"; do echo "$r"; done

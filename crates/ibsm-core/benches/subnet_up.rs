@@ -11,10 +11,10 @@
 //! programs switch SLtoVL per port pair.
 //!
 //! Memory: a counting global allocator (live and peak bytes of the whole
-//! process's heap, the simulated fabric included). Each SM call is timed and
-//! attributed to the phase its start falls in (the phases' boundaries are the
-//! sweep's own `PhaseTimes`), and the peak of the heap during that phase is
-//! printed; `base` is the heap before the SM starts (topology and simulator).
+//! process's heap, the simulated fabric included). Each round of the driving
+//! loop is timed and attributed to the phase its midpoint falls in (the phases'
+//! boundaries are the sweep's own `PhaseTimes`), and the peak of the heap during
+//! that phase's rounds is printed; `base` is the heap before the SM starts (topology and simulator).
 //! `HWM` is the process's VmHWM (resident peak) at the end of the row.
 //!
 //! `cargo bench -p ibsm-core --bench subnet_up` (release).
@@ -158,7 +158,7 @@ impl Driver<'_> {
             if !busy && sm.poll_timeout().is_some_and(|t| t <= self.start.elapsed()) {
                 sm.handle_timeout(self.start.elapsed());
             }
-            self.record(t);
+            self.record(t, self.start.elapsed());
             if self.verified_at.is_none() && sm.last_inherit().is_some() {
                 self.verified_at = Some(self.start.elapsed());
             }
@@ -172,13 +172,16 @@ impl Driver<'_> {
         }
     }
 
-    /// Keep one record per millisecond (its largest peak), so a million rounds
-    /// do not allocate a million records.
-    fn record(&mut self, t: Duration) {
+    /// Keep one record per millisecond of the round's midpoint (its largest peak),
+    /// so a million rounds do not allocate a million records. A round counts in
+    /// the phase that holds its midpoint: a compute phase (LIDs, routing) is one
+    /// long round that starts a little before the phase's mark.
+    fn record(&mut self, start: Duration, end: Duration) {
         let p = peak();
+        let mid = start + (end.saturating_sub(start)) / 2;
         match self.rounds.last_mut() {
-            Some((last, q)) if t.as_millis() == last.as_millis() => *q = (*q).max(p),
-            _ => self.rounds.push((t, p)),
+            Some((last, q)) if mid.as_millis() == last.as_millis() => *q = (*q).max(p),
+            _ => self.rounds.push((mid, p)),
         }
     }
 
