@@ -139,12 +139,19 @@ pub fn fat_tree_2level(radix: u32) -> Result<Topology, GenError> {
 /// to cores `j*k/2 .. (j+1)*k/2`, core port `p+1` going to pod `p`.
 /// k=16: 1024 HCAs, 320 switches; k=32: 8192 and 1280; k=58: 48,778 and 4205.
 pub fn fat_tree_3level(k: u32) -> Result<Topology, GenError> {
+    fat_tree_3level_hcas(k, u32::MAX)
+}
+
+/// [`fat_tree_3level`] with at most `max_hcas` HCAs, on the first edge ports in
+/// order (the rest stay empty). k=58 with 44,946 HCAs and its 4,205 switches
+/// needs exactly the 49,151 unicast LIDs 1..=0xBFFF.
+pub fn fat_tree_3level_hcas(k: u32, max_hcas: u32) -> Result<Topology, GenError> {
     if k < 4 || k & 1 == 1 {
         return Err(GenError::BadRadix(k, 4));
     }
     let k8 = radix_u8(k)?;
     let half = k / 2;
-    let n_hcas = k * half * half;
+    let n_hcas = (k * half * half).min(max_hcas);
     let n_switches = k * k + half * half;
     let mut b = Builder::new((n_hcas + n_switches) as usize);
     let mut hcas = Vec::with_capacity(n_hcas as usize);
@@ -431,6 +438,17 @@ mod tests {
         assert_eq!(c.nodes, 52_983);
         assert_eq!(c.links, 48_778 + 58 * 29 * 29 * 2);
         assert!(t.is_connected());
+    }
+
+    #[test]
+    fn three_level_k58_at_the_unicast_limit() {
+        let t = fat_tree_3level_hcas(58, 44_946).unwrap();
+        let c = t.counts();
+        assert_eq!((c.hcas, c.switches), (44_946, 4205));
+        assert_eq!(c.nodes, 0xBFFF, "one LID per node fills 1..=0xBFFF");
+        assert_eq!(c.links, 44_946 + 58 * 29 * 29 * 2);
+        assert!(t.is_connected());
+        assert_eq!(fat_tree_3level_hcas(4, 100).unwrap().counts().hcas, 16);
     }
 
     #[test]

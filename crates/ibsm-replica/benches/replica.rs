@@ -1,7 +1,8 @@
 //! Replica benchmarks (harness = false, prints a table):
 //! - one update committed on a 3-node loopback cluster: latency percentiles;
-//! - the whole state of a 48,000-LID fabric (48k guid2lid entries, a 53k-node topology
-//!   summary, 4.2k LFT digests) shipped to a new instance as a snapshot.
+//! - the whole state of the fabric at the IBA unicast limit (49,151 guid2lid entries,
+//!   a 49,151-node / 142,502-cable topology summary, 4,205 LFT digests: the ibsm-core
+//!   bench's k=58 fat tree with 44,946 HCAs) shipped to a new instance as a snapshot.
 //!
 //! Targets (issue "Replicated fabric state"): p99 <= 10 ms; snapshot <= 1 s.
 
@@ -89,66 +90,89 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted.get(i).copied().unwrap_or_default()
 }
 
+/// The replicated state of the fabric at the IBA unicast limit, shaped as the
+/// ibsm-core bench's k=58 fat tree with 44,946 HCAs: 4,205 switches (58 pods of
+/// 29 edge and 29 aggregation switches, 841 cores, 58 ports each), one LID per
+/// node (49,151 = every unicast LID 1..=0xBFFF), 44,946 HCA cables and 97,556
+/// switch-to-switch cables, and one LFT digest per switch.
 fn fabric_state() -> (
     BTreeMap<u64, LidRange>,
     TopologySummary,
     BTreeMap<u64, LftDigest>,
 ) {
+    const K: u64 = 58;
+    const HALF: u64 = K / 2;
+    const HCAS: u64 = 44_946;
+    let sw_guid = |i: u64| 0x0002_c902_0000_0000 + i;
+    let ca_guid = |i: u64| 0x0002_c903_0000_0000 + 2 * i;
+    let cores = HALF * HALF;
+    let switches = cores + K * K;
+    // Switch numbering: cores first, then per pod its aggregation then edge switches.
+    let agg = |pod: u64, j: u64| cores + pod * K + j;
+    let edge = |pod: u64, e: u64| cores + pod * K + HALF + e;
     let mut guid2lid = BTreeMap::new();
-    for i in 0..48_000u64 {
-        let lid = (i + 1) as u16;
-        guid2lid.insert(
-            0x0002_c903_0000_0000 + i,
-            LidRange {
-                min_lid: lid,
-                max_lid: lid,
-            },
-        );
-    }
-    let switches = 4_200u64;
-    let hcas = 53_000u64 - switches;
+    let mut lid = 0u16;
+    let mut next_lid = || {
+        lid += 1;
+        LidRange {
+            min_lid: lid,
+            max_lid: lid,
+        }
+    };
     let mut nodes = Vec::new();
     let mut links = Vec::new();
-    for s in 0..switches {
+    for h in 0..HCAS {
+        guid2lid.insert(ca_guid(h) + 1, next_lid());
         nodes.push(TopoNode {
-            node_guid: 0x7cfe_0000_0000 + s,
-            node_type: 2,
-            num_ports: 36,
-            description: format!("MF0;sw{s:05}:MQM8700/U1"),
-        });
-    }
-    for h in 0..hcas {
-        let g = 0x0002_c903_0000_0000 + h;
-        nodes.push(TopoNode {
-            node_guid: g,
+            node_guid: ca_guid(h),
             node_type: 1,
             num_ports: 1,
-            description: format!("node{h:05} HCA-1"),
+            description: format!("hca-{h} HCA-1"),
         });
+        let (pod, e, port) = (h / (HALF * HALF), h / HALF % HALF, h % HALF + 1);
         links.push(TopoLink {
-            node_guid_a: g,
+            node_guid_a: ca_guid(h),
             port_a: 1,
-            node_guid_b: 0x7cfe_0000_0000 + h % switches,
-            port_b: (h / switches % 18 + 1) as u8,
+            node_guid_b: sw_guid(edge(pod, e)),
+            port_b: port as u8,
         });
     }
     for s in 0..switches {
-        for p in 19..=36u8 {
-            links.push(TopoLink {
-                node_guid_a: 0x7cfe_0000_0000 + s,
-                port_a: p,
-                node_guid_b: 0x7cfe_0000_0000 + (s * 7 + p as u64) % switches,
-                port_b: p,
-            });
+        guid2lid.insert(sw_guid(s), next_lid());
+        nodes.push(TopoNode {
+            node_guid: sw_guid(s),
+            node_type: 2,
+            num_ports: K as u8,
+            description: format!("sw-{s}"),
+        });
+    }
+    for pod in 0..K {
+        for j in 0..HALF {
+            for e in 0..HALF {
+                links.push(TopoLink {
+                    node_guid_a: sw_guid(edge(pod, e)),
+                    port_a: (HALF + 1 + j) as u8,
+                    node_guid_b: sw_guid(agg(pod, j)),
+                    port_b: (e + 1) as u8,
+                });
+            }
+            for u in 0..HALF {
+                links.push(TopoLink {
+                    node_guid_a: sw_guid(agg(pod, j)),
+                    port_a: (HALF + 1 + u) as u8,
+                    node_guid_b: sw_guid(j * HALF + u),
+                    port_b: (pod + 1) as u8,
+                });
+            }
         }
     }
     let mut digests = BTreeMap::new();
-    let lft: Vec<u8> = (0..48_001u32).map(|i| (i % 36) as u8).collect();
+    let lft: Vec<u8> = (0..=0xBFFFu32).map(|i| (i % 58) as u8).collect();
     for s in 0..switches {
         digests.insert(
-            0x7cfe_0000_0000 + s,
+            sw_guid(s),
             LftDigest {
-                lft_top: 48_000,
+                lft_top: 0xBFFF,
                 digest: lft_digest(&lft) ^ s,
             },
         );
@@ -199,7 +223,7 @@ async fn main() {
 
     // 2. Snapshot of a 48k-LID fabric shipped to a new instance.
     let (g2l, topo, digests) = fabric_state();
-    let (nn, nl, nd) = (topo.nodes.len(), topo.links.len(), digests.len());
+    let (ng, nn, nl, nd) = (g2l.len(), topo.nodes.len(), topo.links.len(), digests.len());
     let last = nodes[li]
         .r
         .write(Command::Update {
@@ -264,13 +288,13 @@ async fn main() {
         m.snapshot_index.is_some_and(|s| s >= last),
         "joiner did not install a snapshot"
     );
-    assert_eq!(joiner.r.state().guid2lid.len(), 48_000);
+    assert_eq!(joiner.r.state().guid2lid.len(), 0xBFFF);
 
     println!("ibsm-replica benchmark (3 nodes, 127.0.0.1, redb fsync on every append)");
     println!("| measurement | value | target |");
     println!("|---|---|---|");
     println!("| update committed, n={n} sequential | p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms | p99 <= 10 ms |", ms(p50), ms(p99), ms(max));
-    println!("| state: 48,000 guid2lid + {nn} nodes / {nl} links + {nd} LFT digests | snapshot {:.1} MB | |", snap_bytes as f64 / 1e6);
+    println!("| state: {ng} guid2lid + {nn} nodes / {nl} links + {nd} LFT digests | snapshot {:.1} MB | |", snap_bytes as f64 / 1e6);
     println!(
         "| snapshot build + purge on 3 nodes | {:.0} ms | |",
         ms(build)

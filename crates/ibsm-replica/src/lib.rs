@@ -120,15 +120,18 @@
 //! # Measured (benches/replica.rs, `cargo bench -p ibsm-replica`, 2-core VM)
 //!
 //! One update committed on 3 nodes over loopback: p50 1.0 ms, p99 6.1 ms (fsync on
-//! every append on leader and followers). A 48,000-LID fabric's state (48k guid2lid,
-//! 53k-node / 124k-link topology, 4.2k LFT digests) is a 4.7 MB snapshot; a new
-//! instance added to the cluster receives and installs it and becomes a voter in ~60 ms.
+//! every append on leader and followers). The state of a fabric at the IBA unicast
+//! limit (49,151 guid2lid entries, a 49,151-node / 142,502-cable topology, 4,205 LFT
+//! digests: a k=58 fat tree with 44,946 HCAs) is a 4.8 MB snapshot; a new instance
+//! added to the cluster received and installed it and became a voter in 232 ms (60 ms
+//! on an idle host for the earlier 48k-LID state; 232 ms measured with the host's two
+//! cores loaded by other work).
 //!
 //! # Not done here
 //!
 //! Linearizable reads (reads are local); a snapshot is spooled to disk while it is
-//! received but installed (and sent) as one in-memory buffer (~5 MB for a 48k-LID
-//! fabric).
+//! received but installed (and sent) as one in-memory buffer (~5 MB at the unicast
+//! limit).
 
 pub mod config_keys;
 pub mod forward;

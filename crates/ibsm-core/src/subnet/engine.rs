@@ -126,6 +126,7 @@ impl SubnetManager {
         }
         if let Stage::Routing(mut sweep, _) = std::mem::replace(&mut self.stage, Stage::Idle) {
             sweep.tables = done.tables;
+            self.keep_unaffected_routes(&mut sweep);
             sweep.report.lft_top = sweep.tables.lft_top;
             self.wake_now = Some(now);
             self.stage = Stage::RoutingDone(sweep);

@@ -167,6 +167,7 @@ impl SubnetManager {
             return (Stage::Routing(sweep, id), true);
         }
         sweep.tables = compute_routing(&self.cfg.routing, &sweep.res.topology);
+        self.keep_unaffected_routes(&mut sweep);
         sweep.report.lft_top = sweep.tables.lft_top;
         self.wake_now = Some(now);
         (Stage::RoutingDone(sweep), true)

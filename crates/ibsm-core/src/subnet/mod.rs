@@ -113,6 +113,15 @@
 //!
 //! Heavy sweeps requested by traps coalesce.
 //!
+//! # Repair
+//!
+//! A heavy sweep whose topology only lost cables or nodes (a trap 128 for a pulled
+//! cable, a dead switch) keeps every LFT entry that is still a shortest route and
+//! moves only the others, so it writes only the blocks holding an entry that had to
+//! move; a sweep that finds cables or nodes back computes balanced routing afresh
+//! (after a cable down and up: the original tables, in the same blocks). Min-hop
+//! routing only; see the `repair` module for the rule and why it stays loop-free.
+//!
 //! # Partitions at run time
 //!
 //! [`SubnetManager::set_partitions`] replaces the configured partitions (the
@@ -153,7 +162,8 @@
 //! # Files
 //!
 //! [`SubnetManager`] and its state are in `manager`; each of `engine`, `traps`,
-//! `light` and `heavy` is one `impl SubnetManager` block, and `program` plans and
+//! `light`, `heavy` and `repair` (what a sweep after a lost cable keeps of the
+//! routes, see "Repair" above) is one `impl SubnetManager` block, and `program` plans and
 //! encodes the programming SMPs. The types they share are in leaf files (`events`,
 //! `metrics`, `sweep`, `routing_job`, `config`, `inherit`) that they import directly.
 
@@ -168,6 +178,7 @@ mod mcast;
 mod mcast_state;
 mod metrics;
 mod program;
+mod repair;
 mod routing_job;
 mod sa_snapshot;
 pub mod storm;

@@ -2296,3 +2296,5 @@ fn a_port_with_gid_prefix_zero_gets_the_subnet_prefix() {
         .unwrap();
     assert_eq!(after.gid_prefix, crate::sa::DEFAULT_SUBNET_PREFIX);
 }
+
+mod repair;
