@@ -206,8 +206,10 @@ impl SubnetManager {
                     if let Stage::Programming(sw) = &mut self.stage {
                         sw.outstanding = sw.outstanding.saturating_sub(1);
                         if smp.status == 0 {
-                            if let (Op::PortInfo { node, port }, Ok(pi)) =
-                                (op, smp.attribute::<ibsm_mad::PortInfo>())
+                            if let (
+                                Op::PortInfo { node, port } | Op::State { node, port, .. },
+                                Ok(pi),
+                            ) = (op, smp.attribute::<ibsm_mad::PortInfo>())
                             {
                                 sw.port_info_set.insert((node, port), pi);
                             }
@@ -346,7 +348,7 @@ impl SubnetManager {
                             if matches!(op, Op::State { .. }) && !sw.pipe.dist_end_marked {
                                 sw.report.phase_smps.activation_overlapped += 1;
                             }
-                            if matches!(op, Op::PortInfo { .. })
+                            if matches!(op, Op::PortInfo { .. } | Op::State { state: 3, .. })
                                 && smp
                                     .attribute::<ibsm_mad::PortInfo>()
                                     .is_ok_and(|p| p.client_reregister)

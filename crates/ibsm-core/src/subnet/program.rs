@@ -152,7 +152,10 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
                 Enforce::Off | Enforce::NotApplicable => {}
             }
         }
-        if needs_port_info(sw, cfg, idx, p) {
+        // A port in Init gets its configuration with the Set that arms it (see
+        // `activation`): one PortInfo Set fewer per link port on a fresh fabric.
+        let arms_later = pi_of(res, idx, p).is_some_and(|pi| pi.port_state == PortState::Init);
+        if !arms_later && needs_port_info(sw, cfg, idx, p) {
             sw.ops.push_back(Op::PortInfo { node: n32, port: p });
         }
         if !is_switch {
@@ -561,8 +564,11 @@ pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadE
         Op::State { port, state, .. } => {
             let mut pi = desired_port_info(sw, cfg, idx, port).ok_or(missing("PortInfo"))?;
             pi.port_state = PortState::from(state);
-            // ClientReregister was sent with the configuration Set already.
-            pi.client_reregister = false;
+            // The Arm Set of a port in Init carries its configuration, ClientReregister
+            // included; nothing else needs it again.
+            if pi.port_state != PortState::Armed {
+                pi.client_reregister = false;
+            }
             Smp::try_set_dr(
                 &path(port)?,
                 AttributeId::PORT_INFO,
