@@ -88,16 +88,21 @@ start_ibsim() { # netfile sock -> sets SIM_PID
 }
 
 # ibsmd's "subnet up in T s: discovery A s, LIDs B s, routing C s, distribution D s,
-# activation E s" line with its fields smps=, discovery_smps=, ... -> one line:
-# total disc lids routing dist act smps disc_smps dist_smps act_smps overlapped disc_if dist_if act_if
+# activation E s" line with its fields smps=, discovery_smps=, ..., and the line of the
+# heavy sweep it made while DISCOVERING ("heavy sweep: ... N ms, M SMPs, F in flight";
+# the master configures from that discovery) -> one line:
+# total disc lids routing dist act smps disc_smps dist_smps act_smps overlapped disc_if
+# dist_if act_if standby_ms standby_smps standby_if
 phases_of() {
-    local l=$1
+    local l=$1 sb=$2
     field() { grep -o "$1=[0-9.]*" <<<"$l" | head -1 | cut -d= -f2; }
     secs() { grep -o "$1 [0-9.]* s" <<<"$l" | head -1 | awk '{print $(NF-1)}'; }
+    sbv() { grep -o "[0-9.]* $1" <<<"$sb" | head -1 | awk '{print $1}'; }
     echo "$(secs 'subnet up in') $(secs discovery) $(secs LIDs) $(secs routing)" \
         "$(secs distribution) $(secs activation) $(field smps) $(field discovery_smps)" \
         "$(field distribution_smps) $(field activation_smps) $(field activation_overlapped)" \
-        "$(field discovery_in_flight) $(field distribution_in_flight) $(field activation_in_flight)"
+        "$(field discovery_in_flight) $(field distribution_in_flight) $(field activation_in_flight)" \
+        "$(sbv ms) $(sbv SMPs) $(sbv 'in flight')"
 }
 
 stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
@@ -122,7 +127,7 @@ run_ibsmd() { # net -> prints seconds (and phase line to stderr)
     stop_pid "$pid"; stop_pid "$SIM_PID"
     [ -n "${line:-}" ] || { echo "-"; return; }
     echo "  ibsmd: ${line#*subnet up}" | cut -c1-240 >&2
-    phases_of "$line" >"$WORK/$name.phases"
+    phases_of "$line" "$(grep -m1 'node::standby: heavy sweep:' "$log" || true)" >"$WORK/$name.phases"
     local t1
     t1=$(ts_ibsmd "$(awk '{print $1}' <<<"$line")")
     awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f\n", b - a }'
@@ -175,22 +180,26 @@ for name in "${SIZES[@]}"; do
     [ "$RUN_OPENSM" = 0 ] || b=$(run_opensm "$net")
     ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
     read -r -a ph <"$WORK/$name.phases" 2>/dev/null || ph=()
-    smps=${ph[6]:--}
+    # SMPs from start to subnet up: the DISCOVERING sweep's and the master's sweep's.
+    smps=$(awk -v a="${ph[6]:-}" -v b="${ph[15]:-}" 'BEGIN { if (a + 0 > 0) print a + b; else print "-" }')
     floor=$(awk -v n="$smps" -v r="$SIM_RATE" 'BEGIN { if (n + 0 > 0) printf "%.2f", n / r; else print "-" }')
     xfloor=$(awk -v a="$a" -v f="$floor" 'BEGIN { if (a + 0 > 0 && f + 0 > 0) printf "%.2f", a / f; else print "-" }')
     echo "   ibsmd $a s, opensm $b s, ratio $ratio, $smps SMPs, floor $floor s" >&2
     ROWS+=("$(printf '%-8s %7s %9s %9s %7s %9s %8s %8s' "$name" "$nodes" "$a" "$b" "$ratio" "$smps" "$floor" "$xfloor")")
-    if [ ${#ph[@]} -ge 14 ]; then
+    if [ ${#ph[@]} -ge 17 ]; then
         row() { # phase seconds smps in_flight
             awk -v n="$name" -v p="$1" -v t="$2" -v c="$3" -v f="$4" 'BEGIN {
                 rate = (t + 0 > 0 && c != "-") ? sprintf("%.0f", c / t) : "-"
                 printf "%-8s %-13s %7.3f %9s %9s %9s\n", n, p, t, c, rate, f }'
         }
+        sb_s=$(awk -v m="${ph[14]}" 'BEGIN { print m / 1000 }')
+        PHASE_ROWS+=("$(row start+election "$(awk -v a="$a" -v t="${ph[0]}" -v s="$sb_s" 'BEGIN { print a - t - s }')" - -)")
+        PHASE_ROWS+=("$(row discovering "$sb_s" "${ph[15]}" "${ph[16]}")")
         PHASE_ROWS+=("$(row discovery "${ph[1]}" "${ph[7]}" "${ph[11]}")")
         PHASE_ROWS+=("$(row lids+routing "$(awk -v a="${ph[2]}" -v b="${ph[3]}" 'BEGIN { print a + b }')" - -)")
         PHASE_ROWS+=("$(row distribution "${ph[4]}" "${ph[8]}" "${ph[12]}")")
         PHASE_ROWS+=("$(row activation "${ph[5]}" "${ph[9]}" "${ph[13]}")")
-        PHASE_ROWS+=("$(row total "${ph[0]}" "${ph[6]}" -)")
+        PHASE_ROWS+=("$(row total "$a" "$smps" -)")
         OVERLAP+=("$name: ${ph[10]} port state Sets went out during distribution")
     fi
 done
@@ -203,8 +212,10 @@ for r in "${ROWS[@]}"; do echo "$r"; done
 if [ ${#PHASE_ROWS[@]} -gt 0 ]; then
     echo
     echo "ibsmd phases (SMPs sent in the phase, retries included; in flight = mean SMPs"
-    echo "in flight over the phase, of a window of $WINDOW; activation = what is left after"
-    echo "the last distribution SMP is answered, the rest of it overlaps distribution)"
+    echo "in flight over the phase, of a window of $WINDOW. start+election: exec, start-up"
+    echo "reads, SMInfo; discovering: the heavy sweep made while DISCOVERING, whose discovery"
+    echo "the master configures from (then its own discovery is 0); activation: what is left"
+    echo "after the last distribution SMP is answered, the rest of it overlaps distribution)"
     printf '%-8s %-13s %7s %9s %9s %9s\n' size phase s SMPs SMPs/s "in flight"
     for r in "${PHASE_ROWS[@]}"; do echo "$r"; done
     for o in "${OVERLAP[@]}"; do echo "$o"; done
