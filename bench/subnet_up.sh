@@ -95,9 +95,10 @@ start_ibsim() { # netfile sock -> sets SIM_PID
 # dist_if act_if standby_ms standby_smps standby_if
 phases_of() {
     local l=$1 sb=$2
-    field() { grep -o "$1=[0-9.]*" <<<"$l" | head -1 | cut -d= -f2; }
-    secs() { grep -o "$1 [0-9.]* s" <<<"$l" | head -1 | awk '{print $(NF-1)}'; }
-    sbv() { grep -o "[0-9.]* $1" <<<"$sb" | head -1 | awk '{print $1}'; }
+    # Each value, or "-" when the line does not carry it (an older ibsmd).
+    field() { grep -o "$1=\"\?[0-9.]*" <<<"$l" | head -1 | cut -d= -f2 | tr -d '"' | grep . || echo -; }
+    secs() { grep -o "$1 [0-9.]* s" <<<"$l" | head -1 | awk '{print $(NF-1)}' | grep . || echo -; }
+    sbv() { grep -o "[0-9.]* $1" <<<"$sb" | head -1 | awk '{print $1}' | grep . || echo -; }
     echo "$(secs 'subnet up in') $(secs discovery) $(secs LIDs) $(secs routing)" \
         "$(secs distribution) $(secs activation) $(field smps) $(field discovery_smps)" \
         "$(field distribution_smps) $(field activation_smps) $(field activation_overlapped)" \

@@ -495,10 +495,10 @@ pub(super) fn start_readback(sweep: &Sweep) -> Readback {
     rb
 }
 
-/// Mean SMPs in flight over a phase (see [`PhaseSmps`]), one decimal, for logs.
-fn mean_in_flight(in_flight: Duration, took: Duration) -> String {
+/// Mean SMPs in flight over a phase (see [`PhaseSmps`]), to one decimal, for logs.
+fn mean_in_flight(in_flight: Duration, took: Duration) -> f64 {
     if took.is_zero() {
-        return "0.0".to_owned();
+        return 0.0;
     }
-    format!("{:.1}", in_flight.as_secs_f64() / took.as_secs_f64())
+    (in_flight.as_secs_f64() / took.as_secs_f64() * 10.0).round() / 10.0
 }
