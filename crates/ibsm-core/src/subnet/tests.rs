@@ -2412,6 +2412,28 @@ fn activation_rides_along_with_distribution_link_by_link() {
             assert_eq!(lab.sim.port_state(idx, p).unwrap(), PortState::Active);
         }
     }
+    // A port in Init got its configuration with its Arm Set: two PortInfo Sets per
+    // link port, and a CA port's Arm Set carries its LID and ClientReregister.
+    let mut port_info_sets: HashMap<(NodeIdx, u8), usize> = HashMap::new();
+    for t in &lab.wire.traced {
+        if let Traced::Sent(smp) = t {
+            if smp.method == Method::SET && smp.attr_id == AttributeId::PORT_INFO {
+                let (node, port) = target_of(&topo, local, smp);
+                if port != 0 {
+                    *port_info_sets.entry((node, port)).or_default() += 1;
+                }
+                let pi = smp.attribute::<PortInfo>().unwrap();
+                if pi.port_state == PortState::Armed && !topo.node(node).unwrap().is_switch() {
+                    assert!(pi.lid != 0 && pi.client_reregister, "{node:?}: {pi:?}");
+                }
+            }
+        }
+    }
+    assert_eq!(port_info_sets.len(), link_ports);
+    assert!(
+        port_info_sets.values().all(|&n| n == 2),
+        "{port_info_sets:?}"
+    );
     // Most port state Sets went out while distribution was still going on.
     let after = states.iter().filter(|s| s.0 > last_distribution).count();
     assert!(
