@@ -7,11 +7,17 @@
 # Env:   IBSM_SMP_WINDOW=N   ibsmd --smp-window (default 64)
 #        IBSM_BENCH_OPENSM=0 skip OpenSM (ratio column empty)
 #        IBSM_BENCH_DIR=DIR  keep net files and logs there (default: a temp dir, removed)
+#        IBSM_BENCH_SIM_RATE=N  ibsim's answer rate for the floor column, SMPs/s
+#                            (default 105000: measured with 64 SMPs in flight, see
+#                            /work/shared/notes/fabric-lab.md)
 #
 # For each size, one run each, side by side: a fresh ibsim (unconfigured fabric: no LIDs,
 # ports in Init), the SM started on the first Hca, time measured from just before the
 # exec to the timestamp of ibsmd's "subnet up" log line / OpenSM's "SUBNET UP" line
-# (OpenSM with force_log_flush TRUE). Then the table `ibsmd s | opensm s | ratio`.
+# (OpenSM with force_log_flush TRUE). Then the table `ibsmd s | opensm s | ratio`, with
+# ibsmd's SMP total and the SMP floor (that total at ibsim's answer rate), and a second
+# table of ibsmd's phases as its "subnet up" line reports them: time, SMPs sent, SMPs/s
+# and the mean number of SMPs in flight (how full the window was kept).
 # Release builds of ibsmd and ibsmctl (ibsmctl writes the generated net files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +33,7 @@ SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(ft2-36 k16 k24)
 WINDOW=${IBSM_SMP_WINDOW:-64}
 RUN_OPENSM=${IBSM_BENCH_OPENSM:-1}
+SIM_RATE=${IBSM_BENCH_SIM_RATE:-105000}
 TIMEOUT_S=${IBSM_BENCH_TIMEOUT_S:-300}
 
 if [ -n "${IBSM_BENCH_DIR:-}" ]; then
@@ -80,6 +87,25 @@ start_ibsim() { # netfile sock -> sets SIM_PID
     done
 }
 
+# ibsmd's "subnet up in T s: discovery A s, LIDs B s, routing C s, distribution D s,
+# activation E s" line with its fields smps=, discovery_smps=, ..., and the line of the
+# heavy sweep it made while DISCOVERING ("heavy sweep: ... N ms, M SMPs, F in flight";
+# the master configures from that discovery) -> one line:
+# total disc lids routing dist act smps disc_smps dist_smps act_smps overlapped disc_if
+# dist_if act_if standby_ms standby_smps standby_if
+phases_of() {
+    local l=$1 sb=$2
+    # Each value, or "-" when the line does not carry it (an older ibsmd).
+    field() { grep -o "$1=\"\?[0-9.]*" <<<"$l" | head -1 | cut -d= -f2 | tr -d '"' | grep . || echo -; }
+    secs() { grep -o "$1 [0-9.]* s" <<<"$l" | head -1 | awk '{print $(NF-1)}' | grep . || echo -; }
+    sbv() { grep -o "[0-9.]* $1" <<<"$sb" | head -1 | awk '{print $1}' | grep . || echo -; }
+    echo "$(secs 'subnet up in') $(secs discovery) $(secs LIDs) $(secs routing)" \
+        "$(secs distribution) $(secs activation) $(field smps) $(field discovery_smps)" \
+        "$(field distribution_smps) $(field activation_smps) $(field activation_overlapped)" \
+        "$(field discovery_in_flight) $(field distribution_in_flight) $(field activation_in_flight)" \
+        "$(sbv ms) $(sbv SMPs) $(sbv 'in flight')"
+}
+
 stop_pid() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 run_ibsmd() { # net -> prints seconds (and phase line to stderr)
@@ -94,14 +120,15 @@ run_ibsmd() { # net -> prints seconds (and phase line to stderr)
     pid=$!
     PIDS+=("$pid")
     local deadline=$((SECONDS + TIMEOUT_S))
-    until line=$(grep -m1 'subnet up' "$log"); do
+    until line=$(grep -m1 'subnet up in ' "$log"); do
         kill -0 "$pid" 2>/dev/null || { echo "ibsmd died:" >&2; tail -20 "$log" >&2; break; }
         [ $SECONDS -lt $deadline ] || { echo "ibsmd: no subnet up after $TIMEOUT_S s" >&2; break; }
         sleep 0.05
     done
     stop_pid "$pid"; stop_pid "$SIM_PID"
     [ -n "${line:-}" ] || { echo "-"; return; }
-    echo "  ibsmd: ${line#*subnet up}" | cut -c1-200 >&2
+    echo "  ibsmd: ${line#*subnet up}" | cut -c1-240 >&2
+    phases_of "$line" "$(grep -m1 'node::standby: heavy sweep:' "$log" || true)" >"$WORK/$name.phases"
     local t1
     t1=$(ts_ibsmd "$(awk '{print $1}' <<<"$line")")
     awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f\n", b - a }'
@@ -135,6 +162,8 @@ run_opensm() { # net -> prints seconds
 }
 
 ROWS=()
+PHASE_ROWS=()
+OVERLAP=()
 i=0
 for name in "${SIZES[@]}"; do
     i=$((i + 1))
@@ -151,11 +180,44 @@ for name in "${SIZES[@]}"; do
     b="-"
     [ "$RUN_OPENSM" = 0 ] || b=$(run_opensm "$net")
     ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')
-    echo "   ibsmd $a s, opensm $b s, ratio $ratio" >&2
-    ROWS+=("$(printf '%-8s %7s %9s %9s %7s' "$name" "$nodes" "$a" "$b" "$ratio")")
+    read -r -a ph <"$WORK/$name.phases" 2>/dev/null || ph=()
+    # SMPs from start to subnet up: the DISCOVERING sweep's and the master's sweep's.
+    smps=$(awk -v a="${ph[6]:-}" -v b="${ph[15]:-}" 'BEGIN { if (a + 0 > 0) print a + b; else print "-" }')
+    floor=$(awk -v n="$smps" -v r="$SIM_RATE" 'BEGIN { if (n + 0 > 0) printf "%.2f", n / r; else print "-" }')
+    xfloor=$(awk -v a="$a" -v f="$floor" 'BEGIN { if (a + 0 > 0 && f + 0 > 0) printf "%.2f", a / f; else print "-" }')
+    echo "   ibsmd $a s, opensm $b s, ratio $ratio, $smps SMPs, floor $floor s" >&2
+    ROWS+=("$(printf '%-8s %7s %9s %9s %7s %9s %8s %8s' "$name" "$nodes" "$a" "$b" "$ratio" "$smps" "$floor" "$xfloor")")
+    if [ ${#ph[@]} -ge 17 ]; then
+        row() { # phase seconds smps in_flight
+            awk -v n="$name" -v p="$1" -v t="$2" -v c="$3" -v f="$4" 'BEGIN {
+                rate = (t + 0 > 0 && c != "-") ? sprintf("%.0f", c / t) : "-"
+                printf "%-8s %-13s %7.3f %9s %9s %9s\n", n, p, t, c, rate, f }'
+        }
+        sb_s=$(awk -v m="${ph[14]}" 'BEGIN { print m / 1000 }')
+        PHASE_ROWS+=("$(row start+election "$(awk -v a="$a" -v t="${ph[0]}" -v s="$sb_s" 'BEGIN { print a - t - s }')" - -)")
+        PHASE_ROWS+=("$(row discovering "$sb_s" "${ph[15]}" "${ph[16]}")")
+        PHASE_ROWS+=("$(row discovery "${ph[1]}" "${ph[7]}" "${ph[11]}")")
+        PHASE_ROWS+=("$(row lids+routing "$(awk -v a="${ph[2]}" -v b="${ph[3]}" 'BEGIN { print a + b }')" - -)")
+        PHASE_ROWS+=("$(row distribution "${ph[4]}" "${ph[8]}" "${ph[12]}")")
+        PHASE_ROWS+=("$(row activation "${ph[5]}" "${ph[9]}" "${ph[13]}")")
+        PHASE_ROWS+=("$(row total "$a" "$smps" -)")
+        OVERLAP+=("$name: ${ph[10]} port state Sets went out during distribution")
+    fi
 done
 
 echo
-echo "start to subnet up on ibsim (window $WINDOW; ratio = ibsmd / opensm, target <= 0.50)"
-printf '%-8s %7s %9s %9s %7s\n' size nodes "ibsmd s" "opensm s" ratio
+echo "start to subnet up on ibsim (window $WINDOW; ratio = ibsmd / opensm, same run;"
+echo "floor = ibsmd's SMPs at ibsim's $SIM_RATE SMPs/s; x floor = ibsmd s / floor s)"
+printf '%-8s %7s %9s %9s %7s %9s %8s %8s\n' size nodes "ibsmd s" "opensm s" ratio SMPs "floor s" "x floor"
 for r in "${ROWS[@]}"; do echo "$r"; done
+if [ ${#PHASE_ROWS[@]} -gt 0 ]; then
+    echo
+    echo "ibsmd phases (SMPs sent in the phase, retries included; in flight = mean SMPs"
+    echo "in flight over the phase, of a window of $WINDOW. start+election: exec, start-up"
+    echo "reads, SMInfo; discovering: the heavy sweep made while DISCOVERING, whose discovery"
+    echo "the master configures from (then its own discovery is 0); activation: what is left"
+    echo "after the last distribution SMP is answered, the rest of it overlaps distribution)"
+    printf '%-8s %-13s %7s %9s %9s %9s\n' size phase s SMPs SMPs/s "in flight"
+    for r in "${PHASE_ROWS[@]}"; do echo "$r"; done
+    for o in "${OVERLAP[@]}"; do echo "$o"; done
+fi

@@ -184,6 +184,10 @@ pub struct Transactions<T> {
     m_keys: Vec<u64>,
     /// The M_Key that works at a directed route's end (HopCount, InitialPath).
     learned: HashMap<(u8, [u8; 64]), u64>,
+    /// Sum over requests of the time each spent on the wire, up to `accounted_to`
+    /// (see [`Transactions::in_flight_time`]).
+    in_flight_time: Duration,
+    accounted_to: Duration,
 }
 
 /// Where a directed-route SMP goes, as a map key; None for LID-routed SMPs.
@@ -218,6 +222,8 @@ impl<T> Transactions<T> {
             counters: Counters::default(),
             m_keys: Vec::new(),
             learned: HashMap::new(),
+            in_flight_time: Duration::ZERO,
+            accounted_to: Duration::ZERO,
         }
     }
 
@@ -294,6 +300,7 @@ impl<T> Transactions<T> {
     /// Queue `smp` for sending. Its TID is overwritten by the agent. It goes
     /// on the wire as soon as the window has room, possibly right now.
     pub fn submit(&mut self, now: Duration, smp: Smp, token: T) {
+        self.account(now);
         self.counters.submitted += 1;
         self.queued.push_back((smp, token));
         self.fill_window(now);
@@ -315,6 +322,7 @@ impl<T> Transactions<T> {
             return;
         }
         let key = tid_low(smp.tid);
+        self.account(now);
         match self.in_flight.remove(&key) {
             Some(entry) => {
                 // Only the low half is compared: see the module doc.
@@ -336,6 +344,7 @@ impl<T> Transactions<T> {
 
     /// Retry or fail every attempt whose deadline is at or before `now`.
     pub fn handle_timeout(&mut self, now: Duration) {
+        self.account(now);
         while let Some(&(deadline, key)) = self.deadlines.first() {
             if deadline > now {
                 break;
@@ -401,6 +410,28 @@ impl<T> Transactions<T> {
     /// The counters so far.
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// The sum over requests of the time each has spent on the wire, up to
+    /// `now`: the integral of [`Transactions::in_flight`]
+    /// over time. Its growth over an interval divided by the interval is the mean
+    /// number of SMPs in flight then, i.e. how full the window was kept.
+    pub fn in_flight_time(&self, now: Duration) -> Duration {
+        let n = u32::try_from(self.in_flight.len()).unwrap_or(u32::MAX);
+        self.in_flight_time
+            .saturating_add(now.saturating_sub(self.accounted_to).saturating_mul(n))
+    }
+
+    /// Add the requests on the wire since the last accounted time to
+    /// `in_flight_time` (a `now` earlier than that adds nothing).
+    fn account(&mut self, now: Duration) {
+        if now > self.accounted_to {
+            let n = u32::try_from(self.in_flight.len()).unwrap_or(u32::MAX);
+            self.in_flight_time = self
+                .in_flight_time
+                .saturating_add((now - self.accounted_to).saturating_mul(n));
+            self.accounted_to = now;
+        }
     }
 
     fn fill_window(&mut self, now: Duration) {
@@ -586,6 +617,35 @@ mod tests {
             .expect("we sent it")
             .response()
             .encode()
+    }
+
+    /// The time SMPs spent in flight is the integral of the window's use: two
+    /// requests through a window of 2 from 0 ms, one answered at 10 ms, the other
+    /// timing out at 20 ms and retried, answered at 25 ms.
+    #[test]
+    fn in_flight_time_integrates_the_requests_on_the_wire() {
+        let mut tx = Transactions::new(TransactionsConfig {
+            timeout: 20 * MS,
+            ..cfg(2, 1)
+        });
+        tx.submit(Duration::ZERO, get(0), 0u32);
+        tx.submit(Duration::ZERO, get(1), 1u32);
+        let a = tx.poll_transmit().unwrap();
+        let _lost = tx.poll_transmit().unwrap();
+        assert_eq!(tx.in_flight_time(5 * MS), 10 * MS);
+        tx.handle_incoming(10 * MS, &answer(&a));
+        assert_eq!(tx.in_flight_time(10 * MS), 20 * MS);
+        tx.handle_timeout(20 * MS);
+        let retry = tx.poll_transmit().unwrap();
+        assert_eq!(tx.in_flight_time(20 * MS), 30 * MS);
+        tx.handle_incoming(25 * MS, &answer(&retry));
+        assert_eq!(tx.in_flight(), 0);
+        assert_eq!(tx.in_flight_time(25 * MS), 35 * MS);
+        assert_eq!(
+            tx.in_flight_time(60 * MS),
+            35 * MS,
+            "nothing on the wire since"
+        );
     }
 
     #[test]

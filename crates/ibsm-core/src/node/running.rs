@@ -54,8 +54,11 @@ impl Running {
         subnet_cfg.transactions.tid_low = SUBNET_TIDS;
         let subnet =
             SubnetManager::new(subnet_cfg).map_err(|e| NodeError::Config(e.to_string()))?;
+        // The node's own sweeps (the discovery a new master configures from) keep as
+        // many SMPs in flight as the configurator's.
         let mut tx = Transactions::new(TransactionsConfig {
             tid_low: NODE_TIDS,
+            window: cfg.subnet.transactions.window,
             ..TransactionsConfig::default()
         });
         tx.set_m_keys(&[m_key]);

@@ -62,6 +62,8 @@ impl Running {
             phase,
             outstanding: 0,
             replies,
+            smps_at_start: self.tx.counters().sent,
+            in_flight_at_start: self.tx.in_flight_time(now),
         });
         if !heavy {
             self.launch_probe(now);
@@ -303,14 +305,27 @@ impl Running {
             return;
         };
         let sm_ports = self.peers.len() + 1;
+        let took = now.saturating_sub(s.started);
+        let smps = self.tx.counters().sent.saturating_sub(s.smps_at_start);
+        let in_flight = self
+            .tx
+            .in_flight_time(now)
+            .saturating_sub(s.in_flight_at_start);
+        let mean_in_flight = if took.is_zero() {
+            0.0
+        } else {
+            in_flight.as_secs_f64() / took.as_secs_f64()
+        };
         let summary = format!(
-            "{} sweep: {} nodes, {} ports probed, {} SM ports, {} unreachable, {} ms",
+            "{} sweep: {} nodes, {} ports probed, {} SM ports, {} unreachable, {} ms, {} SMPs, {:.1} in flight",
             if s.heavy { "heavy" } else { "light" },
             self.nodes,
             self.targets.len(),
             sm_ports,
             self.unreachable,
-            now.saturating_sub(s.started).as_millis()
+            took.as_millis(),
+            smps,
+            mean_in_flight
         );
         if s.heavy {
             tracing::info!("{summary}");

@@ -88,6 +88,9 @@ pub(crate) struct Sweep {
     pub outstanding: usize,
     /// Commands answered by this sweep.
     pub replies: Vec<u64>,
+    /// The agent's SMPs sent and their time in flight when the sweep started.
+    pub smps_at_start: u64,
+    pub in_flight_at_start: Duration,
 }
 
 /// The watch of our own port's link.

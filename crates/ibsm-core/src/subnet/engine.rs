@@ -11,12 +11,13 @@ use ibsm_mad::{AttributeId, Method, Smp};
 
 use crate::transactions::Event;
 
+use super::activation;
 use super::events::{Outgoing, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
 use super::heavy::start_readback;
 use super::manager::SubnetManager;
 use super::program;
 use super::routing_job::{RoutingDone, RoutingJob};
-use super::sweep::{Op, ProgStage, Stage, Tagged, Token};
+use super::sweep::{Op, Stage, Tagged, Token};
 
 impl SubnetManager {
     /// Feed a MAD received from the device (its source LID unknown: a LID-routed
@@ -206,8 +207,10 @@ impl SubnetManager {
                     if let Stage::Programming(sw) = &mut self.stage {
                         sw.outstanding = sw.outstanding.saturating_sub(1);
                         if smp.status == 0 {
-                            if let (Op::PortInfo { node, port }, Ok(pi)) =
-                                (op, smp.attribute::<ibsm_mad::PortInfo>())
+                            if let (
+                                Op::PortInfo { node, port } | Op::State { node, port, .. },
+                                Ok(pi),
+                            ) = (op, smp.attribute::<ibsm_mad::PortInfo>())
                             {
                                 sw.port_info_set.insert((node, port), pi);
                             }
@@ -221,6 +224,7 @@ impl SubnetManager {
                                 }
                             }
                         }
+                        activation::op_done(sw, op);
                     }
                 }
                 Token::Light(op) => self.on_light(op, Some(&smp)),
@@ -262,6 +266,7 @@ impl SubnetManager {
                         if let Some(f) = sw.lft_failed.get_mut(node as usize) {
                             *f = true;
                         }
+                        activation::op_done(sw, op);
                     }
                 }
                 Token::Light(op) => self.on_light(op, None),
@@ -341,7 +346,10 @@ impl SubnetManager {
                         Ok(smp) => {
                             sw.outstanding += 1;
                             program::count(&mut sw.report, op);
-                            if matches!(op, Op::PortInfo { .. })
+                            if matches!(op, Op::State { .. }) && !sw.pipe.dist_end_marked {
+                                sw.report.phase_smps.activation_overlapped += 1;
+                            }
+                            if matches!(op, Op::PortInfo { .. } | Op::State { state: 3, .. })
                                 && smp
                                     .attribute::<ibsm_mad::PortInfo>()
                                     .is_ok_and(|p| p.client_reregister)
@@ -360,6 +368,7 @@ impl SubnetManager {
                         Err(err) => {
                             sw.report.failures += 1;
                             tracing::warn!(?op, %err, "cannot build programming SMP");
+                            activation::op_done(sw, op);
                         }
                     }
                 }
@@ -386,7 +395,7 @@ impl SubnetManager {
                 None => (Stage::Idle, false),
             },
             Stage::Discovering(d) if d.is_done() => {
-                self.marks[1] = now;
+                self.mark(1, now);
                 let sweep = self.after_discovery(d.into_result());
                 if self.preparing.is_some() {
                     self.events.push_back(SubnetEvent::PreparedDiscovery {
@@ -400,7 +409,7 @@ impl SubnetManager {
             // wake_now), so the phase time is measured between two calls.
             Stage::LidsDone(mut sweep) if self.wake_now.is_none() => {
                 // LIDs took from marks[1] to now (this call came after the wake-up).
-                self.marks[2] = now;
+                self.mark(2, now);
                 if self.inherit.is_some() {
                     // A new master: read back what the switches hold first.
                     let rb = start_readback(&sweep);
@@ -435,36 +444,35 @@ impl SubnetManager {
                 }
             }
             Stage::RoutingDone(mut sweep) if self.wake_now.is_none() => {
-                self.marks[3] = now;
+                self.mark(3, now);
                 if let Some(p) = self.pending_partitions.take() {
                     self.cfg.partitions = p;
                 }
-                sweep.stage = ProgStage::Distribute;
+                sweep.pipe = activation::pipeline(sweep.res.topology.len());
                 sweep.cursor = 0;
                 (Stage::Programming(sweep), true)
             }
-            Stage::Programming(mut sweep)
-                if sweep.outstanding == 0
+            Stage::Programming(mut sweep) => {
+                let mut progressed = false;
+                let all_planned = sweep.cursor >= sweep.res.topology.len();
+                if all_planned && sweep.pipe.dist_left == 0 && !sweep.pipe.dist_end_marked {
+                    sweep.pipe.dist_end_marked = true;
+                    self.mark(4, now);
+                    progressed = true;
+                }
+                if all_planned
+                    && sweep.outstanding == 0
                     && sweep.ops.is_empty()
-                    && sweep.cursor >= sweep.res.topology.len() =>
-            {
-                match sweep.stage {
-                    ProgStage::Distribute => {
-                        self.marks[4] = now;
-                        sweep.stage = ProgStage::Arm;
-                        sweep.cursor = 0;
-                        (Stage::Programming(sweep), true)
+                    && sweep.pipe.ready.is_empty()
+                {
+                    if !sweep.pipe.dist_end_marked {
+                        self.mark(4, now);
                     }
-                    ProgStage::Arm => {
-                        sweep.stage = ProgStage::Activate;
-                        sweep.cursor = 0;
-                        (Stage::Programming(sweep), true)
-                    }
-                    ProgStage::Activate => {
-                        self.marks[5] = now;
-                        self.finish_heavy(now, sweep);
-                        (Stage::Idle, true)
-                    }
+                    self.mark(5, now);
+                    self.finish_heavy(now, sweep);
+                    (Stage::Idle, true)
+                } else {
+                    (Stage::Programming(sweep), progressed)
                 }
             }
             Stage::Light {

@@ -38,9 +38,11 @@ pub struct PhaseTimes {
     pub lids: Duration,
     /// Routing (LFT computation).
     pub routing: Duration,
-    /// SwitchInfo, LFT, PortInfo, P_Key, SLtoVL, VLArbitration.
+    /// SwitchInfo, LFT, PortInfo, P_Key, SLtoVL, VLArbitration: from the end of
+    /// routing until the last of these SMPs is answered. Port activation runs in
+    /// it too, link by link, as soon as both ends of a link are programmed.
     pub distribution: Duration,
-    /// Init -> Armed -> Active.
+    /// Init -> Armed -> Active: what is left of it after distribution ended.
     pub activation: Duration,
 }
 
@@ -78,6 +80,8 @@ pub struct SweepReport {
     pub ports_activated: u64,
     /// SMPs sent in this sweep (with retries).
     pub smps: u64,
+    /// SMPs sent in each phase and how full the window was kept (heavy sweeps).
+    pub phase_smps: PhaseSmps,
     /// Requests that failed (timeout after retries, or error status).
     pub failures: u64,
     /// Nodes that stopped answering during programming.
@@ -95,6 +99,29 @@ pub struct SweepReport {
     pub lids_withheld: usize,
     /// Set when discovery hit its topology cap.
     pub cap: Option<TopologyCap>,
+}
+
+/// SMPs sent in each phase of a heavy sweep (the intervals of [`PhaseTimes`],
+/// retries included), and the time SMPs spent on the wire in each
+/// ([`crate::transactions::Transactions::in_flight_time`]): a phase's
+/// `in_flight` divided by its duration is the mean number of SMPs in flight, so
+/// a phase whose mean is well below the window ran the window dry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PhaseSmps {
+    /// SMPs sent during discovery.
+    pub discovery: u64,
+    /// SMPs sent during LID assignment and routing (a new master's LFT read-back).
+    pub lids_routing: u64,
+    /// SMPs sent while distributing (port state Sets of links already
+    /// programmed included, see `activation_overlapped`).
+    pub distribution: u64,
+    /// SMPs sent after the last distribution SMP was answered.
+    pub activation: u64,
+    /// PortInfo Sets of PortState (Armed, Active) sent before distribution ended.
+    pub activation_overlapped: u64,
+    /// Time SMPs spent in flight during discovery, LIDs and routing,
+    /// distribution, activation.
+    pub in_flight: [Duration; 4],
 }
 
 /// Which sweep.

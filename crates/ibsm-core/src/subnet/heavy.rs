@@ -15,13 +15,13 @@ use ibsm_mad::attr::{Notice, NoticeType, ProducerType, TrapDetails};
 use crate::discovery::{Discovery, DiscoveryResult};
 use crate::election::{DrRoute, SmPort, SmRoute};
 
-use super::events::{PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
+use super::events::{PhaseSmps, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
 use super::inherit::{lft_digest, links_of, InheritReport, Inherited, Readback};
 use super::light::sm_port_paths;
 use super::manager::SubnetManager;
 use super::routing_job::{compute_routing, RoutingJob};
 use super::sa_snapshot::{fill_lfts, sa_snapshot};
-use super::sweep::{ProgStage, Stage, Sweep};
+use super::sweep::{Pipeline, Stage, Sweep};
 
 impl SubnetManager {
     pub(super) fn start_heavy(&mut self, now: Duration, reason: SweepReason) {
@@ -29,7 +29,25 @@ impl SubnetManager {
         self.reason = reason;
         self.marks = [now; 6];
         self.light_smps_start = self.tx.counters().sent;
+        self.mark_sent = [self.light_smps_start; 6];
+        self.mark_in_flight = [self.tx.in_flight_time(now); 6];
         self.stage = Stage::Discovering(Box::new(Discovery::new(self.cfg.discovery.clone())));
+    }
+
+    /// The sweep reached the end of phase `i` (1: discovery ... 5: activation;
+    /// see `marks`): its time, SMPs sent and their time in flight so far.
+    pub(super) fn mark(&mut self, i: usize, now: Duration) {
+        let sent = self.tx.counters().sent;
+        let in_flight = self.tx.in_flight_time(now);
+        if let Some(m) = self.marks.get_mut(i) {
+            *m = now;
+        }
+        if let Some(c) = self.mark_sent.get_mut(i) {
+            *c = sent;
+        }
+        if let Some(t) = self.mark_in_flight.get_mut(i) {
+            *t = in_flight;
+        }
     }
 
     /// LIDs, and the bookkeeping between discovery and routing.
@@ -113,10 +131,10 @@ impl SubnetManager {
             client_reregister: self.new_master && self.reregister_clients,
             dead: vec![false; n],
             lft_failed: vec![false; n],
-            stage: ProgStage::Distribute,
             cursor: 0,
             ops: VecDeque::new(),
             outstanding: 0,
+            pipe: Pipeline::default(),
             report,
             lids_stable,
             manage_m_key: self.cfg.m_key.key != 0 || self.fabric_m_key != 0,
@@ -268,6 +286,20 @@ impl SubnetManager {
             activation: m[5].saturating_sub(m[4]),
         };
         report.smps = self.tx.counters().sent - self.light_smps_start;
+        let (c, t) = (self.mark_sent, self.mark_in_flight);
+        report.phase_smps = PhaseSmps {
+            discovery: c[1] - c[0],
+            lids_routing: c[3] - c[1],
+            distribution: c[4] - c[3],
+            activation: c[5] - c[4],
+            in_flight: [
+                t[1].saturating_sub(t[0]),
+                t[3].saturating_sub(t[1]),
+                t[4].saturating_sub(t[3]),
+                t[5].saturating_sub(t[4]),
+            ],
+            ..report.phase_smps
+        };
         // Remember what the switches now hold.
         let top = tables.lft_top;
         for (i, lft) in tables.lfts.into_iter().enumerate() {
@@ -292,10 +324,19 @@ impl SubnetManager {
         self.metrics.lids = report.lids as u64;
         if !self.subnet_up_sent {
             self.subnet_up_sent = true;
+            let ps = report.phase_smps;
             tracing::info!(
                 nodes = report.nodes,
                 switches = report.switches,
                 lids = report.lids,
+                smps = report.smps,
+                discovery_smps = ps.discovery,
+                distribution_smps = ps.distribution,
+                activation_smps = ps.activation,
+                activation_overlapped = ps.activation_overlapped,
+                discovery_in_flight = mean_in_flight(ps.in_flight[0], phases.discovery),
+                distribution_in_flight = mean_in_flight(ps.in_flight[2], phases.distribution),
+                activation_in_flight = mean_in_flight(ps.in_flight[3], phases.activation),
                 "subnet up in {:.3} s: discovery {:.3} s, LIDs {:.3} s, routing {:.3} s, distribution {:.3} s, activation {:.3} s",
                 phases.total().as_secs_f64(),
                 phases.discovery.as_secs_f64(),
@@ -453,4 +494,12 @@ pub(super) fn start_readback(sweep: &Sweep) -> Readback {
         }
     }
     rb
+}
+
+/// Mean SMPs in flight over a phase (see [`PhaseSmps`]), to one decimal, for logs.
+fn mean_in_flight(in_flight: Duration, took: Duration) -> f64 {
+    if took.is_zero() {
+        return 0.0;
+    }
+    (in_flight.as_secs_f64() / took.as_secs_f64() * 10.0).round() / 10.0
 }

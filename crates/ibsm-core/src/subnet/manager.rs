@@ -43,6 +43,9 @@ pub struct SubnetManager {
     pub(super) next_light: Option<Duration>,
     pub(super) wake_now: Option<Duration>,
     pub(super) marks: [Duration; 6],
+    /// SMPs sent, and their time in flight, at each of `marks`.
+    pub(super) mark_sent: [u64; 6],
+    pub(super) mark_in_flight: [Duration; 6],
     pub(super) lids: LidManager,
     pub(super) programmed: Programmed,
     pub(super) last: Option<DiscoveryResult>,
@@ -109,6 +112,8 @@ impl SubnetManager {
             next_light: None,
             wake_now: None,
             marks: [Duration::ZERO; 6],
+            mark_sent: [0; 6],
+            mark_in_flight: [Duration::ZERO; 6],
             programmed: Programmed::default(),
             last: None,
             last_end_ports: HashSet::new(),
@@ -401,7 +406,7 @@ impl SubnetManager {
             nodes = discovery.topology.len(),
             "heavy sweep starts from the discovery handed over (no second discovery)"
         );
-        self.marks[1] = now;
+        self.mark(1, now);
         let sweep = self.after_discovery(discovery);
         self.wake_now = Some(now);
         self.stage = Stage::LidsDone(sweep);

@@ -28,10 +28,17 @@
 //!    blocks that differ from what the previous sweep programmed, PortInfo (LID,
 //!    LMC, MasterSMLID/SL, SubnetTimeOut, NeighborMTU, OperationalVLs) only where
 //!    the port reads differently, P_Key tables, SLtoVL and VLArbitration defaults
-//!    (only once per port while its state is remembered).
-//! 5. **Activation**: every link port (switch external ports, CA ports) in Init
-//!    goes Armed, then every Armed one Active. Each is a barrier: the next phase
-//!    starts when the previous one has no SMP outstanding.
+//!    (only once per port while its state is remembered). Nodes are planned one
+//!    after another, but their SMPs share one window: no node waits for another
+//!    node's answers.
+//! 5. **Activation** (the `activation` module), pipelined with distribution:
+//!    once both end nodes of a link are programmed, its ports in Init go Armed,
+//!    and once both Arm Sets are answered, its ports go Active (a port goes
+//!    Active only across an Armed or Active neighbour). Ready port state Sets go
+//!    before further distribution SMPs, so the window stays full to the last SMP
+//!    and only the links of the last nodes programmed are activated after
+//!    distribution ends. [`PhaseSmps`] counts the SMPs of each phase and how
+//!    full the window was kept.
 //!
 //! LIDs and routing are computed inside one call; to time them without a clock
 //! the core finishes each compute phase by asking to be called back at once
@@ -163,10 +170,12 @@
 //!
 //! [`SubnetManager`] and its state are in `manager`; each of `engine`, `traps`,
 //! `light`, `heavy` and `repair` (what a sweep after a lost cable keeps of the
-//! routes, see "Repair" above) is one `impl SubnetManager` block, and `program` plans and
-//! encodes the programming SMPs. The types they share are in leaf files (`events`,
+//! routes, see "Repair" above) is one `impl SubnetManager` block, `program` plans and
+//! encodes the programming SMPs, and `activation` releases port state Sets as
+//! links become programmed. The types they share are in leaf files (`events`,
 //! `metrics`, `sweep`, `routing_job`, `config`, `inherit`) that they import directly.
 
+mod activation;
 mod config;
 mod engine;
 mod events;
@@ -191,7 +200,9 @@ pub use config::{
     ConfigError, MKeyConfig, Membership, Partition, PartitionIpoib, PartitionMember, RoutingEngine,
     SubnetConfig,
 };
-pub use events::{Outgoing, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
+pub use events::{
+    Outgoing, PhaseSmps, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport,
+};
 pub use ibsm_fabric::routing::ForwardingTables;
 pub use inherit::{lft_digest, links_of, InheritReport, Inherited, Link};
 pub use manager::SubnetManager;

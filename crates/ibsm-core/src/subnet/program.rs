@@ -26,7 +26,7 @@
 //! the port's cap are not sent (zero), and an entry for a data VL the link does
 //! not operate is written as weight 0.
 
-use ibsm_fabric::{NodeIdx, Topology};
+use ibsm_fabric::NodeIdx;
 use ibsm_mad::attr::{
     CapabilityMask, LinearForwardingTable, PKey, PKeyTable, PhysPortState, PortState,
     SlToVlMappingTable, VlArbEntry, VlArbitrationTable,
@@ -34,9 +34,10 @@ use ibsm_mad::attr::{
 use ibsm_mad::modifier::{PKeyBlock, Sl2VlPorts, VlArbBlock, VlArbSection};
 use ibsm_mad::{AttributeId, MadError, PortInfo, Smp, SmpAttribute};
 
+use super::activation;
 use super::config::{Membership, SubnetConfig};
 use super::events::SweepReport;
-use super::sweep::{Op, ProgStage, Programmed, Sweep};
+use super::sweep::{Op, Programmed, Sweep};
 use crate::discovery::DiscoveryResult;
 use crate::sa::DEFAULT_SUBNET_PREFIX;
 
@@ -56,13 +57,16 @@ pub(super) fn count(r: &mut SweepReport, op: Op) {
     }
 }
 
-/// The next operation of the current stage, expanding nodes as needed.
+/// The next operation: a port state Set that is ready (see `activation`), else
+/// the next distribution SMP, planning nodes as needed. Operations of a node
+/// found dead are dropped (and count as done).
 pub(super) fn next_op(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed) -> Option<Op> {
     loop {
-        while let Some(op) = sw.ops.pop_front() {
+        while let Some(op) = sw.pipe.ready.pop_front().or_else(|| sw.ops.pop_front()) {
             if !sw.dead.get(op.node() as usize).copied().unwrap_or(true) {
                 return Some(op);
             }
+            activation::op_done(sw, op);
         }
         let n = sw.res.topology.len();
         if sw.cursor >= n {
@@ -71,9 +75,13 @@ pub(super) fn next_op(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed) -> 
         let node = sw.cursor;
         sw.cursor += 1;
         if sw.dead.get(node).copied().unwrap_or(true) {
+            activation::planned(sw, node, 0);
             continue;
         }
+        let before = sw.ops.len();
         expand(sw, cfg, prog, node);
+        let count = sw.ops.len() - before;
+        activation::planned(sw, node, count);
     }
 }
 
@@ -82,18 +90,6 @@ fn pi_of(res: &DiscoveryResult, node: NodeIdx, port: u8) -> Option<&PortInfo> {
         .get(node.as_usize())?
         .get(usize::from(port))?
         .as_ref()
-}
-
-/// Ports of `node` that carry a link we configure (cable known at both ends).
-fn link_ports(topo: &Topology, node: NodeIdx) -> Vec<u8> {
-    topo.node(node)
-        .map(|n| {
-            n.physical_ports()
-                .filter(|(_, p)| p.remote.is_some())
-                .map(|(num, _)| num)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
@@ -105,125 +101,96 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
     };
     let is_switch = nd.is_switch();
     let guid = nd.node_guid;
-    let mut ports = link_ports(&res.topology, idx);
-    if !is_switch {
-        if let Some((l, lp)) = res.local {
-            if l == idx && !ports.contains(&lp) {
-                ports.push(lp);
+    let ports = activation::link_ports(res, idx);
+    if is_switch {
+        let si = res.switch_info.get(node).copied().flatten();
+        if si.is_none_or(|si| {
+            si.port_state_change
+                || si.linear_fdb_top != sw.tables.lft_top
+                || si.life_time_value != cfg.life_time_value
+        }) {
+            sw.ops.push_back(Op::SwitchInfo { node: n32 });
+        }
+        if let Some(Some(lft)) = sw.tables.lfts.get(node) {
+            let old = prog.lfts.get(&guid).map(|(_, v)| v.as_slice());
+            let blocks = lft.len().div_ceil(64);
+            for b in 0..blocks {
+                let new = lft.get(b * 64..(b * 64 + 64).min(lft.len()));
+                let was = old.and_then(|o| o.get(b * 64..(b * 64 + 64).min(o.len())));
+                if new != was {
+                    if let Ok(block) = u16::try_from(b) {
+                        sw.ops.push_back(Op::Lft { node: n32, block });
+                    }
+                }
             }
         }
+        if needs_port_info(sw, cfg, idx, 0) {
+            sw.ops.push_back(Op::PortInfo { node: n32, port: 0 });
+        }
+        if prog.pkeys.get(&(guid, 0)) != Some(&pkey_table(cfg, 0).keys.map(|k| k.0)) {
+            sw.ops.push_back(Op::PKey { node: n32, port: 0 });
+        }
     }
-    match sw.stage {
-        ProgStage::Distribute => {
-            if is_switch {
-                let si = res.switch_info.get(node).copied().flatten();
-                if si.is_none_or(|si| {
-                    si.port_state_change
-                        || si.linear_fdb_top != sw.tables.lft_top
-                        || si.life_time_value != cfg.life_time_value
-                }) {
-                    sw.ops.push_back(Op::SwitchInfo { node: n32 });
-                }
-                if let Some(Some(lft)) = sw.tables.lfts.get(node) {
-                    let old = prog.lfts.get(&guid).map(|(_, v)| v.as_slice());
-                    let blocks = lft.len().div_ceil(64);
-                    for b in 0..blocks {
-                        let new = lft.get(b * 64..(b * 64 + 64).min(lft.len()));
-                        let was = old.and_then(|o| o.get(b * 64..(b * 64 + 64).min(o.len())));
-                        if new != was {
-                            if let Ok(block) = u16::try_from(b) {
-                                sw.ops.push_back(Op::Lft { node: n32, block });
-                            }
-                        }
-                    }
-                }
-                if needs_port_info(sw, cfg, idx, 0) {
-                    sw.ops.push_back(Op::PortInfo { node: n32, port: 0 });
-                }
-                if prog.pkeys.get(&(guid, 0)) != Some(&pkey_table(cfg, 0).keys.map(|k| k.0)) {
-                    sw.ops.push_back(Op::PKey { node: n32, port: 0 });
-                }
-            }
-            for &p in &ports {
-                if is_switch {
-                    match enforcement(sw, cfg, idx, p) {
-                        Enforce::On(pg) => {
-                            // The table before the enforcement bits (PortInfo below).
-                            if prog.pkeys.get(&(guid, p))
-                                != Some(&pkey_table(cfg, pg).keys.map(|k| k.0))
-                            {
-                                sw.ops.push_back(Op::PKey { node: n32, port: p });
-                            }
-                        }
-                        Enforce::TooSmall { entries, cap } => tracing::warn!(
-                            switch = format_args!("{guid:#018x}"),
-                            port = p,
-                            entries,
-                            cap,
-                            "P_Keys of the CA do not fit the switch port's table: partition enforcement off there"
-                        ),
-                        Enforce::Off | Enforce::NotApplicable => {}
-                    }
-                }
-                if needs_port_info(sw, cfg, idx, p) {
-                    sw.ops.push_back(Op::PortInfo { node: n32, port: p });
-                }
-                if !is_switch {
-                    let pg = nd.port(p).map_or(0, |x| x.port_guid);
-                    if prog.pkeys.get(&(guid, p)) != Some(&pkey_table(cfg, pg).keys.map(|k| k.0)) {
+    for &p in &ports {
+        if is_switch {
+            match enforcement(sw, cfg, idx, p) {
+                Enforce::On(pg) => {
+                    // The table before the enforcement bits (PortInfo below).
+                    if prog.pkeys.get(&(guid, p))
+                        != Some(&pkey_table(cfg, pg).keys.map(|k| k.0))
+                    {
                         sw.ops.push_back(Op::PKey { node: n32, port: p });
                     }
                 }
-                let vls = op_vls(sw, cfg, idx, p);
-                if prog.qos.get(&(guid, p)) != Some(&vls) {
-                    if !is_switch {
+                Enforce::TooSmall { entries, cap } => tracing::warn!(
+                    switch = format_args!("{guid:#018x}"),
+                    port = p,
+                    entries,
+                    cap,
+                    "P_Keys of the CA do not fit the switch port's table: partition enforcement off there"
+                ),
+                Enforce::Off | Enforce::NotApplicable => {}
+            }
+        }
+        // A port in Init gets its configuration with the Set that arms it (see
+        // `activation`): one PortInfo Set fewer per link port on a fresh fabric.
+        let arms_later = pi_of(res, idx, p).is_some_and(|pi| pi.port_state == PortState::Init);
+        if !arms_later && needs_port_info(sw, cfg, idx, p) {
+            sw.ops.push_back(Op::PortInfo { node: n32, port: p });
+        }
+        if !is_switch {
+            let pg = nd.port(p).map_or(0, |x| x.port_guid);
+            if prog.pkeys.get(&(guid, p)) != Some(&pkey_table(cfg, pg).keys.map(|k| k.0)) {
+                sw.ops.push_back(Op::PKey { node: n32, port: p });
+            }
+        }
+        let vls = op_vls(sw, cfg, idx, p);
+        if prog.qos.get(&(guid, p)) != Some(&vls) {
+            if !is_switch {
+                sw.ops.push_back(Op::Sl2Vl {
+                    node: n32,
+                    port: p,
+                    in_port: 0,
+                });
+            } else if cfg.switch_sl2vl {
+                for in_port in std::iter::once(0).chain(ports.iter().copied()) {
+                    if in_port != p {
                         sw.ops.push_back(Op::Sl2Vl {
                             node: n32,
                             port: p,
-                            in_port: 0,
+                            in_port,
                         });
-                    } else if cfg.switch_sl2vl {
-                        for in_port in std::iter::once(0).chain(ports.iter().copied()) {
-                            if in_port != p {
-                                sw.ops.push_back(Op::Sl2Vl {
-                                    node: n32,
-                                    port: p,
-                                    in_port,
-                                });
-                            }
-                        }
-                    }
-                    if let Some(caps) = pi_of(res, idx, p) {
-                        for section in vlarb_sections(
-                            caps.vl_arbitration_low_cap,
-                            caps.vl_arbitration_high_cap,
-                        ) {
-                            sw.ops.push_back(Op::VlArb {
-                                node: n32,
-                                port: p,
-                                section,
-                            });
-                        }
                     }
                 }
             }
-        }
-        ProgStage::Arm | ProgStage::Activate => {
-            for &p in &ports {
-                let Some(pi) = pi_of(res, idx, p) else {
-                    continue;
-                };
-                let s = u8::from(pi.port_state);
-                let want = match (sw.stage, s) {
-                    (ProgStage::Arm, 2) => Some(3),
-                    (ProgStage::Activate, 2 | 3) => Some(4),
-                    _ => None,
-                };
-                if let Some(state) = want {
-                    sw.ops.push_back(Op::State {
+            if let Some(caps) = pi_of(res, idx, p) {
+                for section in
+                    vlarb_sections(caps.vl_arbitration_low_cap, caps.vl_arbitration_high_cap)
+                {
+                    sw.ops.push_back(Op::VlArb {
                         node: n32,
                         port: p,
-                        state,
+                        section,
                     });
                 }
             }
@@ -597,8 +564,11 @@ pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadE
         Op::State { port, state, .. } => {
             let mut pi = desired_port_info(sw, cfg, idx, port).ok_or(missing("PortInfo"))?;
             pi.port_state = PortState::from(state);
-            // ClientReregister was sent with the configuration Set already.
-            pi.client_reregister = false;
+            // The Arm Set of a port in Init carries its configuration, ClientReregister
+            // included; nothing else needs it again.
+            if pi.port_state != PortState::Armed {
+                pi.client_reregister = false;
+            }
             Smp::try_set_dr(
                 &path(port)?,
                 AttributeId::PORT_INFO,

@@ -62,10 +62,12 @@ pub(super) struct Sweep {
     pub(super) client_reregister: bool,
     pub(super) dead: Vec<bool>,
     pub(super) lft_failed: Vec<bool>,
-    pub(super) stage: ProgStage,
+    /// Next node whose distribution SMPs are planned.
     pub(super) cursor: usize,
     pub(super) ops: VecDeque<Op>,
     pub(super) outstanding: usize,
+    /// Distribution progress per node and the port activation it releases.
+    pub(super) pipe: Pipeline,
     pub(super) report: SweepReport,
     /// No port's LID was assigned or changed by this sweep's LID assignment.
     pub(super) lids_stable: bool,
@@ -111,12 +113,23 @@ pub(super) struct Programmed {
     pub(super) qos: HashMap<(u64, u8), u8>,
 }
 
-/// Phase of programming.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ProgStage {
-    Distribute,
-    Arm,
-    Activate,
+/// Distribution progress per node and the port activation it releases (see the
+/// `activation` module).
+#[derive(Debug, Default)]
+pub(super) struct Pipeline {
+    /// Distribution SMPs of each node planned and not yet answered or failed.
+    pub(super) pending: Vec<u32>,
+    /// Each node's distribution is over (every SMP of it answered or failed, or
+    /// the node dead).
+    pub(super) distributed: Vec<bool>,
+    /// Nodes whose distribution is not over yet.
+    pub(super) dist_left: usize,
+    /// Port state Sets ready to go; they go before any further distribution SMP.
+    pub(super) ready: VecDeque<Op>,
+    /// Links (by their lower end) with Arm Sets not yet answered, and how many.
+    pub(super) arms_left: HashMap<(u32, u8), u8>,
+    /// The end of distribution has been recorded (the sweep's mark).
+    pub(super) dist_end_marked: bool,
 }
 
 /// One programming SMP. `node` is a `NodeIdx` of the sweep's topology.

@@ -49,6 +49,16 @@ struct Wire {
     held_jobs: Vec<RoutingJob>,
     hold_jobs: bool,
     represses: Vec<(Option<u16>, Smp)>,
+    /// Every SMP sent and every answer the SM got, in order (only when `trace` is set).
+    trace: bool,
+    traced: Vec<Traced>,
+}
+
+/// One entry of [`Wire::traced`].
+#[derive(Debug)]
+enum Traced {
+    Sent(Box<Smp>),
+    Answered(u64),
 }
 
 /// A fault injected into the simulator mid-sweep.
@@ -141,6 +151,9 @@ impl Lab {
                     if smp.method == Method::SET && smp.attr_id == AttributeId::P_KEY_TABLE {
                         self.wire.pkey_sets += 1;
                     }
+                    if self.wire.trace {
+                        self.wire.traced.push(Traced::Sent(Box::new(smp)));
+                    }
                 }
                 let r = match o.dlid {
                     None => self.sim.send(self.now, self.sm_client, &o.mad),
@@ -151,6 +164,11 @@ impl Lab {
             while let Some((client, mad)) = self.sim.poll_delivery(self.now) {
                 busy = true;
                 if client == self.sm_client {
+                    if self.wire.trace {
+                        if let Ok(smp) = Smp::decode(&mad) {
+                            self.wire.traced.push(Traced::Answered(smp.tid));
+                        }
+                    }
                     self.sm.handle_incoming(self.now, &mad);
                 }
             }
@@ -2298,3 +2316,159 @@ fn a_port_with_gid_prefix_zero_gets_the_subnet_prefix() {
 }
 
 mod repair;
+
+/// The node and port a directed-route Set is written to: its path walked over
+/// the generated topology from the SM's node, and the port its modifier names
+/// (a CA's own port when the modifier is 0).
+fn target_of(topo: &Topology, local: NodeIdx, smp: &Smp) -> (NodeIdx, u8) {
+    let SmpRoute::Directed(dr) = &smp.route else {
+        panic!("programming SMPs go by directed route");
+    };
+    let mut node = local;
+    let mut via = 1;
+    for &port in &dr.initial_path[1..=usize::from(dr.hop_cnt)] {
+        let (next, in_port) = topo.neighbor(node, port).expect("path over a cable");
+        node = next;
+        via = in_port;
+    }
+    let amod_port = (smp.attr_mod & 0xFF) as u8;
+    let port = match smp.attr_id {
+        AttributeId::PORT_INFO if amod_port != 0 || topo.node(node).unwrap().is_switch() => {
+            amod_port
+        }
+        _ => via,
+    };
+    (node, port)
+}
+
+/// Port activation is pipelined with distribution: a link's ports are armed as
+/// soon as every distribution Set of both its end nodes is answered, and made
+/// Active as soon as both ends' Arm Sets are answered, not after the whole
+/// fabric is programmed; so most port state Sets go out while other switches
+/// are still being programmed, and the window is never drained between the two.
+/// Read from the wire (every SMP sent and answered, in order), over the
+/// generated topology, not from the SM's state.
+#[test]
+fn activation_rides_along_with_distribution_link_by_link() {
+    let topo = gen::fat_tree_3level(8).unwrap();
+    let mut lab = Lab::new(topo.clone(), cfg());
+    lab.wire.trace = true;
+    let (_, report) = lab.bring_up();
+    assert_eq!(report.failures, 0);
+    let local = lab.local;
+    // Sequence numbers: when each Set went out and when its answer came back.
+    let mut answered_at: HashMap<u64, usize> = HashMap::new();
+    for (i, t) in lab.wire.traced.iter().enumerate() {
+        if let Traced::Answered(tid) = t {
+            answered_at.insert(*tid, i);
+        }
+    }
+    // (seq sent, seq answered, node, port, new PortState or None for distribution).
+    let mut sets = Vec::new();
+    for (i, t) in lab.wire.traced.iter().enumerate() {
+        let Traced::Sent(smp) = t else { continue };
+        if smp.method != Method::SET
+            || matches!(
+                smp.attr_id,
+                AttributeId::SM_INFO | AttributeId::MULTICAST_FORWARDING_TABLE
+            )
+        {
+            continue;
+        }
+        let (node, port) = target_of(&topo, local, smp);
+        let state = (smp.attr_id == AttributeId::PORT_INFO)
+            .then(|| smp.attribute::<PortInfo>().unwrap().port_state)
+            .filter(|s| matches!(s, PortState::Armed | PortState::Active));
+        let done = *answered_at.get(&smp.tid).expect("every Set answered");
+        sets.push((i, done, node, port, state));
+    }
+    let last_distribution = sets
+        .iter()
+        .filter(|s| s.4.is_none())
+        .map(|s| s.0)
+        .max()
+        .unwrap();
+    let states: Vec<_> = sets.iter().filter(|s| s.4.is_some()).collect();
+    let (arms, actives) = (
+        states
+            .iter()
+            .filter(|s| s.4 == Some(PortState::Armed))
+            .count(),
+        states
+            .iter()
+            .filter(|s| s.4 == Some(PortState::Active))
+            .count(),
+    );
+    // Every link port of the fat tree went Init -> Armed -> Active exactly once.
+    let link_ports: usize = topo
+        .iter()
+        .map(|(_, n)| {
+            n.physical_ports()
+                .filter(|(_, p)| p.remote.is_some())
+                .count()
+        })
+        .sum();
+    assert_eq!((arms, actives), (link_ports, link_ports));
+    for (idx, n) in topo.iter() {
+        for (p, _) in n.physical_ports().filter(|(_, p)| p.remote.is_some()) {
+            assert_eq!(lab.sim.port_state(idx, p).unwrap(), PortState::Active);
+        }
+    }
+    // A port in Init got its configuration with its Arm Set: two PortInfo Sets per
+    // link port, and a CA port's Arm Set carries its LID and ClientReregister.
+    let mut port_info_sets: HashMap<(NodeIdx, u8), usize> = HashMap::new();
+    for t in &lab.wire.traced {
+        if let Traced::Sent(smp) = t {
+            if smp.method == Method::SET && smp.attr_id == AttributeId::PORT_INFO {
+                let (node, port) = target_of(&topo, local, smp);
+                if port != 0 {
+                    *port_info_sets.entry((node, port)).or_default() += 1;
+                }
+                let pi = smp.attribute::<PortInfo>().unwrap();
+                if pi.port_state == PortState::Armed && !topo.node(node).unwrap().is_switch() {
+                    assert!(pi.lid != 0 && pi.client_reregister, "{node:?}: {pi:?}");
+                }
+            }
+        }
+    }
+    assert_eq!(port_info_sets.len(), link_ports);
+    assert!(
+        port_info_sets.values().all(|&n| n == 2),
+        "{port_info_sets:?}"
+    );
+    // Most port state Sets went out while distribution was still going on.
+    let after = states.iter().filter(|s| s.0 > last_distribution).count();
+    assert!(
+        after * 4 < states.len(),
+        "{after} of {} port state Sets only after the last distribution Set",
+        states.len()
+    );
+    // ... and none before its link was programmed and armed.
+    for &&(sent, _, node, port, state) in &states {
+        let (rn, rp) = topo.neighbor(node, port).unwrap();
+        let ends = [(node, port), (rn, rp)];
+        for s in &sets {
+            let before = match (state, s.4) {
+                // Armed: both end nodes' distribution Sets answered.
+                (Some(PortState::Armed), None) => s.2 == node || s.2 == rn,
+                // Active: both ends' Arm Sets answered.
+                (Some(PortState::Active), Some(PortState::Armed)) => ends.contains(&(s.2, s.3)),
+                _ => false,
+            };
+            if before {
+                assert!(
+                    s.1 < sent,
+                    "{state:?} of {node:?}/{port} sent before the answer to {s:?}"
+                );
+            }
+        }
+    }
+    // The report tells the same story: state Sets during distribution, and
+    // every SMP of the sweep in exactly one phase.
+    let ps = report.phase_smps;
+    assert!(ps.activation_overlapped > 0);
+    assert_eq!(
+        ps.discovery + ps.lids_routing + ps.distribution + ps.activation,
+        report.smps
+    );
+}
