@@ -186,8 +186,8 @@ pub mod wire;
 #[cfg(feature = "fault-injection")]
 pub use config::InjectedFault;
 pub use config::{
-    ElectionConfig, ElectionConfigError, ElectionError, SmKeyPolicy, MAX_PRIORITY,
-    STATUS_INVALID_VALUE,
+    ElectionConfig, ElectionConfigError, ElectionError, SmKeyPolicy, DEFAULT_POLL_INTERVAL,
+    DEFAULT_REPOLL_INTERVAL, MAX_PRIORITY, STATUS_INVALID_VALUE,
 };
 pub use machine::{route_for_new_request, Election};
 pub use types::{
@@ -195,5 +195,7 @@ pub use types::{
     SmState, TransitionReason, Transmit,
 };
 
+#[cfg(test)]
+mod detection_tests;
 #[cfg(test)]
 mod tests;
