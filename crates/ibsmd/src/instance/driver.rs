@@ -480,6 +480,7 @@ impl Driver {
         m.set_state(state);
         m.set_act_count(st.act_count);
         m.set_sm_key_rejections(st.sm_key_rejections);
+        m.set_sminfo_requests(st.sminfo_requests);
         m.set_trap_totals(st.traps.0, st.traps.1, st.traps.2);
         m.set_untrusted_sms(st.untrusted_sms.0, st.untrusted_sms.1);
         m.set_mad_totals(st.mads.0, st.mads.1, st.mads.2);
@@ -522,7 +523,11 @@ fn node_config(cfg: &InstanceConfig) -> NodeConfig {
     election.priority = cfg.priority;
     election.sm_key = cfg.sm_key;
     election.poll_interval = cfg.poll_interval;
+    election.repoll_interval = cfg.repoll_interval;
     election.poll_retries = cfg.poll_retries;
+    // A hung master (answers SMInfo, ActCount frozen) is lost after three of its light
+    // sweeps, assumed to run at our own interval.
+    election.stall_window = Some(cfg.subnet.sweep_interval.saturating_mul(3));
     election.trusted_sm_guids.clone_from(&cfg.trusted_sm_guids);
     NodeConfig {
         election,
