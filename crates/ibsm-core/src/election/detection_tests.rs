@@ -47,14 +47,7 @@ fn answer(e: &mut Election, now: Duration, tid: u64, act_count: u32) {
 
 /// A STANDBY (priority 1) following PEER (priority 5), entered at 1 ms.
 fn standby(cfg: ElectionConfig) -> Election {
-    let mut e = Election::new(
-        ElectionConfig {
-            priority: 1,
-            ..cfg
-        },
-        ms(0),
-    )
-    .expect("valid config");
+    let mut e = Election::new(ElectionConfig { priority: 1, ..cfg }, ms(0)).expect("valid config");
     e.handle_sweep(
         ms(0),
         &[SmPort {
@@ -180,7 +173,10 @@ fn a_late_answer_to_a_missed_poll_keeps_the_master() {
     let mut e = standby(ElectionConfig::new(ME));
     let (_, max_missed) = run_with_latency(&mut e, ms(60), ms(5000));
     assert_eq!(e.state(), SmState::Standby);
-    assert!(max_missed >= 2, "the slow answers did count as misses first");
+    assert!(
+        max_missed >= 2,
+        "the slow answers did count as misses first"
+    );
 }
 
 #[test]
@@ -206,7 +202,11 @@ fn repolls_stop_once_the_master_answers_again() {
     let repoll = polls(&mut e);
     assert_eq!(repoll.len(), 1);
     assert_eq!(e.missed_polls(), 1);
-    assert_eq!(e.poll_timeout(), Some(ms(71)), "re-poll waits repoll_interval");
+    assert_eq!(
+        e.poll_timeout(),
+        Some(ms(71)),
+        "re-poll waits repoll_interval"
+    );
     answer(&mut e, ms(52), repoll[0], 2);
     assert_eq!(e.missed_polls(), 0);
     // The first poll's answer, late, is harmless.

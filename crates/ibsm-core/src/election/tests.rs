@@ -573,10 +573,7 @@ fn a_master_lost_to_missed_polls_is_not_asked_again_over_the_same_route() {
     );
     e.handle_sweep(now, &[peer_port()]);
     assert_eq!(e.state(), SmState::Master);
-    assert!(
-        transmits(&mut e).is_empty(),
-        "no query over the same route"
-    );
+    assert!(transmits(&mut e).is_empty(), "no query over the same route");
 }
 
 /// Standby behind PEER whose polls all went unanswered until DISCOVERING, and the

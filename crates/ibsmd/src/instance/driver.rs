@@ -21,6 +21,10 @@ use crate::error::DaemonError;
 
 use super::api::{record, Command, CommandError, EventRecord, InstanceConfig, Snapshot};
 
+/// A single step of the instance thread (one MAD, the timers, a routing result, a
+/// publication) that takes longer than this is logged: meanwhile no SMInfo poll is
+/// answered, and a standby counts the polls as missed.
+const SLOW_STEP: Duration = Duration::from_millis(30);
 /// Longest sleep in `recv`, so commands are read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(20);
 /// How often the instance looks for a routing result while one is being computed.
@@ -153,13 +157,26 @@ impl Driver {
             let now = self.now();
             while let Ok(done) = self.routing.done.try_recv() {
                 self.routing.outstanding = self.routing.outstanding.saturating_sub(1);
+                let t = Instant::now();
                 self.node.handle_input(now, Input::RoutingDone(done));
                 self.drain();
+                slow_step("routing result", t);
             }
             self.feed_replicated();
+            // What already arrived goes first: after a busy stretch (a loaded host, a
+            // long batch) the master's answer to a standby poll may be waiting in the
+            // device, and the timers below must not count that poll as missed.
             if self.node.poll_timeout().is_some_and(|t| t <= now) {
+                while let Some(r) = self.dev.recv(Duration::ZERO)? {
+                    self.mad(now, &r);
+                }
+            }
+            let now = self.now();
+            if self.node.poll_timeout().is_some_and(|t| t <= now) {
+                let t = Instant::now();
                 self.node.handle_timeout(now);
                 self.drain();
+                slow_step("timers", t);
             }
             if let Some(e) = self.failed.take() {
                 return Err(DaemonError::Node {
@@ -191,6 +208,12 @@ impl Driver {
     }
 
     fn mad(&mut self, now: Duration, r: &ReceivedMad) {
+        let t = Instant::now();
+        self.mad_inner(now, r);
+        slow_step("MAD", t);
+    }
+
+    fn mad_inner(&mut self, now: Duration, r: &ReceivedMad) {
         if r.is_smp() {
             self.node.handle_input(
                 now,
@@ -406,6 +429,12 @@ impl Driver {
     /// After a heavy sweep as MASTER: replicate what the configurator holds, and
     /// publish the view `ibsm.v1.Fabric` serves.
     fn publish_fabric(&mut self) {
+        let t = Instant::now();
+        self.publish_fabric_inner();
+        slow_step("fabric publication", t);
+    }
+
+    fn publish_fabric_inner(&mut self) {
         let Some(subnet) = self.node.subnet() else {
             return;
         };
@@ -505,6 +534,18 @@ impl Driver {
         if st.started {
             m.set_alarms(st.duplicate_guids, st.topology_capped);
         }
+    }
+}
+
+/// Log a step of the instance thread that kept it from answering for [`SLOW_STEP`].
+fn slow_step(what: &'static str, started: Instant) {
+    let took = started.elapsed();
+    if took >= SLOW_STEP {
+        tracing::debug!(
+            step = what,
+            took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            "instance thread busy: SMInfo polls wait meanwhile"
+        );
     }
 }
 
