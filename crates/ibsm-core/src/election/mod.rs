@@ -173,14 +173,19 @@
 //! needs the master silent to every poll of a streak for `poll_interval` +
 //! (`poll_retries` - 1) x `repoll_interval` = 65 ms: an answer to any poll of the streak,
 //! however late, counts (the TIDs of the streak's polls stay valid), so SMInfo latency
-//! above 25 ms costs re-polls, not a failover. Why that holds under load: SMInfo is
-//! answered by the master's MAD thread as soon as it reads the request, never queued
-//! behind its sweep (the configurator's window limits *its* SMPs, not the answers), and
-//! the standby's polls leave at once, outside its own agents' windows; a busy routing
-//! worker is a thread of its own. Measured with `bench/detection.sh` (a k=32 master
-//! sweeping back to back with every core busy). On fabrics where SMP latency can exceed
-//! that (congested VL15, a host that can stall the SM's thread), raise `poll_interval`
-//! and `repoll_interval` together. The DISCOVERING round that follows adds no query
+//! above 25 ms costs re-polls, not a failover. SMInfo is answered by the master's MAD
+//! thread as soon as it reads the request, never queued behind its sweep's SMPs (the
+//! configurator's window limits *its* SMPs, not the answers), and the standby's polls
+//! leave at once, outside its own agents' windows; a busy routing worker is a thread of
+//! its own. What still silences an ibsm master: a long step of its MAD thread, above
+//! all the end of a heavy sweep (the SA snapshot and its path table are built there:
+//! 70-120 ms on an idle host at k=32, several hundred ms on a 2-core host running ten
+//! other jobs). `bench/detection.sh` measures it (a k=32 master sweeping back to back,
+//! every core busy): on such a host both these defaults and the old 100 ms x 3 declared
+//! the live master lost (a few times a minute; the standby then hands straight back).
+//! Moving that work off the MAD thread is what removes it. On fabrics where SMP latency
+//! can exceed the streak (congested VL15, a host that can stall the SM's thread), raise
+//! `poll_interval` and `repoll_interval` together. The DISCOVERING round that follows adds no query
 //! timeout of its own for the lost master (see above), only the fresh sweep a takeover
 //! needs anyway.
 //!
