@@ -221,6 +221,4 @@ pub use types::{
 };
 
 #[cfg(test)]
-mod detection_tests;
-#[cfg(test)]
 mod tests;

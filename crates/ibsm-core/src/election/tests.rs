@@ -1,5 +1,7 @@
 //! Unit tests of the election: legality table, SM_Key, polling, stall, sticky, trap 144.
 
+mod detection;
+
 use super::*;
 use std::time::Duration;
 

@@ -87,7 +87,7 @@ fn a_master_waiting_for_its_routing_worker_is_not_taken_for_hung() {
 #[test]
 fn the_default_hung_master_window_is_three_light_sweeps() {
     // (The rule itself, a frozen ActCount declared lost, is tested on the election
-    // in election::detection_tests.)
+    // in election::tests::detection.)
     let c = NodeConfig::new(5);
     assert_eq!(
         c.election.stall_window,
