@@ -275,7 +275,7 @@ load_round() { # label kind poll repoll retries
     { wait "${LOADERS[@]}"; } 2>/dev/null || true
     LOADERS=()
     R_FALSE=$(count_lines "$STANDBY_LOG" "$from" "$LOST_LINE")
-    R_SWEEPS=$(count_lines "$WORK/master.$round.log" "$mfrom" "master heavy sweep:")
+    R_SWEEPS=$(count_lines "$WORK/master.$round.log" "$mfrom" "heavy sweep done in")
     [ "$R_SWEEPS" -gt 0 ] || R_SWEEPS="0 (of $sweeps asked)"
     kill -0 "$MASTER_PID" 2>/dev/null || R_FALSE="$R_FALSE (master died)"
     stop_all
