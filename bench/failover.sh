@@ -180,7 +180,7 @@ start_sm() { # kind (ibsmd|opensm), host, priority, poll_ms ("" = defaults), ret
     local log=$WORK/$tag.$round.log
     if [ "$kind" = ibsmd ]; then
         local extra=("$@")
-        [ -n "$poll" ] && extra+=(--poll-interval-ms "$poll" --poll-retries "$retries")
+        [ -n "$poll" ] && extra+=(--poll-interval-ms "$poll" --repoll-interval-ms "$poll" --poll-retries "$retries")
         (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$host LD_PRELOAD=$UMAD2SIM NO_COLOR=1 RUST_LOG=info \
             exec "$IBSMD" --fabric umad --priority "$prio" --grpc 127.0.0.1:0 --insecure-plaintext \
             "${extra[@]}" 2>"$log" >/dev/null) &
@@ -364,7 +364,7 @@ echo
 echo "SIGKILL of the master -> standby is MASTER, k=$K fat tree ($N_NODES nodes), seconds (median of $ROUNDS)"
 printf '%-40s | %-21s | %-21s | %-13s\n' "setting" "ibsmd  log / sminfo" "OpenSM log / sminfo" "OpenSM/ibsmd"
 printf '%-40s-+-%-21s-+-%-21s-+-%-13s\n' "----------------------------------------" "---------------------" "---------------------" "-------------"
-printf '%-40s | %8s / %-10s | %8s / %-10s | %s / %s\n' "defaults (ibsmd 100ms x3, OSM 10s x4)" \
+printf '%-40s | %8s / %-10s | %8s / %-10s | %s / %s\n' "defaults (ibsmd 25+20ms x3, OSM 10s x4)" \
     "$IB_DEF_LOG" "$IB_DEF_JUDGE" "$OS_DEF_LOG" "$OS_DEF_JUDGE" "$(ratio "$IB_DEF_LOG" "$OS_DEF_LOG")" "$(ratio "$IB_DEF_JUDGE" "$OS_DEF_JUDGE")"
 printf '%-40s | %8s / %-10s | %8s / %-10s | %s / %s\n' "equal: 100 ms x 2 retries" \
     "$IB_EQ_LOG" "$IB_EQ_JUDGE" "$OS_EQ_LOG" "$OS_EQ_JUDGE" "$(ratio "$IB_EQ_LOG" "$OS_EQ_LOG")" "$(ratio "$IB_EQ_JUDGE" "$OS_EQ_JUDGE")"

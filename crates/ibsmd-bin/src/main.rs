@@ -30,9 +30,12 @@ struct Cli {
     /// SM_Key (decimal or 0x hex). Default 1 (OpenSM's default).
     #[arg(long, value_parser = parse_sm_key)]
     sm_key: Option<u64>,
-    /// Standby: interval between SMInfo polls of the master [default: 100].
+    /// Standby: interval between SMInfo polls of the master [default: 25].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     poll_interval_ms: Option<u64>,
+    /// Standby: interval of the quick re-polls after a missed poll [default: 20].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    repoll_interval_ms: Option<u64>,
     /// Standby: unanswered polls in a row before the master is declared dead [default: 3].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     poll_retries: Option<u32>,
@@ -209,6 +212,7 @@ struct DaemonSettings {
     priority: u8,
     sm_key: u64,
     poll_interval_ms: u64,
+    repoll_interval_ms: u64,
     poll_retries: u32,
     masterless_takeover_ms: u64,
     grpc: SocketAddr,
@@ -223,6 +227,11 @@ struct DaemonSettings {
     master_heavy_sweep_interval: Duration,
     trusted_sm_guids: Option<std::collections::BTreeSet<u64>>,
     fault_injection: bool,
+}
+
+/// Whole milliseconds of a default interval.
+fn ms_of(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
@@ -286,7 +295,11 @@ fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
         poll_interval_ms: cli
             .poll_interval_ms
             .or(file.poll_interval_ms)
-            .unwrap_or(100),
+            .unwrap_or(ms_of(ibsm_core::election::DEFAULT_POLL_INTERVAL)),
+        repoll_interval_ms: cli
+            .repoll_interval_ms
+            .or(file.repoll_interval_ms)
+            .unwrap_or(ms_of(ibsm_core::election::DEFAULT_REPOLL_INTERVAL)),
         poll_retries: cli.poll_retries.or(file.poll_retries).unwrap_or(3),
         masterless_takeover_ms: cli
             .masterless_takeover_ms
@@ -625,6 +638,7 @@ async fn run_daemon(
     let mut cfg = InstanceConfig::new("ibsmd", priority);
     cfg.sm_key = cli.sm_key;
     cfg.poll_interval = Duration::from_millis(cli.poll_interval_ms);
+    cfg.repoll_interval = Duration::from_millis(cli.repoll_interval_ms);
     cfg.poll_retries = cli.poll_retries;
     cfg.masterless_takeover =
         (cli.masterless_takeover_ms > 0).then(|| Duration::from_millis(cli.masterless_takeover_ms));

@@ -52,6 +52,9 @@ pub struct FileConfig {
     /// `--poll-interval-ms`.
     #[serde(default, deserialize_with = "de_poll_interval")]
     pub poll_interval_ms: Option<u64>,
+    /// `--repoll-interval-ms`.
+    #[serde(default, deserialize_with = "de_repoll_interval")]
+    pub repoll_interval_ms: Option<u64>,
     /// `--poll-retries`.
     #[serde(default, deserialize_with = "de_poll_retries")]
     pub poll_retries: Option<u32>,
@@ -268,6 +271,10 @@ fn de_poll_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::E
 
 fn de_masterless_takeover<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     de_range(d, "masterless_takeover_ms", 0, 600_000).map(Some)
+}
+
+fn de_repoll_interval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "repoll_interval_ms", 1, 60_000).map(Some)
 }
 
 fn de_poll_retries<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {

@@ -17,21 +17,29 @@
 //! # Polling defaults and their trade-off
 //!
 //! A standby polls the master with SubnGet(SMInfo) every `--poll-interval-ms` (default
-//! 100) and declares it dead after `--poll-retries` (default 3) unanswered polls in a
-//! row. On an idle fabric a dead master is noticed 300-400 ms after its last answer; the
-//! following DISCOVERING round takes at most 300 ms more (100 ms x 3 tries), so another
-//! SM is MASTER well under a second after the crash (OpenSM's defaults, 10 s x 4, take
-//! about a minute). Why that does not fail over falsely under load: SMInfo is answered by
-//! the master's MAD thread, never queued behind its sweep, so a master busy configuring
-//! a large subnet still answers within milliseconds; it takes three polls in a row lost
-//! or each delayed beyond 100 ms, not one or two dropped SMPs. The price is one SMP per
-//! standby per 100 ms, which is negligible even on VL15. If SMP latency on a fabric can
-//! exceed 100 ms (congested VL15, very large subnets, a host that can stall the SM's
-//! MAD thread), raise the interval rather than the retry count: detection time is their
-//! product, while tolerance to a slow answer is the interval alone. A master whose MAD
-//! responder lives but whose sweeper is hung is caught by the election's ActCount rule
-//! (30 s without a new SMP it initiated); the light sweep every 2 s keeps a healthy
-//! master's ActCount moving.
+//! 25); after a poll unanswered for that long it re-polls every `--repoll-interval-ms`
+//! (default 20) and declares the master dead after `--poll-retries` (default 3)
+//! unanswered polls in a row, an answer to any of them, however late, counting. A dead
+//! master is so declared lost 65-90 ms after a SIGKILL, and the DISCOVERING round adds
+//! no query of its own to it (only the fresh sweep, which the prepared takeover is
+//! already running), so another SM is MASTER about 0.2 s after the crash on a k=16 fat
+//! tree on ibsim (OpenSM's defaults, 10 s x 4, take about a minute). Why that does not
+//! fail over falsely under load: SMInfo is answered by the master's MAD thread, never
+//! queued behind its sweep's SMPs or its routing worker, so a master busy configuring a
+//! large subnet still answers within milliseconds; it takes the master silent for 65 ms
+//! to every poll of a streak. The exception is a long step of that thread (the end of a
+//! heavy sweep builds the SA snapshot inline: 70-120 ms at k=32 on an idle host); steps
+//! over 30 ms are logged at debug (`instance thread busy`), and on a heavily loaded
+//! host they have made a standby declare a live master lost (measured, see the
+//! `ibsm_core::election` module doc). The price is 40 SMPs/s per standby on the master. The rule
+//! is in the `ibsm_core::election` module doc ("Detection"); `bench/detection.sh`
+//! measures its cost, its detection time and its false failovers under load beside
+//! OpenSM's. If SMP latency on a fabric can exceed ~60 ms (congested VL15, a host that
+//! can stall the SM's MAD thread), raise both intervals. A master whose MAD responder
+//! lives but whose sweeper is hung is caught by the election's ActCount rule: three
+//! light-sweep intervals (6 s at the default 2 s) without a new SMP it initiated; a
+//! healthy master's light sweeps, and its SMInfo queries of the other SMs every second
+//! while its routing worker is busy, keep its ActCount moving.
 //!
 //! # Sweeps and what a MASTER configures
 //!

@@ -46,6 +46,7 @@ pub struct Metrics {
     mads_timeouts: AtomicU64,
     mads_retries: AtomicU64,
     sm_key_rejections: AtomicU64,
+    sminfo_requests: AtomicU64,
     degraded: AtomicU64,
     mad_send_errors: AtomicU64,
     traps: AtomicU64,
@@ -138,6 +139,11 @@ impl Metrics {
     /// Requests refused because their SM_Key was wrong (running total).
     pub fn set_sm_key_rejections(&self, n: u64) {
         self.sm_key_rejections.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// SubnGet(SMInfo) requests received from other SMs (running total).
+    pub fn set_sminfo_requests(&self, n: u64) {
+        self.sminfo_requests.fetch_max(n, Ordering::Relaxed);
     }
 
     /// One MAD the device refused to send.
@@ -283,6 +289,11 @@ const FAMILIES: &[Family] = &[
         name: "ibsm_mads_retries_total",
         kind: "counter",
         help: "SMPs re-sent after a timeout.",
+    },
+    Family {
+        name: "ibsm_sminfo_requests_total",
+        kind: "counter",
+        help: "SubnGet(SMInfo) requests received from other SMs (the standbys' polls).",
     },
     Family {
         name: "ibsm_sm_key_rejections_total",
@@ -472,6 +483,13 @@ pub fn render(instances: &[(String, Arc<Metrics>)]) -> String {
                         out,
                         "ibsm_mads_retries_total{{sm=\"{sm}\"}} {}",
                         load(&m.mads_retries)
+                    );
+                }
+                "ibsm_sminfo_requests_total" => {
+                    let _ = writeln!(
+                        out,
+                        "ibsm_sminfo_requests_total{{sm=\"{sm}\"}} {}",
+                        load(&m.sminfo_requests)
                     );
                 }
                 "ibsm_sm_key_rejections_total" => {

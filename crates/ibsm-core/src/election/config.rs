@@ -9,6 +9,13 @@ use std::time::Duration;
 /// which is all an SM checks.
 pub const STATUS_INVALID_VALUE: u16 = 0x001c;
 
+/// Default [`ElectionConfig::poll_interval`]: a standby polls an answering master
+/// every 25 ms (40 SMPs/s per standby on the master).
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(25);
+
+/// Default [`ElectionConfig::repoll_interval`].
+pub const DEFAULT_REPOLL_INTERVAL: Duration = Duration::from_millis(20);
+
 /// Highest SM priority (4 bits).
 pub const MAX_PRIORITY: u8 = 15;
 
@@ -66,9 +73,16 @@ pub struct ElectionConfig {
     /// carries an SM_Key other than its own, so answering 0 to everyone would make
     /// OpenSM ignore us.
     pub m_key: u64,
-    /// Standby: interval between SubnGet(SMInfo) polls of the master. Default 100 ms.
+    /// Standby: interval between SubnGet(SMInfo) polls of a master that answers, and
+    /// how long the first poll of a miss streak waits for its answer. Default 25 ms.
     pub poll_interval: Duration,
-    /// Standby: consecutive unanswered polls before the master is declared lost. Default 3.
+    /// Standby: after a missed poll, the master is polled again at this shorter
+    /// interval (each re-poll waits this long for its answer) until it answers or
+    /// `poll_retries` polls in a row went unanswered. Default 20 ms. See the module
+    /// doc, "Detection".
+    pub repoll_interval: Duration,
+    /// Standby: consecutive unanswered polls (the first one and its re-polls) before
+    /// the master is declared lost. Default 3.
     pub poll_retries: u32,
     /// Standby: how long the SM we follow may keep answering DISCOVERING (a higher SM
     /// that is still looking around, so about to become master) before we re-discover.
@@ -83,7 +97,9 @@ pub struct ElectionConfig {
     /// IBA rule alone). Default 1 s. See the `election` module doc, "Never masterless".
     pub masterless_takeover: Option<Duration>,
     /// Standby: declare the master lost when it answers but its ActCount has not
-    /// advanced for this long. `None` disables the rule. Default 30 s.
+    /// advanced for this long (a hung master). `None` disables the rule. Default 6 s,
+    /// three light-sweep intervals of a master at the default 2 s (`NodeConfig` sets
+    /// it to three of its own light-sweep intervals).
     pub stall_window: Option<Duration>,
     /// Discovering / master sweeps: timeout of one SubnGet(SMInfo). Default 100 ms.
     pub query_timeout: Duration,
@@ -114,7 +130,8 @@ pub struct ElectionConfig {
 }
 
 impl ElectionConfig {
-    /// Defaults for the given port GUID: priority 0, SM_Key 1 (strict), 100 ms x 3 polls.
+    /// Defaults for the given port GUID: priority 0, SM_Key 1 (strict), polls every
+    /// 25 ms, re-polls every 20 ms after a miss, lost after 3 misses in a row.
     pub fn new(port_guid: u64) -> ElectionConfig {
         ElectionConfig {
             port_guid,
@@ -122,11 +139,12 @@ impl ElectionConfig {
             sm_key: 1,
             sm_key_policy: SmKeyPolicy::Strict,
             m_key: 0,
-            poll_interval: Duration::from_millis(100),
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            repoll_interval: DEFAULT_REPOLL_INTERVAL,
             poll_retries: 3,
             discovering_grace: Duration::from_secs(1),
             masterless_takeover: Some(Duration::from_secs(1)),
-            stall_window: Some(Duration::from_secs(30)),
+            stall_window: Some(Duration::from_secs(6)),
             query_timeout: Duration::from_millis(100),
             query_retries: 2,
             handover_timeout: Duration::from_millis(200),
@@ -161,6 +179,7 @@ impl ElectionConfig {
         }
         for (what, d) in [
             ("poll_interval", self.poll_interval),
+            ("repoll_interval", self.repoll_interval),
             ("query_timeout", self.query_timeout),
             ("handover_timeout", self.handover_timeout),
             ("master_poll_interval", self.master_poll_interval),

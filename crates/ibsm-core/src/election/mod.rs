@@ -29,9 +29,13 @@
 //!   kept re-following a STANDBY from its stale list, then took MASTER beside the real
 //!   one). A master that went silent is asked once more (no retries) over its old
 //!   route, and again with retries if the fresh sweep finds it over another one.
+//!   A master lost to missed polls is not asked again over the route its polls died on
+//!   (they were its last queries there); only over another one the fresh sweep finds.
 //! * **STANDBY**: SubnGet(SMInfo) to the master every `poll_interval`. A poll that is not
-//!   answered before the next one is a miss; `poll_retries` misses in a row ->
-//!   DISCOVERING ([`TransitionReason::MissedPolls`]). An answer in MASTER whose ActCount
+//!   answered within `poll_interval` is a miss, and the master is re-polled every
+//!   `repoll_interval` until it answers; `poll_retries` misses in a row ->
+//!   DISCOVERING ([`TransitionReason::MissedPolls`]); an answer to any poll of the
+//!   streak, however late, ends it (see "Detection" below). An answer in MASTER whose ActCount
 //!   has not changed for `stall_window` -> DISCOVERING ([`TransitionReason::ActCountStalled`]);
 //!   that master (at that ActCount) is then treated as dead by discovery and by master
 //!   polls until its ActCount moves again, otherwise we would follow it straight back.
@@ -182,22 +186,43 @@
 //! Telling requesters by every end port of the topology, not only the SM ports, would
 //! close that window; not done yet.
 //!
-//! # Polling defaults and the trade-off
+//! # Detection: polls, quick re-polls, and a hung master
 //!
-//! `poll_interval` 100 ms x `poll_retries` 3: a dead master is noticed 300-400 ms after
-//! its last answer, then discovery takes at most `query_timeout` x (1 + `query_retries`)
-//! = 300 ms (the lost master itself: one `query_timeout`, then the fresh sweep, which
-//! a takeover needs anyway), so failover completes well under a second on an idle fabric (OpenSM's
-//! default 10 s x 4 takes ~60 s, measured in the lab). A false failover needs three
-//! polls in a row unanswered for 100 ms each: SMInfo is answered by the peer SM's own
-//! MAD thread, not by its sweep, so a master busy with a big sweep still answers in
-//! milliseconds; a loaded fabric that drops one or two SMPs in a row does not trigger
-//! it. On fabrics where SMP latency can exceed 100 ms (huge subnets behind congested
-//! VL15, or a master that can stall its MAD thread), raise `poll_interval`, not
-//! `poll_retries`: detection time is their product, tolerance to latency is the interval.
-//! The cost is one SMP per standby per 100 ms: negligible. `stall_window` (30 s default)
-//! must exceed the master's longest gap between SMPs it initiates (its idle sweep
-//! interval); it catches a master whose MAD responder lives while its sweeper is hung.
+//! A standby polls an answering master every `poll_interval` (25 ms: 40 SMPs/s per
+//! standby on the master, a few microseconds of SMA and SM time each on hardware).
+//! The first poll that goes unanswered for `poll_interval` is a miss; from then on the
+//! master is re-polled every `repoll_interval` (20 ms), and `poll_retries` (3) misses in
+//! a row declare it lost. So a dead master is declared lost `poll_interval` x 2 +
+//! (`poll_retries` - 1) x `repoll_interval` = 90 ms at most after its last answer (65-90
+//! ms after a SIGKILL), against 300-400 ms for the old 100 ms x 3. A false failover
+//! needs the master silent to every poll of a streak for `poll_interval` +
+//! (`poll_retries` - 1) x `repoll_interval` = 65 ms: an answer to any poll of the streak,
+//! however late, counts (the TIDs of the streak's polls stay valid), so SMInfo latency
+//! above 25 ms costs re-polls, not a failover. SMInfo is answered by the master's MAD
+//! thread as soon as it reads the request, never queued behind its sweep's SMPs (the
+//! configurator's window limits *its* SMPs, not the answers), and the standby's polls
+//! leave at once, outside its own agents' windows; a busy routing worker is a thread of
+//! its own. What still silences an ibsm master: a long step of its MAD thread, above
+//! all the end of a heavy sweep (the SA snapshot and its path table are built there:
+//! 70-120 ms on an idle host at k=32, several hundred ms on a 2-core host running ten
+//! other jobs). `bench/detection.sh` measures it (a k=32 master sweeping back to back,
+//! every core busy): on such a host both these defaults and the old 100 ms x 3 declared
+//! the live master lost (a few times a minute; the standby then hands straight back).
+//! Moving that work off the MAD thread is what removes it. On fabrics where SMP latency
+//! can exceed the streak (congested VL15, a host that can stall the SM's thread), raise
+//! `poll_interval` and `repoll_interval` together. The DISCOVERING round that follows adds no query
+//! timeout of its own for the lost master (see above), only the fresh sweep a takeover
+//! needs anyway.
+//!
+//! A hung master answers SMInfo but initiates nothing: its ActCount stops. `stall_window`
+//! (default 6 s: three light sweeps of a master at the default 2 s; ibsmd sets three of
+//! its own light-sweep intervals) declares it lost ([`TransitionReason::ActCountStalled`])
+//! within one poll of that. A healthy ibsm master moves ActCount at least every light
+//! sweep, and, while a heavy sweep waits for its routing worker, every
+//! `master_poll_interval` (1 s) with its SMInfo queries of the other SM ports (the
+//! standby among them), so a long routing computation is no stall. OpenSM 3.3.23's
+//! ActCount moves with every SMInfo it answers (seen on ibsim), so an OpenSM master never
+//! looks stalled to this rule.
 //!
 //! ActCount: the driver reports the SMPs it initiates (requests and traps, including the
 //! ones this machine emits) with [`Election::handle_smps_sent`], never responses: a
@@ -211,8 +236,8 @@ pub mod wire;
 #[cfg(feature = "fault-injection")]
 pub use config::InjectedFault;
 pub use config::{
-    ElectionConfig, ElectionConfigError, ElectionError, SmKeyPolicy, MAX_PRIORITY,
-    STATUS_INVALID_VALUE,
+    ElectionConfig, ElectionConfigError, ElectionError, SmKeyPolicy, DEFAULT_POLL_INTERVAL,
+    DEFAULT_REPOLL_INTERVAL, MAX_PRIORITY, STATUS_INVALID_VALUE,
 };
 pub use machine::{route_for_new_request, Election};
 pub use types::{

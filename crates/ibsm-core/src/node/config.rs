@@ -80,13 +80,17 @@ impl NodeConfig {
     pub fn new(priority: u8) -> NodeConfig {
         let mut election = ElectionConfig::new(0);
         election.priority = priority;
+        let light = Duration::from_secs(2);
+        // A hung master (answers SMInfo, initiates nothing) is lost after three of
+        // its light sweeps, assumed to run at the same interval as ours.
+        election.stall_window = Some(light.saturating_mul(3));
         NodeConfig {
             election,
             light_sweep_interval: Duration::from_secs(2),
             heavy_sweep_interval: Duration::from_secs(10),
             master_heavy_sweep_interval: DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL,
             subnet: SubnetConfig {
-                sweep_interval: Duration::from_secs(2),
+                sweep_interval: light,
                 ..SubnetConfig::default()
             },
             replicated: false,

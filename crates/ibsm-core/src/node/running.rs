@@ -97,6 +97,7 @@ impl Running {
             request_order: VecDeque::new(),
             last_sweep: String::new(),
             election_sent: 0,
+            sminfo_requests: 0,
             port_watch: PortWatch {
                 port: local_port,
                 seq: 0,
@@ -376,6 +377,9 @@ impl Running {
                     return;
                 }
                 self.note_sm_info(&msg);
+                if matches!(msg, SmInfoMsg::Get { .. }) {
+                    self.sminfo_requests = self.sminfo_requests.saturating_add(1);
+                }
                 let hint = match &msg {
                     _ if reply_lid != 0 => reply_lid,
                     SmInfoMsg::Trap144 { issuer_lid, .. } => *issuer_lid,
@@ -628,6 +632,7 @@ impl Running {
                 c.retries,
             ),
             traps: (sm.traps, sm.traps_rate_limited, sm.trap_sweeps_deferred),
+            sminfo_requests: self.sminfo_requests,
         }
     }
 }

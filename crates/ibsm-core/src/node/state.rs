@@ -164,6 +164,8 @@ pub(crate) struct Running {
     pub last_sweep: String,
     /// SMPs the election initiated (SMInfo polls, control packets).
     pub election_sent: u64,
+    /// SubnGet(SMInfo) requests received ([`super::NodeStatus::sminfo_requests`]).
+    pub sminfo_requests: u64,
     pub port_watch: PortWatch,
     pub prepared: Option<Prepared>,
     /// The SM ports the current prepared takeover's discovery found.

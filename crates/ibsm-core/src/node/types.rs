@@ -278,6 +278,9 @@ pub struct NodeStatus {
     pub mads: (u64, u64, u64),
     /// Traps received, rate-limited, trap sweeps deferred (MASTER's configurator).
     pub traps: (u64, u64, u64),
+    /// SubnGet(SMInfo) requests received (other SMs' polls and queries): what the
+    /// standbys' polling costs this SM.
+    pub sminfo_requests: u64,
 }
 
 /// The replicated fabric state a node inherits when it becomes MASTER: the LIDs and

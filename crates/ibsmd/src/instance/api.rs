@@ -24,6 +24,8 @@ pub struct InstanceConfig {
     pub sm_key: u64,
     /// Standby: interval between polls of the master.
     pub poll_interval: Duration,
+    /// Standby: interval of the re-polls after a missed poll.
+    pub repoll_interval: Duration,
     /// Standby: missed polls in a row before the master is declared dead.
     pub poll_retries: u32,
     /// How long the subnet may stay masterless, the SM that outranks us answering
@@ -67,7 +69,8 @@ impl InstanceConfig {
             name: name.into(),
             priority,
             sm_key: 1,
-            poll_interval: Duration::from_millis(100),
+            poll_interval: ibsm_core::election::DEFAULT_POLL_INTERVAL,
+            repoll_interval: ibsm_core::election::DEFAULT_REPOLL_INTERVAL,
             poll_retries: 3,
             masterless_takeover: Some(Duration::from_secs(1)),
             light_sweep_interval: Duration::from_secs(2),

@@ -21,6 +21,10 @@ use crate::error::DaemonError;
 
 use super::api::{record, Command, CommandError, EventRecord, InstanceConfig, Snapshot};
 
+/// A single step of the instance thread (one MAD, the timers, a routing result, a
+/// publication) that takes longer than this is logged: meanwhile no SMInfo poll is
+/// answered, and a standby counts the polls as missed.
+const SLOW_STEP: Duration = Duration::from_millis(30);
 /// Longest sleep in `recv`, so commands are read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(20);
 /// How often the instance looks for a routing result while one is being computed.
@@ -153,13 +157,26 @@ impl Driver {
             let now = self.now();
             while let Ok(done) = self.routing.done.try_recv() {
                 self.routing.outstanding = self.routing.outstanding.saturating_sub(1);
+                let t = Instant::now();
                 self.node.handle_input(now, Input::RoutingDone(done));
                 self.drain();
+                slow_step("routing result", t);
             }
             self.feed_replicated();
+            // What already arrived goes first: after a busy stretch (a loaded host, a
+            // long batch) the master's answer to a standby poll may be waiting in the
+            // device, and the timers below must not count that poll as missed.
             if self.node.poll_timeout().is_some_and(|t| t <= now) {
+                while let Some(r) = self.dev.recv(Duration::ZERO)? {
+                    self.mad(now, &r);
+                }
+            }
+            let now = self.now();
+            if self.node.poll_timeout().is_some_and(|t| t <= now) {
+                let t = Instant::now();
                 self.node.handle_timeout(now);
                 self.drain();
+                slow_step("timers", t);
             }
             if let Some(e) = self.failed.take() {
                 return Err(DaemonError::Node {
@@ -191,6 +208,12 @@ impl Driver {
     }
 
     fn mad(&mut self, now: Duration, r: &ReceivedMad) {
+        let t = Instant::now();
+        self.mad_inner(now, r);
+        slow_step("MAD", t);
+    }
+
+    fn mad_inner(&mut self, now: Duration, r: &ReceivedMad) {
         if r.is_smp() {
             self.node.handle_input(
                 now,
@@ -406,6 +429,12 @@ impl Driver {
     /// After a heavy sweep as MASTER: replicate what the configurator holds, and
     /// publish the view `ibsm.v1.Fabric` serves.
     fn publish_fabric(&mut self) {
+        let t = Instant::now();
+        self.publish_fabric_inner();
+        slow_step("fabric publication", t);
+    }
+
+    fn publish_fabric_inner(&mut self) {
         let Some(subnet) = self.node.subnet() else {
             return;
         };
@@ -480,6 +509,7 @@ impl Driver {
         m.set_state(state);
         m.set_act_count(st.act_count);
         m.set_sm_key_rejections(st.sm_key_rejections);
+        m.set_sminfo_requests(st.sminfo_requests);
         m.set_trap_totals(st.traps.0, st.traps.1, st.traps.2);
         m.set_untrusted_sms(st.untrusted_sms.0, st.untrusted_sms.1);
         m.set_mad_totals(st.mads.0, st.mads.1, st.mads.2);
@@ -507,6 +537,18 @@ impl Driver {
     }
 }
 
+/// Log a step of the instance thread that kept it from answering for [`SLOW_STEP`].
+fn slow_step(what: &'static str, started: Instant) {
+    let took = started.elapsed();
+    if took >= SLOW_STEP {
+        tracing::debug!(
+            step = what,
+            took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            "instance thread busy: SMInfo polls wait meanwhile"
+        );
+    }
+}
+
 /// The same SA state: equal tables, a table absent on one side the same as an empty
 /// one (the replica drops a table that becomes empty).
 fn same_sa(a: &ibsm_core::sa::SaTables, b: &ibsm_core::sa::SaTables) -> bool {
@@ -522,8 +564,12 @@ fn node_config(cfg: &InstanceConfig) -> NodeConfig {
     election.priority = cfg.priority;
     election.sm_key = cfg.sm_key;
     election.poll_interval = cfg.poll_interval;
+    election.repoll_interval = cfg.repoll_interval;
     election.poll_retries = cfg.poll_retries;
     election.masterless_takeover = cfg.masterless_takeover;
+    // A hung master (answers SMInfo, ActCount frozen) is lost after three of its light
+    // sweeps, assumed to run at our own interval.
+    election.stall_window = Some(cfg.subnet.sweep_interval.saturating_mul(3));
     election.trusted_sm_guids.clone_from(&cfg.trusted_sm_guids);
     NodeConfig {
         election,

@@ -106,7 +106,7 @@ impl Election {
         // Standby poll of the master.
         if self.state == SmState::Standby {
             if let Some(f) = self.following.as_ref() {
-                if f.poll_tid == Some(tid) {
+                if f.poll_tid == Some(tid) || f.missed_tids.contains(&tid) {
                     self.handle_poll_answer(now, status, info);
                     return;
                 }

@@ -1,6 +1,7 @@
-//! STANDBY: polling the master every `poll_interval` and judging its answers (missed
-//! polls, a stalled ActCount, a followed SM that is no longer MASTER), and trap 144 to
-//! a master we outrank, retried until TrapRepress.
+//! STANDBY: polling the master every `poll_interval`, re-polling every
+//! `repoll_interval` after a miss, and judging its answers (missed polls, a stalled
+//! ActCount, a followed SM that is no longer MASTER), and trap 144 to a master we
+//! outrank, retried until TrapRepress.
 
 use std::time::Duration;
 
@@ -34,6 +35,7 @@ impl Election {
                 };
                 f.missed = 0;
                 f.poll_tid = None;
+                f.missed_tids.clear();
                 f.discovering_since = None;
                 if f.last_act != Some(info.act_count) {
                     f.last_act = Some(info.act_count);
@@ -58,6 +60,7 @@ impl Election {
                 // but only for `discovering_grace` (OpenSM counts it as a missed poll).
                 f.missed = 0;
                 f.poll_tid = None;
+                f.missed_tids.clear();
                 f.last_act = None;
                 let since = *f.discovering_since.get_or_insert(now);
                 let waited = now.saturating_sub(since);
@@ -102,15 +105,18 @@ impl Election {
         if f.poll_at > now {
             return;
         }
-        if f.poll_tid.take().is_some() {
+        if let Some(tid) = f.poll_tid.take() {
+            // Unanswered within its wait: a miss. Its TID stays valid (a late answer
+            // still shows the master alive) for the rest of the streak.
             f.missed += 1;
+            f.missed_tids.push(tid);
         }
         if f.missed >= retries {
-            let (master, missed) = (f.master, f.missed);
+            let (master, missed, route) = (f.master, f.missed, f.route.clone());
             self.enter_discovering_after(
                 now,
                 TransitionReason::MissedPolls { master, missed },
-                Some(master),
+                Some((master, route)),
             );
             return;
         }
@@ -121,9 +127,14 @@ impl Election {
             m_key: self.cfg.m_key,
             info: self.request_payload(SmState::Standby),
         };
+        let wait = if self.following.as_ref().is_some_and(|f| f.missed > 0) {
+            self.cfg.repoll_interval
+        } else {
+            self.cfg.poll_interval
+        };
         if let Some(f) = self.following.as_mut() {
             f.poll_tid = Some(tid);
-            f.poll_at = now + self.cfg.poll_interval;
+            f.poll_at = now + wait;
         }
         self.transmits.push_back(Transmit { dest, msg });
     }

@@ -44,9 +44,10 @@ pub(super) struct Pending {
 pub(super) struct Round {
     pub(super) queried: BTreeSet<u64>,
     /// The master we just declared lost after missed polls: it has already failed
-    /// `poll_retries` polls in a row, so this round asks it once more without retries
-    /// instead of spending `query_retries` more timeouts on it (that alone would add
-    /// `query_timeout x query_retries` to every failover).
+    /// `poll_retries` polls in a row, so this round does not ask it again over the same
+    /// route (it is in `queried`, `lost_unanswered` is that route), or asks it once
+    /// without retries (a round restarted after our port came back), instead of
+    /// spending `query_timeout x (1 + query_retries)` more on it.
     pub(super) lost: Option<u64>,
     /// The route `lost` was asked over without an answer.
     pub(super) lost_unanswered: Option<SmRoute>,
@@ -67,7 +68,11 @@ pub(super) struct Following {
     pub(super) lid: Option<u16>,
     pub(super) missed: u32,
     pub(super) poll_at: Duration,
+    /// The poll in flight (the newest one).
     pub(super) poll_tid: Option<u64>,
+    /// The earlier polls of the current miss streak: an answer to any of them, however
+    /// late, shows the master alive (at most `poll_retries` TIDs).
+    pub(super) missed_tids: Vec<u64>,
     pub(super) last_act: Option<u32>,
     pub(super) last_act_change: Duration,
     /// Since when it has answered DISCOVERING (grace, see `discovering_grace`).

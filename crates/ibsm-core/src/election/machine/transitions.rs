@@ -62,21 +62,27 @@ impl Election {
         self.enter_discovering_after(now, reason, None);
     }
 
-    /// DISCOVERING; `lost` is a master that just stopped answering our polls.
+    /// DISCOVERING; `lost` is a master that just stopped answering our polls, and the
+    /// route they went over. Its polls and re-polls were its last queries over that
+    /// route: the round does not ask it again there (that would add a query timeout to
+    /// every failover), only over another route if the fresh sweep finds it there.
     pub(super) fn enter_discovering_after(
         &mut self,
         now: Duration,
         reason: TransitionReason,
-        lost: Option<u64>,
+        lost: Option<(u64, SmRoute)>,
     ) {
         self.clear_activity();
         self.drop_elevation();
         self.masterless_since.get_or_insert(now);
         self.set_state(SmState::Discovering, reason);
-        self.round = Some(Round {
-            lost,
-            ..Round::default()
-        });
+        let mut round = Round::default();
+        if let Some((guid, route)) = lost {
+            round.lost = Some(guid);
+            round.lost_unanswered = Some(route);
+            round.queried.insert(guid);
+        }
+        self.round = Some(round);
         // Ask for the sweep now, so it runs while the known SM ports are queried.
         self.events.push_back(ElectionEvent::DiscoveryNeeded);
         self.query_round(now);
@@ -104,6 +110,7 @@ impl Election {
             missed: 0,
             poll_at: now + self.cfg.poll_interval,
             poll_tid: None,
+            missed_tids: Vec::new(),
             last_act: (master.sm_state == SmState::Master).then_some(master.act_count),
             last_act_change: now,
             discovering_since: (master.sm_state == SmState::Discovering).then_some(now),

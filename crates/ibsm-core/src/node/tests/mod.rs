@@ -10,6 +10,7 @@ use ibsm_sim::{ClientId, Sim, SimConfig};
 
 use super::*;
 
+mod detection;
 mod sa;
 mod sa_ipoib;
 mod sa_mcast;
@@ -156,6 +157,9 @@ pub(super) struct Lab {
     pub(super) replicated: bool,
     /// The nodes' start-up partitions.
     pub(super) partitions: Vec<crate::subnet::Partition>,
+    /// This node's routing jobs are kept in `held` instead of run (a busy worker).
+    pub(super) hold_routing: Option<usize>,
+    pub(super) held: Vec<crate::subnet::RoutingJob>,
 }
 
 /// The longest two SMs may both be MASTER (a HANDOVER's round trip).
@@ -197,6 +201,8 @@ impl Lab {
             two_masters_since: None,
             replicated: false,
             partitions,
+            hold_routing: None,
+            held: Vec::new(),
         };
         for (i, p) in priorities.iter().enumerate() {
             let at = cas[i * 2];
@@ -234,6 +240,8 @@ impl Lab {
     pub(super) fn drain(&mut self, i: usize) {
         let now = self.now;
         let mut jobs = Vec::new();
+        let hold = self.hold_routing == Some(i);
+        let held = &mut self.held;
         let m = &mut self.sms[i];
         let Some(node) = m.node.as_mut() else { return };
         loop {
@@ -256,6 +264,10 @@ impl Lab {
                 }
             }
             let Some(j) = jobs.pop() else { break };
+            if hold {
+                held.push(j);
+                continue;
+            }
             node.handle_input(now, Input::RoutingDone(j.run()));
         }
     }
