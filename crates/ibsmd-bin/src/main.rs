@@ -8,9 +8,12 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use ibsm_demo::demo::{Demo, DemoOptions};
 use ibsm_transport::FabricSpec;
-use ibsmd::auth::{Security, SecurityOptions, Token};
+use ibsmd::auth::{Security, Token};
 use ibsmd::config::{parse_m_key, parse_sm_guid, parse_sm_key, FileConfig};
 use ibsmd::{Instance, InstanceConfig};
+
+mod settings;
+use settings::{merge, DaemonSettings};
 
 /// InfiniBand subnet manager daemon.
 #[derive(Debug, Parser)]
@@ -204,135 +207,6 @@ fn load_config(path: Option<&PathBuf>) -> Result<FileConfig, std::process::ExitC
             std::process::ExitCode::from(EXIT_USAGE)
         }),
     }
-}
-
-/// The daemon's settings after merging the file under the command line.
-struct DaemonSettings {
-    fabric: FabricSpec,
-    priority: u8,
-    sm_key: u64,
-    poll_interval_ms: u64,
-    repoll_interval_ms: u64,
-    poll_retries: u32,
-    masterless_takeover_ms: u64,
-    grpc: SocketAddr,
-    metrics: Option<SocketAddr>,
-    data_dir: Option<PathBuf>,
-    node_id: Option<u64>,
-    peers: Vec<ibsm_replica::PeerArg>,
-    security: SecurityOptions,
-    cluster_secret_file: Option<PathBuf>,
-    force_bootstrap: bool,
-    subnet: ibsm_core::subnet::SubnetConfig,
-    master_heavy_sweep_interval: Duration,
-    trusted_sm_guids: Option<std::collections::BTreeSet<u64>>,
-    fault_injection: bool,
-}
-
-/// Whole milliseconds of a default interval.
-fn ms_of(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
-    let fabric = cli
-        .fabric
-        .or(file.fabric)
-        .ok_or("--fabric is required (or `fabric` in --config)")?;
-    let priority = cli
-        .priority
-        .or(file.priority)
-        .ok_or("--priority is required (or `priority` in --config)")?;
-    let subnet = ibsmd::subnet_opts::SubnetOptions {
-        lmc: cli.lmc.or(file.lmc),
-        routing: cli.routing.or(file.routing),
-        root_guids: if cli.root_guid.is_empty() {
-            file.root_guid.unwrap_or_default()
-        } else {
-            cli.root_guid
-        },
-        sweep_interval_s: cli.sweep_interval_s.or(file.sweep_interval_s),
-        partitions: if cli.partition.is_empty() {
-            file.partition.unwrap_or_default()
-        } else {
-            cli.partition
-        },
-        smp_window: cli
-            .smp_window
-            .or(file.smp_window)
-            .and_then(|w| usize::try_from(w).ok()),
-        m_key: cli.m_key.or(file.m_key),
-        m_key_protection_level: cli.m_key_protection_level.or(file.m_key_protection_level),
-        m_key_lease_period: cli.m_key_lease_period.or(file.m_key_lease_period),
-        trap_sweep_hold_down_ms: cli.trap_sweep_hold_down_ms.or(file.trap_sweep_hold_down_ms),
-        max_nodes: cli
-            .max_nodes
-            .or(file.max_nodes)
-            .and_then(|n| usize::try_from(n).ok()),
-    }
-    .to_config()
-    .map_err(|e| e.to_string())?;
-    let master_heavy_sweep_interval = cli
-        .heavy_sweep_interval_s
-        .or(file.heavy_sweep_interval_s)
-        .map_or(
-            ibsmd::instance::DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL,
-            Duration::from_secs,
-        );
-    let trusted_sm_guids = if cli.trusted_sm_guids.is_empty() {
-        file.trusted_sm_guids
-    } else {
-        Some(cli.trusted_sm_guids)
-    };
-    Ok(DaemonSettings {
-        fault_injection: cli.fault_injection,
-        trusted_sm_guids: trusted_sm_guids.map(|v| v.into_iter().collect()),
-        subnet,
-        master_heavy_sweep_interval,
-        fabric,
-        priority,
-        sm_key: cli.sm_key.or(file.sm_key).unwrap_or(1),
-        poll_interval_ms: cli
-            .poll_interval_ms
-            .or(file.poll_interval_ms)
-            .unwrap_or(ms_of(ibsm_core::election::DEFAULT_POLL_INTERVAL)),
-        repoll_interval_ms: cli
-            .repoll_interval_ms
-            .or(file.repoll_interval_ms)
-            .unwrap_or(ms_of(ibsm_core::election::DEFAULT_REPOLL_INTERVAL)),
-        poll_retries: cli.poll_retries.or(file.poll_retries).unwrap_or(3),
-        masterless_takeover_ms: cli
-            .masterless_takeover_ms
-            .or(file.masterless_takeover_ms)
-            .unwrap_or(1000),
-        grpc: cli
-            .grpc
-            .or(file.grpc)
-            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
-        metrics: cli.metrics.or(file.metrics),
-        data_dir: cli.data_dir.or(file.data_dir),
-        node_id: cli.node_id.or(file.node_id),
-        peers: if cli.peers.is_empty() {
-            file.peers.unwrap_or_default()
-        } else {
-            cli.peers
-        },
-        cluster_secret_file: cli.cluster_secret_file.or(file.cluster_secret_file),
-        force_bootstrap: cli.force_bootstrap || file.force_bootstrap.unwrap_or(false),
-        security: SecurityOptions {
-            auth_token_file: cli.auth_token_file.or(file.auth_token_file),
-            read_only_token_file: cli.read_only_token_file.or(file.read_only_token_file),
-            read_only_client_names: if cli.read_only_client_names.is_empty() {
-                file.read_only_client_name.unwrap_or_default()
-            } else {
-                cli.read_only_client_names
-            },
-            tls_cert: cli.tls_cert.or(file.tls_cert),
-            tls_key: cli.tls_key.or(file.tls_key),
-            tls_client_ca: cli.tls_client_ca.or(file.tls_client_ca),
-            insecure_plaintext: cli.insecure_plaintext || file.insecure_plaintext.unwrap_or(false),
-        },
-    })
 }
 
 fn main() -> std::process::ExitCode {
