@@ -9,7 +9,7 @@ use ibsm_transport::FabricSpec;
 use ibsmd::auth::SecurityOptions;
 use ibsmd::config::FileConfig;
 
-use crate::Cli;
+use crate::cli::Cli;
 
 /// The daemon's settings after merging the file under the command line.
 pub(crate) struct DaemonSettings {

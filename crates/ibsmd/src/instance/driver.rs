@@ -385,6 +385,9 @@ impl Driver {
             return;
         };
         let result = result.map_err(CommandError::from);
+        // The caller reads status and metrics next (a sweep's alarms, a handover's new
+        // state): publish the node's state before answering, not at the loop's end.
+        self.publish();
         match reply {
             Reply::Unit(tx) => {
                 let _ = tx.send(result.map(|_| ()));

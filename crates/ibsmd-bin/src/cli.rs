@@ -1,0 +1,190 @@
+//! The command line: `ibsmd` (one SM), `ibsmd demo` and the internal `sminfo-poll`,
+//! as clap parses them. Defaults and checks that need the config file too are in
+//! `settings`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use ibsm_transport::FabricSpec;
+use ibsmd::config::{parse_m_key, parse_sm_guid, parse_sm_key};
+
+#[derive(Debug, Parser)]
+#[command(name = "ibsmd", version, args_conflicts_with_subcommands = true)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) cmd: Option<Cmd>,
+    /// TOML file with any of these options (see deploy/ibsmd.toml); the command line wins.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// umad[:CA[:PORT]] (kernel or umad2sim) or sim:NETFILE / gen:... (embedded fabric). Required.
+    #[arg(long, value_parser = FabricSpec::parse)]
+    pub(crate) fabric: Option<FabricSpec>,
+    /// SM priority, 0..=15 (higher wins). Required.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub(crate) priority: Option<u8>,
+    /// SM_Key (decimal or 0x hex). Default 1 (OpenSM's default).
+    #[arg(long, value_parser = parse_sm_key)]
+    pub(crate) sm_key: Option<u64>,
+    /// Standby: interval between SMInfo polls of the master [default: 25].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub(crate) poll_interval_ms: Option<u64>,
+    /// Standby: interval of the quick re-polls after a missed poll [default: 20].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub(crate) repoll_interval_ms: Option<u64>,
+    /// Standby: unanswered polls in a row before the master is declared dead [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) poll_retries: Option<u32>,
+    /// Take MASTER when the subnet has had no master this long and the SM that
+    /// outranks us still answers STANDBY (an OpenSM polling every 10 s), then hand it
+    /// back with HANDOVER once that SM is ready; 0 waits for it however long
+    /// (IBA's rule alone) [default: 1000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub(crate) masterless_takeover_ms: Option<u64>,
+    /// gRPC control API address [default: 127.0.0.1:50051].
+    #[arg(long)]
+    pub(crate) grpc: Option<SocketAddr>,
+    /// Serve Prometheus metrics on http://ADDR/metrics (off unless given).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics: Option<SocketAddr>,
+    /// State directory (created); with --node-id it holds the replicated fabric state.
+    #[arg(long)]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// This instance's id in the replication cluster (Raft on the --grpc port; needs --data-dir).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) node_id: Option<u64>,
+    /// A member of the first replication cluster, ID=HOST:PORT, this node included (repeat).
+    /// The lowest id bootstraps it once. Without --peer, --node-id waits for Cluster/AddMember.
+    #[arg(long = "peer", value_name = "ID=ADDR")]
+    pub(crate) peers: Vec<ibsm_replica::PeerArg>,
+    /// Require `authorization: Bearer <token>` on gRPC calls; FILE holds the token (>= 16 visible ASCII chars).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) auth_token_file: Option<PathBuf>,
+    /// A second token (FILE) that may only read: every Get/List/Watch, nothing that changes the fabric or the cluster.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) read_only_token_file: Option<PathBuf>,
+    /// Client certificates whose subject CN or a DNS name is NAME are read-only (repeatable; needs mutual TLS).
+    #[arg(long = "read-only-client-name", value_name = "NAME")]
+    pub(crate) read_only_client_names: Vec<String>,
+    /// The replication cluster's secret (FILE, >= 16 visible ASCII chars, never the control token): every Raft RPC carries it. With --node-id, this or mutual TLS is required.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) cluster_secret_file: Option<PathBuf>,
+    /// Bootstrap a new replication cluster even though --data-dir says it was a member of one (its store was lost). Use once, then drop it.
+    #[arg(long)]
+    pub(crate) force_bootstrap: bool,
+    /// TLS certificate chain (PEM) of this server.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) of this server.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// CA (PEM) that client certificates must chain to: mutual TLS.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) tls_client_ca: Option<PathBuf>,
+    /// Run the gRPC API with no authentication at all (loud warning at start).
+    #[arg(long)]
+    pub(crate) insecure_plaintext: bool,
+    /// Test facility, never for production: let an admin cut and heal this member's Raft
+    /// traffic through ibsm.v1.FaultInjection/SetRaftIsolation; needs replication
+    /// (--node-id). The demo on ibsim starts its members with it for its Raft drills.
+    #[arg(long)]
+    pub(crate) fault_injection: bool,
+    /// Master: LMC, 2^LMC LIDs per end port, 0..=7 [default: 0].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub(crate) lmc: Option<u8>,
+    /// Master: M_Key programmed on every port and carried on every SMP (decimal or 0x hex) [default: 0 = none].
+    #[arg(long, value_parser = parse_m_key)]
+    pub(crate) m_key: Option<u64>,
+    /// Master: M_KeyProtectBits 0..=3 (1 hides the key from Gets, 2 refuses Gets without it) [default: 0].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub(crate) m_key_protection_level: Option<u8>,
+    /// Master: M_KeyLeasePeriod in seconds, 0 = protection never lapses [default: 0].
+    #[arg(long, value_parser = clap::value_parser!(u16))]
+    pub(crate) m_key_lease_period: Option<u16>,
+    /// Master: routing engine, minhop or updown [default: minhop].
+    #[arg(long)]
+    pub(crate) routing: Option<String>,
+    /// Master: up/down root switch NodeGUID (repeatable; default: found automatically).
+    #[arg(long, value_name = "GUID")]
+    pub(crate) root_guid: Vec<String>,
+    /// Master: seconds between light sweeps [default: 2].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) sweep_interval_s: Option<u64>,
+    /// Master: seconds between periodic heavy sweeps, 0 = only on change (traps, a light sweep that sees one) [default: 60].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub(crate) heavy_sweep_interval_s: Option<u64>,
+    /// Master: partition NAME=PKEY[,ipoib[,rate=R,mtu=M,sl=S,scope=C,Q_Key=Q]]:GUID[:full|limited],... (repeatable; ipoib: the partition's IPoIB broadcast group, as in OpenSM's partitions.conf).
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) partition: Vec<String>,
+    /// Master: SMPs kept in flight, 1..=1024 [default: 64].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub(crate) smp_window: Option<u64>,
+    /// Master: a trap-triggered heavy sweep waits this long after the last one ended, 0 = no hold-down [default: 1000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub(crate) trap_sweep_hold_down_ms: Option<u64>,
+    /// Master: topology cap, nodes one discovery records before it stops growing [default: 65536].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub(crate) max_nodes: Option<u64>,
+    /// Trust only these SMs (port GUID, repeatable; this SM's own port is always trusted):
+    /// any other is never followed nor handed over to, and reads SM_Key 0 [default: trust all].
+    #[arg(long = "trusted-sm-guid", value_name = "GUID", value_parser = parse_sm_guid)]
+    pub(crate) trusted_sm_guids: Vec<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Cmd {
+    /// Three SM instances on one embedded fabric (or on ibsim: --fabric ibsim:NETFILE), gRPC on base-port..base-port+2 (loopback, plaintext unless --auth-token-file).
+    Demo {
+        /// TOML file; its [demo] table holds these options.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// gen:fat-tree:K, gen:fat-tree2:K, gen:random:SEED or sim:NETFILE (the embedded fabric, one process) [default: gen:fat-tree:4];
+        /// or ibsim:NETFILE: ibsim on NETFILE and, under umad2sim, three `ibsmd --fabric umad` processes
+        /// on three HCAs plus an SMInfo poller process on a fourth; the Demo service (drills) then listens
+        /// on base-port+3, printed first (needs ibsim-utils; Ctrl-C stops everything).
+        #[arg(long, value_parser = parse_demo_fabric)]
+        fabric: Option<DemoFabric>,
+        /// First gRPC port [default: 50051].
+        #[arg(long)]
+        base_port: Option<u16>,
+        /// Serve Prometheus metrics of all three instances on http://ADDR/metrics.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
+        /// Require a bearer token on the demo's endpoints too.
+        #[arg(long, value_name = "FILE")]
+        auth_token_file: Option<PathBuf>,
+        /// Where the three replicas live (sm1/ sm2/ sm3/ under it) [default: a temp dir removed at exit].
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Internal (ibsmd demo --fabric ibsim:): read SM ports' SMInfo by directed route every 10 ms
+    /// from this umad port and print one JSON line per change on stdout.
+    #[command(hide = true)]
+    SminfoPoll {
+        /// umad[:CA[:PORT]] (run under umad2sim with SIM_HOST for ibsim).
+        #[arg(long, default_value = "umad", value_parser = FabricSpec::parse)]
+        fabric: FabricSpec,
+        /// NAME=P1,P2,...: an SM port's name and directed route (egress ports, ours first). Repeat.
+        #[arg(long = "target", value_name = "NAME=PATH", value_parser = ibsm_demo::ibsim::parse_target, required = true)]
+        targets: Vec<(String, Vec<u8>)>,
+    },
+}
+
+/// What `ibsmd demo --fabric` names.
+#[derive(Debug, Clone)]
+pub(crate) enum DemoFabric {
+    /// The embedded simulator (one process).
+    Embedded(FabricSpec),
+    /// ibsim on this net file, members as processes under umad2sim.
+    Ibsim(PathBuf),
+}
+
+fn parse_demo_fabric(s: &str) -> Result<DemoFabric, String> {
+    match s.strip_prefix(ibsm_demo::ibsim::IBSIM_PREFIX) {
+        Some("") => Err("ibsim:NETFILE needs a net file".into()),
+        Some(path) => Ok(DemoFabric::Ibsim(PathBuf::from(path))),
+        None => FabricSpec::parse(s)
+            .map(DemoFabric::Embedded)
+            .map_err(|e| e.to_string()),
+    }
+}
