@@ -193,6 +193,18 @@ mod tests {
         t
     }
 
+    /// The requester every test transfer goes to.
+    const TO: MadAddress = MadAddress::gsi(7);
+
+    /// A transfer of `payload` to [`TO`] started at time 0, and what it sent first.
+    fn started(payload: Vec<u8>) -> (Transfers, Vec<Send>) {
+        let mut ts = Transfers::default();
+        let mut out = Vec::new();
+        ts.start(Duration::ZERO, T, TO, template(9), payload, &mut out)
+            .unwrap();
+        (ts, out)
+    }
+
     /// The bytes written for one segment.
     fn wire(s: &Send) -> Vec<u8> {
         s.mad.encode()[..s.len].to_vec()
@@ -211,18 +223,7 @@ mod tests {
     fn a_table_of_one_segment_is_written_as_header_and_records() {
         // Two MCMemberRecords (56 bytes each): 112 data bytes, written as 56 + 112.
         let payload: Vec<u8> = (0..112u8).map(|i| i + 1).collect();
-        let mut ts = Transfers::default();
-        let mut out = Vec::new();
-        let to = MadAddress::gsi(7);
-        ts.start(
-            Duration::ZERO,
-            T,
-            to,
-            template(9),
-            payload.clone(),
-            &mut out,
-        )
-        .unwrap();
+        let (_ts, out) = started(payload.clone());
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].len, 168);
         let w = wire(&out[0]);
@@ -236,18 +237,7 @@ mod tests {
     fn only_the_last_segment_is_short() {
         // Five MCMemberRecords: 280 bytes, segments of 200 and 80.
         let payload: Vec<u8> = (0..280u32).map(|i| (i % 251) as u8 + 1).collect();
-        let mut ts = Transfers::default();
-        let mut out = Vec::new();
-        let to = MadAddress::gsi(7);
-        ts.start(
-            Duration::ZERO,
-            T,
-            to,
-            template(9),
-            payload.clone(),
-            &mut out,
-        )
-        .unwrap();
+        let (mut ts, mut out) = started(payload.clone());
         assert_eq!(out.len(), 1, "a window of one");
         let first = wire(&out[0]);
         assert_eq!(first.len(), 256);
@@ -257,7 +247,7 @@ mod tests {
         // The receiver ACKs segment 1 and opens the window to 2.
         let ack = out[0].mad.rmpp_ack(2);
         out.clear();
-        ts.handle_control(Duration::ZERO, T, &to, &ack, &mut out);
+        ts.handle_control(Duration::ZERO, T, &TO, &ack, &mut out);
         assert_eq!(out.len(), 1);
         let last = wire(&out[0]);
         assert_eq!(last.len(), 56 + 80, "no zero padding after the last record");
@@ -274,17 +264,7 @@ mod tests {
 
     #[test]
     fn an_empty_table_is_the_headers_alone() {
-        let mut ts = Transfers::default();
-        let mut out = Vec::new();
-        ts.start(
-            Duration::ZERO,
-            T,
-            MadAddress::gsi(7),
-            template(9),
-            Vec::new(),
-            &mut out,
-        )
-        .unwrap();
+        let (_ts, out) = started(Vec::new());
         let w = wire(&out[0]);
         assert_eq!(w.len(), 56);
         assert_eq!(w[24..36], rmpp_header(0x07, 1, 20)[..]);

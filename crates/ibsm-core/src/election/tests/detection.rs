@@ -8,11 +8,6 @@ use super::*;
 
 const ME: u64 = 0x0002_c900_0000_0001;
 const PEER: u64 = 0x0002_c900_0000_0002;
-const PEER_LID: u16 = 7;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 fn master_info(act_count: u32) -> SmInfo {
     SmInfo {
@@ -26,23 +21,13 @@ fn master_info(act_count: u32) -> SmInfo {
 
 /// Poll TIDs sent to the master since the last call.
 fn polls(e: &mut Election) -> Vec<u64> {
-    std::iter::from_fn(|| e.poll_transmit())
-        .filter(|t| t.dest == SmRoute::Lid(PEER_LID) && matches!(t.msg, SmInfoMsg::Get { .. }))
-        .map(|t| t.msg.tid())
-        .collect()
+    let sent: Vec<Transmit> = std::iter::from_fn(|| e.poll_transmit()).collect();
+    gets_to(&sent, &SmRoute::Lid(PEER_LID))
 }
 
-fn answer(e: &mut Election, now: Duration, tid: u64, act_count: u32) {
-    e.handle_message(
-        now,
-        SmRoute::Lid(PEER_LID),
-        SmInfoMsg::GetResp {
-            tid,
-            status: 0,
-            attr_mod: 0,
-            info: master_info(act_count),
-        },
-    );
+/// The master's answer to poll `tid`, with its ActCount.
+fn answer_act(e: &mut Election, now: Duration, tid: u64, act_count: u32) {
+    answer(e, now, tid, master_info(act_count));
 }
 
 /// A STANDBY (priority 1) following PEER (priority 5), entered at 1 ms.
@@ -58,7 +43,7 @@ fn standby(cfg: ElectionConfig) -> Election {
     );
     let tids = polls(&mut e);
     assert_eq!(tids.len(), 1);
-    answer(&mut e, ms(1), tids[0], 1);
+    answer_act(&mut e, ms(1), tids[0], 1);
     assert_eq!(e.state(), SmState::Standby);
     std::iter::from_fn(|| e.poll_event()).for_each(drop);
     e
@@ -96,7 +81,7 @@ fn an_answering_master_costs_one_poll_per_interval() {
         for tid in polls(&mut e) {
             sent += 1;
             act += 1;
-            answer(&mut e, now + ms(1), tid, act);
+            answer_act(&mut e, now + ms(1), tid, act);
         }
     }
     assert_eq!(e.state(), SmState::Standby);
@@ -109,7 +94,7 @@ fn a_silent_master_is_lost_after_one_interval_and_two_short_repolls() {
     // The poll due at 26 ms is answered; the master dies right after.
     e.handle_timeout(ms(26));
     let tid = polls(&mut e)[0];
-    answer(&mut e, ms(27), tid, 2);
+    answer_act(&mut e, ms(27), tid, 2);
     let mut sent_at = Vec::new();
     let mut now = ms(27);
     while e.state() == SmState::Standby {
@@ -150,7 +135,7 @@ fn run_with_latency(e: &mut Election, latency: Duration, until: Duration) -> (Du
             .expect("a timer");
         due.retain(|(t, tid)| {
             if *t <= now {
-                answer(e, now, *tid, 2);
+                answer_act(e, now, *tid, 2);
                 false
             } else {
                 true
@@ -207,14 +192,14 @@ fn repolls_stop_once_the_master_answers_again() {
         Some(ms(71)),
         "re-poll waits repoll_interval"
     );
-    answer(&mut e, ms(52), repoll[0], 2);
+    answer_act(&mut e, ms(52), repoll[0], 2);
     assert_eq!(e.missed_polls(), 0);
     // The first poll's answer, late, is harmless.
-    answer(&mut e, ms(53), first, 2);
+    answer_act(&mut e, ms(53), first, 2);
     assert_eq!(e.state(), SmState::Standby);
     e.handle_timeout(ms(71));
     let tid = polls(&mut e)[0];
-    answer(&mut e, ms(72), tid, 3);
+    answer_act(&mut e, ms(72), tid, 3);
     assert_eq!(e.poll_timeout(), Some(ms(96)), "back to poll_interval");
 }
 
@@ -227,7 +212,7 @@ fn run_with_act_count(e: &mut Election, every: Option<Duration>, until: Duration
         e.handle_timeout(now);
         let act = every.map_or(1, |d| 1 + (now.as_millis() / d.as_millis()) as u32);
         for tid in polls(e) {
-            answer(e, now + ms(1), tid, act);
+            answer_act(e, now + ms(1), tid, act);
         }
     }
     now
