@@ -34,6 +34,7 @@
 //! Fails (never skips) when a tool is missing.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
@@ -170,6 +171,7 @@ fn queries(topo: &Topology, lids: &[PortLid]) -> Result<Vec<Query>> {
 /// of each query, in order.
 fn ask_all(sim: &Ibsim, queries: &[Query], spacing: Option<Duration>) -> Result<Vec<Answer>> {
     let mut answers: Vec<Option<Answer>> = vec![None; queries.len()];
+    let retries = &AtomicUsize::new(0);
     std::thread::scope(|scope| -> Result<()> {
         let handles: Vec<_> = ASKERS
             .iter()
@@ -186,12 +188,24 @@ fn ask_all(sim: &Ibsim, queries: &[Query], spacing: Option<Duration>) -> Result<
                             sa = sa.sm_key(1);
                         }
                         let args: Vec<&str> = q.args.iter().map(String::as_str).collect();
-                        let a = match sa.run(&args) {
-                            Ok(o) => Answer::Records(whole(q, o.table())?),
-                            Err(LabError::Saquery(SaqueryError::Status { status, .. })) => {
-                                Answer::Refused(format!("status {status:#06x}"))
+                        let mut tries = 0;
+                        let a = loop {
+                            tries += 1;
+                            match sa.run(&args) {
+                                Ok(o) => break Answer::Records(whole(q, o.table())?),
+                                Err(LabError::Saquery(SaqueryError::Status { status, .. })) => {
+                                    break Answer::Refused(format!("status {status:#06x}"))
+                                }
+                                Err(e)
+                                    if transient(&e)
+                                        && tries < 4
+                                        && retries.fetch_add(1, Ordering::Relaxed)
+                                            < MAX_RETRIES =>
+                                {
+                                    eprintln!("{} from {host}: retried after: {e}", q.label());
+                                }
+                                Err(e) => bail!("{} from {host} (try {tries}): {e}", q.label()),
                             }
-                            Err(e) => bail!("{} from {host}: {e}", q.label()),
                         };
                         out.push((i, a));
                     }
@@ -215,6 +229,25 @@ fn ask_all(sim: &Ibsim, queries: &[Query], spacing: Option<Duration>) -> Result<
         .map(|(i, a)| a.with_context(|| format!("no answer to {}", queries[i].label())))
         .collect()
 }
+
+/// Failures of the lab's transport rather than of the SA's answer: saquery's own
+/// timeout while two SMs' labs share the 2-core machine, saquery killed by a signal
+/// (umad2sim crashes in the client when ibsim's client slots are briefly exhausted),
+/// and umad2sim failing to hand the request to ibsim (`umad2sim_write: cannot write`).
+/// A query that failed this way is asked again, at most [`MAX_RETRIES`] times per
+/// run, so an SA that never answers still fails the test.
+fn transient(e: &LabError) -> bool {
+    match e {
+        LabError::Saquery(SaqueryError::Timeout { .. }) => true,
+        LabError::Saquery(SaqueryError::Failed { exit, stderr, .. }) => {
+            exit.contains("signal") || stderr.contains("umad2sim_write: cannot write")
+        }
+        _ => false,
+    }
+}
+
+/// Transient failures ([`transient`]) retried per run of [`ask_all`].
+const MAX_RETRIES: usize = 10;
 
 /// The records of one answer, which must have arrived whole: none printed from
 /// bytes umad2sim did not deliver (a zero-padded MAD would show them), but for

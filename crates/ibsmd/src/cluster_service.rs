@@ -105,7 +105,11 @@ impl Cluster for ClusterService {
         let repl = self.repl()?;
         let id = req.into_inner().node_id;
         let m = repl.metrics();
-        if !m.voters.contains_key(&id) && !m.learners.contains_key(&id) {
+        // Only the Raft leader's membership is authoritative: a follower that has not
+        // yet applied the membership entry would call every node unknown. Elsewhere the
+        // request goes on to be refused with the leader's address.
+        let leads = m.leader == Some(m.node_id);
+        if leads && !m.voters.contains_key(&id) && !m.learners.contains_key(&id) {
             return Err(tonic::Status::not_found(format!(
                 "node {id} is not a member (members: {:?})",
                 m.voters.keys().chain(m.learners.keys()).collect::<Vec<_>>()
