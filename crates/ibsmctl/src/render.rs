@@ -5,7 +5,7 @@
 //! states are `NOTACTIVE|DISCOVERING|STANDBY|MASTER` (the IBA names, as `sminfo`
 //! and OpenSM print them), counters are numbers.
 
-use ibsm_proto::v1::{Event, SmEntry, SmState, Status};
+use ibsm_proto::v1::{Event, SmEntry, SmSettings, SmState, Status};
 use serde_json::{json, Value};
 
 use crate::args::fmt_guid;
@@ -42,7 +42,84 @@ pub fn status_json(s: &Status) -> Value {
         "sm_key_rejections": s.sm_key_rejections,
         "alarms": s.alarms,
         "sa": s.sa.as_ref().map(crate::sa_status::sa_summary_json),
+        "settings": s.settings.as_ref().map(settings_json),
     })
+}
+
+/// The election and subnet settings as JSON (durations in ms, 0 where a rule is off).
+pub fn settings_json(t: &SmSettings) -> Value {
+    json!({
+        "configured_priority": t.configured_priority,
+        "sticky_priority": t.sticky.then_some(t.sticky_priority),
+        "poll_interval_ms": t.poll_interval_ms,
+        "repoll_interval_ms": t.repoll_interval_ms,
+        "poll_retries": t.poll_retries,
+        "hung_master_window_ms": t.hung_master_window_ms,
+        "masterless_takeover_ms": t.masterless_takeover_ms,
+        "sm_key_policy": t.sm_key_policy,
+        "partition_enforcement": t.partition_enforcement,
+        "smp_window": t.smp_window,
+        "lmc": t.lmc,
+        "routing": t.routing,
+        "light_sweep_interval_ms": t.light_sweep_interval_ms,
+        "heavy_sweep_interval_ms": t.heavy_sweep_interval_ms,
+        "trusted_sms": t.trusted_sms,
+    })
+}
+
+fn ms_or_off(ms: u64) -> String {
+    if ms == 0 {
+        "off".into()
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+/// `ibsmctl status` lines for the settings.
+fn settings_rows(t: &SmSettings) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "election",
+            format!(
+                "priority {} sticky {} sm_key_policy {} trusted {}",
+                t.configured_priority,
+                if t.sticky {
+                    t.sticky_priority.to_string()
+                } else {
+                    "off".into()
+                },
+                t.sm_key_policy,
+                if t.trusted_sms == 0 {
+                    "all".into()
+                } else {
+                    format!("{} SMs", t.trusted_sms)
+                }
+            ),
+        ),
+        (
+            "detection",
+            format!(
+                "poll {} ms, re-poll {} ms x {}, hung master {}, masterless takeover {}",
+                t.poll_interval_ms,
+                t.repoll_interval_ms,
+                t.poll_retries,
+                ms_or_off(t.hung_master_window_ms),
+                ms_or_off(t.masterless_takeover_ms)
+            ),
+        ),
+        (
+            "subnet",
+            format!(
+                "lmc {} routing {} smp_window {} partition_enforcement {} light sweep {} heavy sweep {}",
+                t.lmc,
+                t.routing,
+                t.smp_window,
+                if t.partition_enforcement { "on" } else { "off" },
+                ms_or_off(t.light_sweep_interval_ms),
+                ms_or_off(t.heavy_sweep_interval_ms)
+            ),
+        ),
+    ]
 }
 
 pub fn status_text(s: &Status) -> String {
@@ -104,6 +181,9 @@ pub fn status_text(s: &Status) -> String {
         ),
     ];
     let mut rows = rows;
+    if let Some(t) = &s.settings {
+        rows.extend(settings_rows(t));
+    }
     if let Some(sa) = &s.sa {
         rows.extend(crate::sa_status::sa_summary_rows(
             sa,

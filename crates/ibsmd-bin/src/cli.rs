@@ -129,6 +129,23 @@ pub(crate) struct Cli {
     /// any other is never followed nor handed over to, and reads SM_Key 0 [default: trust all].
     #[arg(long = "trusted-sm-guid", value_name = "GUID", value_parser = parse_sm_guid)]
     pub(crate) trusted_sm_guids: Vec<u64>,
+    /// Sticky mastership: on becoming MASTER, advertise this priority (0..=15) until we stop being
+    /// master, so a returning higher-priority SM does not take the subnet back (OPA FM's
+    /// elevated priority; OpenSM has none) [default: off].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub(crate) sticky_priority: Option<u8>,
+    /// Standby: declare a master lost when it answers SMInfo but its ActCount has not moved
+    /// for this long (a hung master), 0 = never [default: three light sweeps, 6000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub(crate) hung_master_window_ms: Option<u64>,
+    /// How the SM_Key of incoming SMInfo control packets is checked: strict (ours only; zero
+    /// only in a HANDOVER from our own master, as OpenSM before 3.3.21 sends), allow-zero, off [default: strict].
+    #[arg(long, value_parser = ibsmd::config::parse_sm_key_policy)]
+    pub(crate) sm_key_policy: Option<ibsm_core::election::SmKeyPolicy>,
+    /// Master: do not make switch ports facing CAs enforce partitions (OpenSM's
+    /// no_partition_enforcement TRUE) [default: enforce].
+    #[arg(long)]
+    pub(crate) no_partition_enforcement: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -341,6 +341,9 @@ async fn run_daemon(
     cfg.subnet = cli.subnet;
     cfg.master_heavy_sweep_interval = cli.master_heavy_sweep_interval;
     cfg.trusted_sm_guids = cli.trusted_sm_guids.clone();
+    cfg.sticky_priority = cli.sticky_priority;
+    cfg.hung_master_window = cli.hung_master_window_ms.map(Duration::from_millis);
+    cfg.sm_key_policy = cli.sm_key_policy;
     cfg.replication = repl.clone();
     let metrics = Arc::clone(&cfg.metrics);
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;

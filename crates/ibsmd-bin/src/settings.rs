@@ -32,6 +32,10 @@ pub(crate) struct DaemonSettings {
     pub(crate) master_heavy_sweep_interval: Duration,
     pub(crate) trusted_sm_guids: Option<std::collections::BTreeSet<u64>>,
     pub(crate) fault_injection: bool,
+    pub(crate) sticky_priority: Option<u8>,
+    /// `None`: the default, three light sweeps; `Some(0)`: never.
+    pub(crate) hung_master_window_ms: Option<u64>,
+    pub(crate) sm_key_policy: ibsm_core::election::SmKeyPolicy,
 }
 
 /// Whole milliseconds of a default interval.
@@ -77,6 +81,12 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
     }
     .to_config()
     .map_err(|e| e.to_string())?;
+    let mut subnet = subnet;
+    if cli.no_partition_enforcement {
+        subnet.partition_enforcement = false;
+    } else if let Some(on) = file.partition_enforcement {
+        subnet.partition_enforcement = on;
+    }
     let master_heavy_sweep_interval = cli
         .heavy_sweep_interval_s
         .or(file.heavy_sweep_interval_s)
@@ -90,6 +100,9 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
         Some(cli.trusted_sm_guids)
     };
     Ok(DaemonSettings {
+        sticky_priority: cli.sticky_priority.or(file.sticky_priority),
+        hung_master_window_ms: cli.hung_master_window_ms.or(file.hung_master_window_ms),
+        sm_key_policy: cli.sm_key_policy.or(file.sm_key_policy).unwrap_or_default(),
         fault_injection: cli.fault_injection,
         trusted_sm_guids: trusted_sm_guids.map(|v| v.into_iter().collect()),
         subnet,

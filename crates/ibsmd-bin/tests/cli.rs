@@ -194,6 +194,69 @@ fn config_file_starts_the_daemon_and_the_command_line_wins() {
     assert!(out.contains("INSECURE"), "no loud warning:\n{out}");
 }
 
+/// The election settings reach the election from the file and the flags (the flag
+/// wins), and `GetStatus` reports them: a sticky master advertises its sticky priority.
+#[test]
+fn election_settings_from_file_and_flags_reach_the_running_sm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let grpc = free_port();
+    let cfg = write(
+        &dir,
+        "sticky.toml",
+        &format!(
+            "fabric = \"gen:fat-tree:4\"\npriority = 3\ngrpc = \"127.0.0.1:{grpc}\"\n\
+             insecure_plaintext = true\nsticky_priority = 12\nhung_master_window_ms = 0\n\
+             sm_key_policy = \"off\"\npartition_enforcement = false\nsmp_window = 16\n"
+        ),
+    );
+    let child = Command::new(IBSMD)
+        .args(["--config", &cfg, "--sm-key-policy", "allow-zero"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut child = Reaped(child);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    let status = rt.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(Instant::now() < deadline, "ibsmd never became MASTER");
+            if let Ok(Some(st)) = child.0.try_wait() {
+                panic!("ibsmd exited early: {st}");
+            }
+            let c = ibsm_proto::v1::control_client::ControlClient::connect(format!(
+                "http://127.0.0.1:{grpc}"
+            ))
+            .await;
+            if let Ok(mut c) = c {
+                if let Ok(s) = c.get_status(ibsm_proto::v1::GetStatusRequest {}).await {
+                    let s = s.into_inner();
+                    if s.state == ibsm_proto::v1::SmState::Master as i32 {
+                        break s;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    // Elevated on becoming master: the election has the sticky priority.
+    assert_eq!(status.priority, 12, "{status:?}");
+    let t = status.settings.expect("settings");
+    assert_eq!(t.configured_priority, 3);
+    assert!(t.sticky);
+    assert_eq!(t.sticky_priority, 12);
+    assert_eq!(t.hung_master_window_ms, 0, "0 turns the rule off");
+    assert_eq!(t.sm_key_policy, "allow-zero", "the command line wins");
+    assert!(!t.partition_enforcement);
+    assert_eq!(t.smp_window, 16);
+    assert_eq!(t.poll_interval_ms, 25);
+    let _ = child.0.kill();
+}
+
 trait WaitOutput {
     fn wait_with_output_safe(&mut self) -> String;
 }
@@ -293,6 +356,8 @@ fn every_option_is_documented_in_the_example_config() {
         let key = match key.as_str() {
             "peer" => "peers".to_string(),
             "trusted_sm_guid" => "trusted_sm_guids".to_string(),
+            // A negative flag; the key says it positively.
+            "no_partition_enforcement" => "partition_enforcement".to_string(),
             _ => key,
         };
         assert!(top.contains(&key), "--{flag} has no config key ({top:?})");

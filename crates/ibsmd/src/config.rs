@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use ibsm_core::election::SmKeyPolicy;
 use ibsm_transport::FabricSpec;
 use serde::{Deserialize, Deserializer};
 
@@ -145,6 +146,18 @@ pub struct FileConfig {
     /// to, obeyed and told our SM_Key.
     #[serde(default, deserialize_with = "de_trusted_sm_guids")]
     pub trusted_sm_guids: Option<Vec<u64>>,
+    /// `--sticky-priority` (0..=15): the priority advertised while MASTER.
+    #[serde(default, deserialize_with = "de_sticky_priority")]
+    pub sticky_priority: Option<u8>,
+    /// `--hung-master-window-ms` (0..=3600000; 0 = never).
+    #[serde(default, deserialize_with = "de_hung_master_window")]
+    pub hung_master_window_ms: Option<u64>,
+    /// `--sm-key-policy`: `"strict"`, `"allow-zero"` or `"off"`.
+    #[serde(default, deserialize_with = "de_sm_key_policy")]
+    pub sm_key_policy: Option<SmKeyPolicy>,
+    /// `partition_enforcement = false` is `--no-partition-enforcement`.
+    #[serde(default)]
+    pub partition_enforcement: Option<bool>,
     /// `ibsmd demo` options.
     #[serde(default)]
     pub demo: DemoFileConfig,
@@ -251,6 +264,43 @@ fn de_partitions<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>,
 fn de_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
     let v = de_range(d, "priority", 0, 15)?;
     u8::try_from(v).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn de_sticky_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    let v = de_range(d, "sticky_priority", 0, 15)?;
+    u8::try_from(v).map(Some).map_err(serde::de::Error::custom)
+}
+
+fn de_hung_master_window<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "hung_master_window_ms", 0, 3_600_000).map(Some)
+}
+
+fn de_sm_key_policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SmKeyPolicy>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_sm_key_policy(&s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+/// Parse `--sm-key-policy` / `sm_key_policy`: `strict`, `allow-zero` or `off`.
+pub fn parse_sm_key_policy(s: &str) -> Result<SmKeyPolicy, String> {
+    match s {
+        "strict" => Ok(SmKeyPolicy::Strict),
+        "allow-zero" => Ok(SmKeyPolicy::AllowZero),
+        "off" => Ok(SmKeyPolicy::Off),
+        _ => Err(format!(
+            "sm_key_policy {s:?} is not one of strict, allow-zero, off"
+        )),
+    }
+}
+
+/// The name [`parse_sm_key_policy`] reads for `p`.
+pub fn sm_key_policy_name(p: SmKeyPolicy) -> &'static str {
+    match p {
+        SmKeyPolicy::Strict => "strict",
+        SmKeyPolicy::AllowZero => "allow-zero",
+        SmKeyPolicy::Off => "off",
+    }
 }
 
 fn de_hold_down<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -382,6 +432,50 @@ mod tests {
 
     fn parse(t: &str) -> Result<FileConfig, ConfigError> {
         FileConfig::parse(Path::new("t.toml"), t)
+    }
+
+    #[test]
+    fn election_settings_parse_and_bad_ones_name_the_line() {
+        let c = parse(
+            "sticky_priority = 15\nhung_master_window_ms = 0\nsm_key_policy = \"allow-zero\"\n\
+             partition_enforcement = false\n",
+        )
+        .expect("valid");
+        assert_eq!(c.sticky_priority, Some(15));
+        assert_eq!(c.hung_master_window_ms, Some(0));
+        assert_eq!(c.sm_key_policy, Some(SmKeyPolicy::AllowZero));
+        assert_eq!(c.partition_enforcement, Some(false));
+        for (text, why, line) in [
+            ("priority = 1\nsticky_priority = 16\n", "sticky_priority", 2),
+            ("\nhung_master_window_ms = -1\n", "hung_master_window_ms", 2),
+            (
+                "sm_key_policy = \"lenient\"\n",
+                "not one of strict, allow-zero, off",
+                1,
+            ),
+            (
+                "partition_enforcement = \"no\"\n",
+                "partition_enforcement",
+                1,
+            ),
+        ] {
+            match parse(text) {
+                Err(ConfigError::Parse {
+                    message, line: l, ..
+                }) => {
+                    assert!(message.contains(why), "{text:?}: {message}");
+                    assert_eq!(l, Some(line), "{text:?}: {message}");
+                }
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+        for p in [
+            SmKeyPolicy::Strict,
+            SmKeyPolicy::AllowZero,
+            SmKeyPolicy::Off,
+        ] {
+            assert_eq!(parse_sm_key_policy(sm_key_policy_name(p)), Ok(p));
+        }
     }
 
     #[test]

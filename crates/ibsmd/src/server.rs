@@ -202,6 +202,32 @@ fn status_of(s: &Snapshot, repl: Option<&Replication>, leader_applied: u64) -> p
         node_name: s.name.clone(),
         sm_key_rejections: u32::try_from(s.sm_key_rejections).unwrap_or(u32::MAX),
         alarms: s.alarms.clone(),
+        settings: Some(settings_of(&s.settings)),
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn settings_of(v: &crate::instance::SettingsView) -> pb::SmSettings {
+    pb::SmSettings {
+        configured_priority: u32::from(v.priority),
+        sticky: v.sticky_priority.is_some(),
+        sticky_priority: u32::from(v.sticky_priority.unwrap_or(0)),
+        poll_interval_ms: ms(v.poll_interval),
+        repoll_interval_ms: ms(v.repoll_interval),
+        poll_retries: v.poll_retries,
+        hung_master_window_ms: v.hung_master_window.map_or(0, ms),
+        masterless_takeover_ms: v.masterless_takeover.map_or(0, ms),
+        sm_key_policy: crate::config::sm_key_policy_name(v.sm_key_policy).into(),
+        partition_enforcement: v.partition_enforcement,
+        smp_window: u32::try_from(v.smp_window).unwrap_or(u32::MAX),
+        lmc: u32::from(v.lmc),
+        routing: v.routing.clone(),
+        light_sweep_interval_ms: ms(v.light_sweep_interval),
+        heavy_sweep_interval_ms: ms(v.heavy_sweep_interval),
+        trusted_sms: u32::try_from(v.trusted_sms).unwrap_or(u32::MAX),
     }
 }
 

@@ -57,9 +57,27 @@ pub struct InstanceConfig {
     /// otherwise only these port GUIDs and our own (see
     /// `ibsm_core::election::ElectionConfig::trusted_sm_guids`).
     pub trusted_sm_guids: Option<BTreeSet<u64>>,
+    /// `--sticky-priority`: the priority advertised while MASTER (see
+    /// `ibsm_core::election::ElectionConfig::sticky_priority`); `None`: off.
+    pub sticky_priority: Option<u8>,
+    /// `--hung-master-window-ms`: a standby declares a master lost when it answers
+    /// but its ActCount has not moved for this long. `None`: three light-sweep
+    /// intervals (the master's, assumed equal to ours); `Some(Duration::ZERO)`: never.
+    pub hung_master_window: Option<Duration>,
+    /// `--sm-key-policy`: how incoming SMInfo control packets' SM_Key is checked.
+    pub sm_key_policy: ibsm_core::election::SmKeyPolicy,
 }
 
 impl InstanceConfig {
+    /// The hung-master window in effect (`None`: the rule is off).
+    pub fn effective_hung_master_window(&self) -> Option<Duration> {
+        match self.hung_master_window {
+            None => Some(self.subnet.sweep_interval.saturating_mul(3)),
+            Some(d) if d.is_zero() => None,
+            Some(d) => Some(d),
+        }
+    }
+
     /// Defaults: 100 ms x 3 polling (see the crate doc for the trade-off), SM_Key 1,
     /// light sweep every 2 s (standby probe and the master's configurator alike),
     /// standby heavy sweep every 10 s, master heavy sweep every
@@ -83,6 +101,9 @@ impl InstanceConfig {
             },
             replication: None,
             trusted_sm_guids: None,
+            sticky_priority: None,
+            hung_master_window: None,
+            sm_key_policy: ibsm_core::election::SmKeyPolicy::default(),
         }
     }
 }
@@ -182,16 +203,77 @@ pub struct Snapshot {
     /// MADs the device refused to send (each a failed MAD, never the end of the
     /// instance thread).
     pub send_errors: u64,
+    /// The settings the instance was started with, as an operator reads them.
+    pub settings: SettingsView,
+}
+
+/// The election and subnet settings of an instance, for status (`ibsmctl status`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SettingsView {
+    /// Configured priority (the advertised one may be the sticky priority).
+    pub priority: u8,
+    /// `--sticky-priority`.
+    pub sticky_priority: Option<u8>,
+    /// Standby polling.
+    pub poll_interval: Duration,
+    /// Standby re-polls after a miss.
+    pub repoll_interval: Duration,
+    /// Misses in a row that lose the master.
+    pub poll_retries: u32,
+    /// The hung-master window in effect (`None`: off).
+    pub hung_master_window: Option<Duration>,
+    /// Masterless takeover bound (`None`: off).
+    pub masterless_takeover: Option<Duration>,
+    /// SM_Key check of control packets.
+    pub sm_key_policy: ibsm_core::election::SmKeyPolicy,
+    /// Switch ports facing CAs enforce partitions.
+    pub partition_enforcement: bool,
+    /// SMPs in flight.
+    pub smp_window: usize,
+    /// LMC.
+    pub lmc: u8,
+    /// Routing engine (`minhop`, `updown`).
+    pub routing: String,
+    /// Master light-sweep interval.
+    pub light_sweep_interval: Duration,
+    /// Master periodic heavy-sweep interval (zero: only on change).
+    pub heavy_sweep_interval: Duration,
+    /// Trusted SM GUIDs (0: all trusted).
+    pub trusted_sms: usize,
+}
+
+impl SettingsView {
+    /// What `cfg` sets.
+    pub fn of(cfg: &InstanceConfig) -> SettingsView {
+        SettingsView {
+            priority: cfg.priority,
+            sticky_priority: cfg.sticky_priority,
+            poll_interval: cfg.poll_interval,
+            repoll_interval: cfg.repoll_interval,
+            poll_retries: cfg.poll_retries,
+            hung_master_window: cfg.effective_hung_master_window(),
+            masterless_takeover: cfg.masterless_takeover,
+            sm_key_policy: cfg.sm_key_policy,
+            partition_enforcement: cfg.subnet.partition_enforcement,
+            smp_window: cfg.subnet.transactions.window,
+            lmc: cfg.subnet.lmc,
+            routing: match cfg.subnet.routing {
+                ibsm_core::subnet::RoutingEngine::MinHop => "minhop".into(),
+                ibsm_core::subnet::RoutingEngine::UpDown { .. } => "updown".into(),
+            },
+            light_sweep_interval: cfg.subnet.sweep_interval,
+            heavy_sweep_interval: cfg.master_heavy_sweep_interval,
+            trusted_sms: cfg.trusted_sm_guids.as_ref().map_or(0, BTreeSet::len),
+        }
+    }
 }
 
 impl Snapshot {
-    pub(super) fn new(
-        name: &str,
-        startup_partitions: Vec<ibsm_core::subnet::Partition>,
-    ) -> Snapshot {
+    pub(super) fn new(cfg: &InstanceConfig) -> Snapshot {
         Snapshot {
-            startup_partitions,
-            name: name.to_string(),
+            startup_partitions: cfg.subnet.partitions.clone(),
+            settings: SettingsView::of(cfg),
+            name: cfg.name.clone(),
             guid: 0,
             lid: 0,
             priority: 0,

@@ -571,8 +571,10 @@ fn node_config(cfg: &InstanceConfig) -> NodeConfig {
     election.poll_retries = cfg.poll_retries;
     election.masterless_takeover = cfg.masterless_takeover;
     // A hung master (answers SMInfo, ActCount frozen) is lost after three of its light
-    // sweeps, assumed to run at our own interval.
-    election.stall_window = Some(cfg.subnet.sweep_interval.saturating_mul(3));
+    // sweeps by default, assumed to run at our own interval.
+    election.stall_window = cfg.effective_hung_master_window();
+    election.sticky_priority = cfg.sticky_priority;
+    election.sm_key_policy = cfg.sm_key_policy;
     election.trusted_sm_guids.clone_from(&cfg.trusted_sm_guids);
     NodeConfig {
         election,

@@ -46,10 +46,7 @@ impl Instance {
             why: e.to_string(),
         })?;
         let (cmd_tx, cmd_rx) = mpsc::channel();
-        let status = Arc::new(RwLock::new(Snapshot::new(
-            &cfg.name,
-            cfg.subnet.partitions.clone(),
-        )));
+        let status = Arc::new(RwLock::new(Snapshot::new(&cfg)));
         let (events, _) = broadcast::channel(256);
         let name = cfg.name.clone();
         let thread_status = Arc::clone(&status);

@@ -42,7 +42,9 @@ mod api;
 mod driver;
 mod handle;
 
-pub use api::{Command, CommandError, EventRecord, InstanceConfig, SaReplica, Snapshot};
+pub use api::{
+    Command, CommandError, EventRecord, InstanceConfig, SaReplica, SettingsView, Snapshot,
+};
 pub use handle::Instance;
 pub use ibsm_core::node::PeerView;
 pub use ibsm_core::node::{handover_candidate, DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL};
