@@ -9,7 +9,7 @@
 #   - MCMemberRecord create-joins and leaves per second (`ibsmctl sa bench join`);
 #   - SIGKILL of the master to the first PathRecord SubnAdmGet answered by the new
 #     master (asked of the new master's LID every ~0.1 s by a fresh ibsmctl).
-# ibsmd: three replicated instances (priorities 10/8/6, defaults: 100 ms x 3 polling);
+# ibsmd: three replicated instances (priorities 10/8/6, defaults: 25 ms polls, 20 ms re-polls x 3);
 # the query rows are measured against the settled master of that cluster.
 # OpenSM: two instances (priorities 10/5) with a guid2lid of ibsmd's LIDs
 # (honor_guid2lid_file TRUE), at 100 ms x 2 polling; and, without --quick, two more at
@@ -347,6 +347,6 @@ echo "    all-to-all: every end port (HCAs and switches) to every other; $IB_ALL
 echo "    with bytes lost in umad2sim (it passes 232 of a segment's 256 bytes), counted, not re-asked."
 echo "(1) OpenSM leaves RMPP to the kernel; under umad2sim only the first 256 bytes of its"
 echo "    multi-MAD answers leave it, so a whole GetTable from OpenSM cannot be measured on ibsim."
-echo "(2) ibsmd: three replicated instances at their defaults (100 ms x 3 polling); OpenSM: two"
+echo "(2) ibsmd: three replicated instances at their defaults (25 ms polls, 20 ms re-polls x 3); OpenSM: two"
 echo "    instances at 100 ms x 2. SubnAdmGet to the new master's LID, retried every 0.1 s by a"
 echo "    fresh ibsmctl (resolution ~0.1 s). ibsmd's standby answered before the kill: $STANDBY_ANSWERS."
