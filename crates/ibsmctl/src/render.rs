@@ -38,6 +38,8 @@ pub fn status_json(s: &Status) -> Value {
         "degraded": s.degraded,
         "degraded_reason": s.degraded_reason,
         "last_sweep": s.last_sweep,
+        "last_change_sweep": s.last_change_sweep,
+        "last_change_sweep_unix_ms": s.last_change_sweep_unix_ms,
         "node_name": s.node_name,
         "sm_key_rejections": s.sm_key_rejections,
         "alarms": s.alarms,
@@ -168,6 +170,17 @@ pub fn status_text(s: &Status) -> String {
                 "-".into()
             } else {
                 s.last_sweep.clone()
+            },
+        ),
+        (
+            "last_change_sweep",
+            if s.last_change_sweep.is_empty() {
+                "-".into()
+            } else {
+                let ago = crate::sa_status::unix_ms_now()
+                    .saturating_sub(s.last_change_sweep_unix_ms)
+                    / 1000;
+                format!("{} ({ago} s ago)", s.last_change_sweep)
             },
         ),
         ("sm_key_rejections", s.sm_key_rejections.to_string()),

@@ -1,18 +1,18 @@
-//! Prometheus metrics: per-instance counters and gauges ([`Metrics`]) and a tiny
-//! HTTP/1.1 server for `GET /metrics` in the text exposition format 0.0.4.
+//! Prometheus metrics: per-instance counters and gauges ([`Metrics`]), exposed on
+//! `GET /metrics` in the OpenMetrics text format by `prometheus-client` (the encoding,
+//! escaping and type suffixes) served by axum (the HTTP/1.1 stack tonic already brings).
 //!
-//! Why hand-written and not a crate: the set is small and fixed, the daemon already
-//! has tokio, and the exposition format is a few lines of text; an HTTP stack or a
-//! registry crate would be more code to audit than this file. Every value is an atomic
-//! written by the instance thread (no lock on its hot path); sweep-phase durations sit
-//! behind a mutex because their names are open-ended (the subnet configurator adds its
-//! own phases through [`Metrics::set_sweep_phase`]).
+//! Every value is an atomic written by the instance thread (no lock on its hot path);
+//! sweep-phase durations, the replication figures and the per-port trap counts sit
+//! behind mutexes because their label sets are open-ended. A scrape reads them through
+//! one `prometheus_client` [`Collector`] over every instance, so each family is
+//! described once and each instance's series carry `sm="<name>"`.
 //!
-//! Raft metrics are absent on purpose until the replica is wired in: a gauge that is
-//! always 0 would look like a healthy-but-idle cluster on a dashboard.
+//! The replication families (`ibsm_replication_epoch`, `ibsm_raft_*`) have samples only
+//! for an instance with replication: a gauge that is always 0 would look like a
+//! healthy-but-idle cluster on a dashboard.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,12 +22,23 @@ use std::time::Duration;
 use crate::error::DaemonError;
 
 use ibsm_core::election::SmState;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 
-/// Longest request head accepted.
-const MAX_REQUEST_HEAD: usize = 8 * 1024;
-/// How long a client may take to send its request head.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Content type of the exposition (OpenMetrics text, which Prometheus scrapes).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// At most this many (LID, port) series of `ibsm_port_traps_total` per instance; the
+/// least-trapping one goes first (a trap storm from many ports cannot grow a scrape
+/// without bound).
+pub const PORT_TRAP_SERIES: usize = 256;
+
+/// At most this many (method, attribute) series of `ibsm_sa_requests_by_total`.
+pub const SA_REQUEST_SERIES: usize = 128;
 
 /// Which sweep, for `ibsm_sweeps_total{kind}`: the configurator's own kinds (one type
 /// for one thing), which a standby's sweeps use as well.
@@ -68,8 +79,35 @@ pub struct Metrics {
     sa_replica_write_unix_ms: AtomicU64,
     replica_applied_index: AtomicU64,
     client_reregisters: AtomicU64,
+    mads_received: AtomicU64,
     phases: Mutex<BTreeMap<String, f64>>,
+    replication: Mutex<Option<ReplicationFigures>>,
+    port_traps: Mutex<BTreeMap<(u16, u8), u64>>,
+    sa_requests_by: Mutex<BTreeMap<(String, String), u64>>,
 }
+
+/// What replication reports, for [`Metrics::set_replication`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicationFigures {
+    /// Mastership epoch of the local copy.
+    pub epoch: u64,
+    /// `leader`, `follower`, `candidate`, `learner` or `shutdown`.
+    pub role: String,
+    /// Raft term.
+    pub term: u64,
+    /// This member's Raft node id.
+    pub node_id: u64,
+    /// The Raft leader's node id (0: none known).
+    pub leader: u64,
+    /// This member's last log index.
+    pub last_log_index: u64,
+    /// On the leader: the highest log index each member is known to hold (`None`:
+    /// nothing replicated to it yet). Empty elsewhere.
+    pub matched: BTreeMap<u64, Option<u64>>,
+}
+
+/// Raft roles, every one a series of `ibsm_raft_role` (1 for the current one).
+const ROLES: [&str; 5] = ["leader", "follower", "candidate", "learner", "shutdown"];
 
 /// What the SA holds, for [`Metrics::set_sa`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -232,341 +270,470 @@ impl Metrics {
         self.degraded.store(u64::from(degraded), Ordering::Relaxed);
     }
 
+    /// One MAD received from the device (`ibsm_mads_received_total`).
+    pub fn mad_received(&self) {
+        self.mads_received.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Replication figures of this member (`ibsm_replication_epoch`, `ibsm_raft_*`);
+    /// `None` removes them (no replication).
+    pub fn set_replication(&self, figures: Option<ReplicationFigures>) {
+        if let Ok(mut r) = self.replication.lock() {
+            *r = figures;
+        }
+    }
+
+    /// A trap from the port `port` of LID `lid` (`ibsm_port_traps_total{lid,port}`,
+    /// at most [`PORT_TRAP_SERIES`] series: the least-counted one makes room).
+    pub fn count_port_trap(&self, lid: u16, port: u8) {
+        let Ok(mut t) = self.port_traps.lock() else {
+            return;
+        };
+        if !t.contains_key(&(lid, port)) && t.len() >= PORT_TRAP_SERIES {
+            if let Some(k) = t.iter().min_by_key(|(_, n)| **n).map(|(k, _)| *k) {
+                t.remove(&k);
+            }
+        }
+        *t.entry((lid, port)).or_insert(0) += 1;
+    }
+
+    /// One SA request (`ibsm_sa_requests_by_total{method,attribute}`, at most
+    /// [`SA_REQUEST_SERIES`] series; requests of further pairs are not counted there).
+    pub fn count_sa_request(&self, method: &str, attribute: &str) {
+        let Ok(mut t) = self.sa_requests_by.lock() else {
+            return;
+        };
+        let key = (method.to_string(), attribute.to_string());
+        if t.len() >= SA_REQUEST_SERIES && !t.contains_key(&key) {
+            return;
+        }
+        *t.entry(key).or_insert(0) += 1;
+    }
+
     /// Current value of `ibsm_failovers_total` (for tests and status).
     pub fn failovers(&self) -> u64 {
         self.failovers.load(Ordering::Relaxed)
     }
 }
 
+/// One series' value.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+/// Labels besides `sm`, and the value.
+type Samples = Vec<(Vec<(&'static str, String)>, Value)>;
+
+/// One metric family: its exposed name (counters with their `_total`), type, help and
+/// how to read an instance's samples.
 struct Family {
     name: &'static str,
-    kind: &'static str,
+    kind: MetricType,
     help: &'static str,
+    read: fn(&Metrics) -> Samples,
 }
+
+fn one(a: &AtomicU64) -> Samples {
+    vec![(Vec::new(), Value::Int(a.load(Ordering::Relaxed)))]
+}
+
+fn repl(m: &Metrics, f: impl Fn(&ReplicationFigures) -> Samples) -> Samples {
+    m.replication
+        .lock()
+        .ok()
+        .and_then(|r| r.as_ref().map(f))
+        .unwrap_or_default()
+}
+
+const GAUGE: MetricType = MetricType::Gauge;
+const COUNTER: MetricType = MetricType::Counter;
 
 const FAMILIES: &[Family] = &[
     Family {
         name: "ibsm_up",
-        kind: "gauge",
+        kind: GAUGE,
         help: "1 while the SM instance thread runs, 0 after it stopped.",
+        read: |m| one(&m.up),
     },
     Family {
         name: "ibsm_sm_state",
-        kind: "gauge",
+        kind: GAUGE,
         help: "SMInfo.SMState: 0 NOTACTIVE, 1 DISCOVERING, 2 STANDBY, 3 MASTER.",
+        read: |m| one(&m.sm_state),
     },
     Family {
         name: "ibsm_act_count",
-        kind: "gauge",
+        kind: GAUGE,
         help: "SMInfo.ActCount: SMPs this SM initiated (wraps at 2^32).",
+        read: |m| one(&m.act_count),
     },
     Family {
         name: "ibsm_failovers_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "Transitions of this SM into MASTER.",
+        read: |m| one(&m.failovers),
     },
     Family {
         name: "ibsm_sweeps_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "Sweeps started, by kind (heavy: discovery; light: probe of known ports).",
+        read: |m| {
+            [("heavy", &m.sweeps_heavy), ("light", &m.sweeps_light)]
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        vec![("kind", k.to_string())],
+                        Value::Int(v.load(Ordering::Relaxed)),
+                    )
+                })
+                .collect()
+        },
     },
     Family {
         name: "ibsm_sweep_phase_seconds",
-        kind: "gauge",
+        kind: GAUGE,
         help: "Duration of each sweep phase the last time it ran.",
+        read: |m| {
+            let phases = m.phases.lock().map(|p| p.clone()).unwrap_or_default();
+            phases
+                .into_iter()
+                .map(|(p, s)| (vec![("phase", p)], Value::Float(s)))
+                .collect()
+        },
     },
     Family {
         name: "ibsm_mads_sent_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "SMPs sent by the transactions agent (retries included).",
+        read: |m| one(&m.mads_sent),
+    },
+    Family {
+        name: "ibsm_mads_received_total",
+        kind: COUNTER,
+        help: "MADs received from the device (answers, requests, traps, SA queries).",
+        read: |m| one(&m.mads_received),
     },
     Family {
         name: "ibsm_mads_timeouts_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "SMP transactions that timed out (each try counts).",
+        read: |m| one(&m.mads_timeouts),
     },
     Family {
         name: "ibsm_mads_retries_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "SMPs re-sent after a timeout.",
+        read: |m| one(&m.mads_retries),
     },
     Family {
         name: "ibsm_sminfo_requests_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "SubnGet(SMInfo) requests received from other SMs (the standbys' polls).",
+        read: |m| one(&m.sminfo_requests),
     },
     Family {
         name: "ibsm_sm_key_rejections_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "SMInfo requests whose SM_Key did not match ours.",
+        read: |m| one(&m.sm_key_rejections),
     },
     Family {
         name: "ibsm_replication_degraded",
-        kind: "gauge",
+        kind: GAUGE,
         help: "1 while this MASTER's replication is degraded (no quorum, or a claim or write refused: see GetStatus degraded_reason), else 0.",
+        read: |m| one(&m.degraded),
+    },
+    Family {
+        name: "ibsm_replication_epoch",
+        kind: GAUGE,
+        help: "Mastership epoch of the local replica (GetStatus epoch).",
+        read: |m| repl(m, |r| vec![(Vec::new(), Value::Int(r.epoch))]),
+    },
+    Family {
+        name: "ibsm_raft_role",
+        kind: GAUGE,
+        help: "This member's Raft role: 1 on the series of the current role, 0 on the others.",
+        read: |m| {
+            repl(m, |r| {
+                ROLES
+                    .iter()
+                    .map(|role| {
+                        (
+                            vec![("role", role.to_string())],
+                            Value::Int(u64::from(r.role == *role)),
+                        )
+                    })
+                    .collect()
+            })
+        },
+    },
+    Family {
+        name: "ibsm_raft_term",
+        kind: GAUGE,
+        help: "This member's Raft term.",
+        read: |m| repl(m, |r| vec![(Vec::new(), Value::Int(r.term))]),
+    },
+    Family {
+        name: "ibsm_raft_node_id",
+        kind: GAUGE,
+        help: "This member's Raft node id (ListMembers node_id).",
+        read: |m| repl(m, |r| vec![(Vec::new(), Value::Int(r.node_id))]),
+    },
+    Family {
+        name: "ibsm_raft_leader",
+        kind: GAUGE,
+        help: "The Raft leader's node id as this member sees it (0: none known).",
+        read: |m| repl(m, |r| vec![(Vec::new(), Value::Int(r.leader))]),
+    },
+    Family {
+        name: "ibsm_raft_last_log_index",
+        kind: GAUGE,
+        help: "This member's last Raft log index.",
+        read: |m| repl(m, |r| vec![(Vec::new(), Value::Int(r.last_log_index))]),
+    },
+    Family {
+        name: "ibsm_raft_matched_index",
+        kind: GAUGE,
+        help: "On the Raft leader: the highest log index each member is known to hold (label member: its node id).",
+        read: |m| {
+            repl(m, |r| {
+                r.matched
+                    .iter()
+                    .map(|(id, i)| (vec![("member", id.to_string())], Value::Int(i.unwrap_or(0))))
+                    .collect()
+            })
+        },
+    },
+    Family {
+        name: "ibsm_raft_follower_lag",
+        kind: GAUGE,
+        help: "On the Raft leader: log entries each other member lacks (the leader's last log index minus its matched index).",
+        read: |m| {
+            repl(m, |r| {
+                r.matched
+                    .iter()
+                    .filter(|(id, _)| **id != r.node_id)
+                    .map(|(id, i)| {
+                        let lag = r.last_log_index.saturating_sub(i.unwrap_or(0));
+                        (vec![("member", id.to_string())], Value::Int(lag))
+                    })
+                    .collect()
+            })
+        },
     },
     Family {
         name: "ibsm_mad_send_errors_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "MADs the device refused to send (each a failed MAD; the SM carries on).",
+        read: |m| one(&m.mad_send_errors),
     },
     Family {
         name: "ibsm_traps_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "Traps the MASTER's configurator received.",
+        read: |m| one(&m.traps),
+    },
+    Family {
+        name: "ibsm_port_traps_total",
+        kind: COUNTER,
+        help: "Traps received, by the LID they came from and the port they name (port 0: the trap names none); at most 256 series per SM.",
+        read: |m| {
+            let t = m.port_traps.lock().map(|t| t.clone()).unwrap_or_default();
+            t.into_iter()
+                .map(|((lid, port), n)| {
+                    (
+                        vec![("lid", lid.to_string()), ("port", port.to_string())],
+                        Value::Int(n),
+                    )
+                })
+                .collect()
+        },
     },
     Family {
         name: "ibsm_traps_rate_limited_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "Traps over their source LID's rate limit (repressed, not acted on).",
+        read: |m| one(&m.traps_rate_limited),
     },
     Family {
         name: "ibsm_trap_sweeps_deferred_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "Trap-triggered heavy sweeps deferred by the hold-down.",
+        read: |m| one(&m.trap_sweeps_deferred),
     },
     Family {
         name: "ibsm_duplicate_guids",
-        kind: "gauge",
+        kind: GAUGE,
         help: "Duplicate node/port GUIDs found by the last heavy sweep as MASTER (an alarm).",
+        read: |m| one(&m.duplicate_guids),
     },
     Family {
         name: "ibsm_topology_capped",
-        kind: "gauge",
+        kind: GAUGE,
         help: "1 when the last heavy sweep's discovery stopped at the topology cap (an alarm).",
+        read: |m| one(&m.topology_capped),
     },
     Family {
         name: "ibsm_untrusted_sms",
-        kind: "gauge",
+        kind: GAUGE,
         help: "Known SM ports outside trusted_sm_guids (never followed nor handed over to).",
+        read: |m| one(&m.untrusted_sms),
     },
     Family {
         name: "ibsm_rogue_masters",
-        kind: "gauge",
+        kind: GAUGE,
         help: "Untrusted SMs answering MASTER (rogue masters, ignored).",
+        read: |m| one(&m.rogue_masters),
     },
     Family {
         name: "ibsm_untrusted_sm_reports_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "Reports of an untrusted SM or rogue master (first seen, or its state changed).",
+        read: |m| one(&m.untrusted_reports),
     },
     Family {
         name: "ibsm_sa_groups",
-        kind: "gauge",
+        kind: GAUGE,
         help: "Multicast groups the SA holds (a standby: its replica's).",
+        read: |m| one(&m.sa_groups),
     },
     Family {
         name: "ibsm_sa_members",
-        kind: "gauge",
+        kind: GAUGE,
         help: "Members of those groups.",
+        read: |m| one(&m.sa_members),
     },
     Family {
         name: "ibsm_sa_requests_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "SA requests received (every method).",
+        read: |m| one(&m.sa_requests),
+    },
+    Family {
+        name: "ibsm_sa_requests_by_total",
+        kind: COUNTER,
+        help: "SA requests received, by method and attribute (e.g. SubnAdmGetTable, PathRecord).",
+        read: |m| {
+            let t = m.sa_requests_by.lock().map(|t| t.clone()).unwrap_or_default();
+            t.into_iter()
+                .map(|((method, attribute), n)| {
+                    (
+                        vec![("method", method), ("attribute", attribute)],
+                        Value::Int(n),
+                    )
+                })
+                .collect()
+        },
     },
     Family {
         name: "ibsm_sa_errors_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "SA answers with a non-zero status.",
+        read: |m| one(&m.sa_errors),
     },
     Family {
         name: "ibsm_sa_services",
-        kind: "gauge",
+        kind: GAUGE,
         help: "ServiceRecords the SA holds (a standby: its replica's).",
+        read: |m| one(&m.sa_services),
     },
     Family {
         name: "ibsm_sa_subscriptions",
-        kind: "gauge",
+        kind: GAUGE,
         help: "InformInfo subscriptions the SA holds (a standby: its replica's).",
+        read: |m| one(&m.sa_subscriptions),
     },
     Family {
         name: "ibsm_sa_replica_current",
-        kind: "gauge",
+        kind: GAUGE,
         help: "1 when the local replica holds exactly the SA state this SM serves (a takeover from it now sets no ClientReregister), else 0 (a change in flight, no replication).",
+        read: |m| one(&m.sa_replica_current),
     },
     Family {
         name: "ibsm_sa_replica_last_write_timestamp_seconds",
-        kind: "gauge",
+        kind: GAUGE,
         help: "Unix time when the local replica last applied a change of the SA's tables (0: none since start).",
+        read: |m| {
+            let ms = m.sa_replica_write_unix_ms.load(Ordering::Relaxed);
+            vec![(Vec::new(), Value::Float(ms as f64 / 1000.0))]
+        },
     },
     Family {
         name: "ibsm_replica_applied_index",
-        kind: "gauge",
+        kind: GAUGE,
         help: "The local replica's applied Raft log index (a member's lag: the highest member's minus its own).",
+        read: |m| one(&m.replica_applied_index),
     },
     Family {
         name: "ibsm_client_reregisters_total",
-        kind: "counter",
+        kind: COUNTER,
         help: "End ports asked to re-register with the SA (PortInfo.ClientReregister).",
+        read: |m| one(&m.client_reregisters),
     },
 ];
 
-/// Names of every metric family `/metrics` serves (dashboards are checked against it).
+/// Names of every metric family `/metrics` serves, as their samples are named
+/// (counters with `_total`; dashboards are checked against it).
 pub fn metric_names() -> Vec<&'static str> {
     FAMILIES.iter().map(|f| f.name).collect()
 }
 
-fn escape_label(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
+/// Every instance's metrics, read at each scrape.
+#[derive(Debug)]
+struct Instances(Arc<Vec<(String, Arc<Metrics>)>>);
+
+impl Collector for Instances {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for f in FAMILIES {
+            // prometheus-client appends a counter's `_total` itself.
+            let base = match f.kind {
+                MetricType::Counter => f.name.strip_suffix("_total").unwrap_or(f.name),
+                _ => f.name,
+            };
+            let mut family = encoder.encode_descriptor(base, f.help, None, f.kind)?;
+            for (sm, m) in self.0.iter() {
+                for (labels, value) in (f.read)(m) {
+                    let mut set: Vec<(&str, String)> = Vec::with_capacity(labels.len() + 1);
+                    set.push(("sm", sm.clone()));
+                    set.extend(labels);
+                    let series = family.encode_family(&set)?;
+                    match (f.kind, value) {
+                        (MetricType::Counter, Value::Int(v)) => {
+                            ConstCounter::new(v).encode(series)?
+                        }
+                        (MetricType::Counter, Value::Float(v)) => {
+                            ConstCounter::new(v).encode(series)?
+                        }
+                        (_, Value::Int(v)) => ConstGauge::new(v).encode(series)?,
+                        (_, Value::Float(v)) => ConstGauge::new(v).encode(series)?,
+                    }
+                }
+            }
         }
+        Ok(())
+    }
+}
+
+fn registry(instances: Arc<Vec<(String, Arc<Metrics>)>>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(Instances(instances)));
+    r
+}
+
+fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail; an encoder error would be a bug in a name.
+    if let Err(err) = prometheus_client::encoding::text::encode(&mut out, registry) {
+        tracing::error!(%err, "metrics: encoding failed");
     }
     out
 }
 
-/// Render every instance in the text exposition format, labelled `sm="<name>"`.
+/// Render every instance in the OpenMetrics text format, labelled `sm="<name>"`.
 pub fn render(instances: &[(String, Arc<Metrics>)]) -> String {
-    let mut out = String::new();
-    for f in FAMILIES {
-        let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
-        let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
-        for (name, m) in instances {
-            let sm = escape_label(name);
-            let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            match f.name {
-                "ibsm_up" => {
-                    let _ = writeln!(out, "ibsm_up{{sm=\"{sm}\"}} {}", load(&m.up));
-                }
-                "ibsm_sm_state" => {
-                    let _ = writeln!(out, "ibsm_sm_state{{sm=\"{sm}\"}} {}", load(&m.sm_state));
-                }
-                "ibsm_act_count" => {
-                    let _ = writeln!(out, "ibsm_act_count{{sm=\"{sm}\"}} {}", load(&m.act_count));
-                }
-                "ibsm_failovers_total" => {
-                    let _ = writeln!(
-                        out,
-                        "ibsm_failovers_total{{sm=\"{sm}\"}} {}",
-                        load(&m.failovers)
-                    );
-                }
-                "ibsm_sweeps_total" => {
-                    for (kind, v) in [("heavy", &m.sweeps_heavy), ("light", &m.sweeps_light)] {
-                        let _ = writeln!(
-                            out,
-                            "ibsm_sweeps_total{{sm=\"{sm}\",kind=\"{kind}\"}} {}",
-                            load(v)
-                        );
-                    }
-                }
-                "ibsm_sweep_phase_seconds" => {
-                    let phases = m.phases.lock().map(|p| p.clone()).unwrap_or_default();
-                    for (phase, secs) in phases {
-                        let _ = writeln!(
-                            out,
-                            "ibsm_sweep_phase_seconds{{sm=\"{sm}\",phase=\"{phase}\"}} {secs}"
-                        );
-                    }
-                }
-                "ibsm_mads_sent_total" => {
-                    let _ = writeln!(
-                        out,
-                        "ibsm_mads_sent_total{{sm=\"{sm}\"}} {}",
-                        load(&m.mads_sent)
-                    );
-                }
-                "ibsm_mads_timeouts_total" => {
-                    let _ = writeln!(
-                        out,
-                        "ibsm_mads_timeouts_total{{sm=\"{sm}\"}} {}",
-                        load(&m.mads_timeouts)
-                    );
-                }
-                "ibsm_mads_retries_total" => {
-                    let _ = writeln!(
-                        out,
-                        "ibsm_mads_retries_total{{sm=\"{sm}\"}} {}",
-                        load(&m.mads_retries)
-                    );
-                }
-                "ibsm_sminfo_requests_total" => {
-                    let _ = writeln!(
-                        out,
-                        "ibsm_sminfo_requests_total{{sm=\"{sm}\"}} {}",
-                        load(&m.sminfo_requests)
-                    );
-                }
-                "ibsm_sm_key_rejections_total" => {
-                    let _ = writeln!(
-                        out,
-                        "ibsm_sm_key_rejections_total{{sm=\"{sm}\"}} {}",
-                        load(&m.sm_key_rejections)
-                    );
-                }
-                "ibsm_replication_degraded" => {
-                    let _ = writeln!(
-                        out,
-                        "ibsm_replication_degraded{{sm=\"{sm}\"}} {}",
-                        load(&m.degraded)
-                    );
-                }
-                name @ ("ibsm_mad_send_errors_total"
-                | "ibsm_traps_total"
-                | "ibsm_traps_rate_limited_total"
-                | "ibsm_trap_sweeps_deferred_total"
-                | "ibsm_duplicate_guids"
-                | "ibsm_topology_capped") => {
-                    let v = match name {
-                        "ibsm_mad_send_errors_total" => &m.mad_send_errors,
-                        "ibsm_traps_total" => &m.traps,
-                        "ibsm_traps_rate_limited_total" => &m.traps_rate_limited,
-                        "ibsm_trap_sweeps_deferred_total" => &m.trap_sweeps_deferred,
-                        "ibsm_duplicate_guids" => &m.duplicate_guids,
-                        _ => &m.topology_capped,
-                    };
-                    let _ = writeln!(out, "{name}{{sm=\"{sm}\"}} {}", load(v));
-                }
-                "ibsm_sa_groups"
-                | "ibsm_sa_members"
-                | "ibsm_sa_requests_total"
-                | "ibsm_sa_errors_total"
-                | "ibsm_sa_services"
-                | "ibsm_sa_subscriptions"
-                | "ibsm_sa_replica_current"
-                | "ibsm_replica_applied_index"
-                | "ibsm_client_reregisters_total" => {
-                    let v = match f.name {
-                        "ibsm_sa_groups" => &m.sa_groups,
-                        "ibsm_sa_members" => &m.sa_members,
-                        "ibsm_sa_requests_total" => &m.sa_requests,
-                        "ibsm_sa_errors_total" => &m.sa_errors,
-                        "ibsm_sa_services" => &m.sa_services,
-                        "ibsm_sa_subscriptions" => &m.sa_subscriptions,
-                        "ibsm_sa_replica_current" => &m.sa_replica_current,
-                        "ibsm_replica_applied_index" => &m.replica_applied_index,
-                        _ => &m.client_reregisters,
-                    };
-                    let _ = writeln!(out, "{}{{sm=\"{sm}\"}} {}", f.name, load(v));
-                }
-                "ibsm_sa_replica_last_write_timestamp_seconds" => {
-                    let ms = load(&m.sa_replica_write_unix_ms);
-                    let _ = writeln!(
-                        out,
-                        "{}{{sm=\"{sm}\"}} {}.{:03}",
-                        f.name,
-                        ms / 1000,
-                        ms % 1000
-                    );
-                }
-                "ibsm_untrusted_sms" | "ibsm_rogue_masters" | "ibsm_untrusted_sm_reports_total" => {
-                    let v = match f.name {
-                        "ibsm_untrusted_sms" => &m.untrusted_sms,
-                        "ibsm_rogue_masters" => &m.rogue_masters,
-                        _ => &m.untrusted_reports,
-                    };
-                    let _ = writeln!(out, "{}{{sm=\"{sm}\"}} {}", f.name, load(v));
-                }
-                _ => {}
-            }
-        }
-    }
-    out
+    encode(&registry(Arc::new(instances.to_vec())))
 }
 
 /// Bind `addr` now (a busy port is an error at start) and return the bound address
@@ -592,130 +759,39 @@ pub async fn bind(
     Ok((local, serve_on(instances, listener, shutdown)))
 }
 
-/// Serve `GET /metrics` on an already bound `listener` until `shutdown` resolves.
+/// Serve `GET /metrics` (and `HEAD`) on an already bound `listener` until `shutdown`
+/// resolves; other paths answer 404, other methods 405.
 pub fn serve_on(
     instances: Vec<(String, Arc<Metrics>)>,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let instances = Arc::new(instances);
-    async move {
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => return,
-                accepted = listener.accept() => match accepted {
-                    Ok((conn, peer)) => {
-                        let instances = Arc::clone(&instances);
-                        tokio::spawn(async move {
-                            if let Err(err) = serve_one(conn, &instances).await {
-                                tracing::debug!(%peer, %err, "metrics request failed");
-                            }
-                        });
-                    }
-                    Err(err) => {
-                        tracing::warn!(%err, "metrics: accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                },
+    let registry = Arc::new(registry(Arc::new(instances)));
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let registry = Arc::clone(&registry);
+            async move {
+                (
+                    [(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)],
+                    encode(&registry),
+                )
             }
-        }
-    }
-}
-
-/// What the first line of a request asks for.
-#[derive(Debug, PartialEq, Eq)]
-enum Route {
-    Metrics,
-    NotFound,
-    BadMethod,
-    BadRequest,
-}
-
-fn route(head: &[u8]) -> Route {
-    let line = head.split(|b| *b == b'\n').next().unwrap_or(&[]);
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.trim_end().split(' ');
-    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return Route::BadRequest;
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Route::BadRequest;
-    }
-    if method != "GET" && method != "HEAD" {
-        return Route::BadMethod;
-    }
-    let path = target.split('?').next().unwrap_or("");
-    if path == "/metrics" {
-        Route::Metrics
-    } else {
-        Route::NotFound
-    }
-}
-
-async fn serve_one(
-    mut conn: tokio::net::TcpStream,
-    instances: &[(String, Arc<Metrics>)],
-) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    let read = async {
-        loop {
-            let n = conn.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            head.extend_from_slice(buf.get(..n).unwrap_or(&[]));
-            if head.windows(4).any(|w| w == b"\r\n\r\n") || head.len() > MAX_REQUEST_HEAD {
-                break;
-            }
-        }
-        Ok::<(), std::io::Error>(())
-    };
-    match tokio::time::timeout(READ_TIMEOUT, read).await {
-        Ok(r) => r?,
-        Err(_) => return Ok(()),
-    }
-    let (status, ctype, body) = match route(&head) {
-        Route::Metrics => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            render(instances),
-        ),
-        Route::NotFound => ("404 Not Found", "text/plain", "try /metrics\n".to_string()),
-        Route::BadMethod => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET only\n".to_string(),
-        ),
-        Route::BadRequest => ("400 Bad Request", "text/plain", String::new()),
-    };
-    let is_head = head.starts_with(b"HEAD ");
-    let mut resp = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+        }),
     );
-    if !is_head {
-        resp.push_str(&body);
+    async move {
+        if let Err(err) = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::warn!(%err, "metrics: the server stopped");
+        }
     }
-    conn.write_all(resp.as_bytes()).await?;
-    conn.shutdown().await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn routes() {
-        assert_eq!(route(b"GET /metrics HTTP/1.1\r\n\r\n"), Route::Metrics);
-        assert_eq!(route(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"), Route::Metrics);
-        assert_eq!(route(b"GET / HTTP/1.1\r\n\r\n"), Route::NotFound);
-        assert_eq!(route(b"POST /metrics HTTP/1.1\r\n\r\n"), Route::BadMethod);
-        assert_eq!(route(b"garbage"), Route::BadRequest);
-        assert_eq!(route(b""), Route::BadRequest);
-    }
 
     #[test]
     fn failover_counted_on_entry_into_master_only() {
