@@ -101,6 +101,9 @@ pub(super) struct Driver {
     sa_to_replicate: Option<Arc<ibsm_core::sa::SaTables>>,
     send_errors: u64,
     send_error_log: LogSampler,
+    /// When (node time) the last sweep that changed the fabric finished, as last
+    /// placed on the wall clock in the status.
+    last_change_at: Option<Duration>,
     /// The node ended (start-up failed): the error the thread ends with.
     failed: Option<String>,
 }
@@ -128,6 +131,7 @@ impl Driver {
             next_id: 1,
             routing,
             replicated_at: None,
+            last_change_at: None,
             replica_sa: None,
             replica_cache: None,
             sa_to_replicate: None,
@@ -504,7 +508,8 @@ impl Driver {
             s.sms = st.sms;
             s.last_sweep = st.last_sweep;
             if let Some((at, summary)) = st.last_change_sweep {
-                if s.last_change_sweep != summary || s.last_change_sweep_unix_ms == 0 {
+                if self.last_change_at != Some(at) {
+                    self.last_change_at = Some(at);
                     // The node's clock is time since this thread's epoch: place `at`
                     // on the wall clock by its age.
                     let age = self.now().saturating_sub(at);
