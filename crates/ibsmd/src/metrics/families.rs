@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelValue, EncodeMetric, LabelValueEncoder,
+};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -377,6 +379,26 @@ pub fn metric_names() -> Vec<&'static str> {
     FAMILIES.iter().map(|f| f.name).collect()
 }
 
+/// A label value escaped as the exposition format requires (`\\`, `\"`, `\n`):
+/// prometheus-client writes label values as they are, and an instance name is the
+/// caller's.
+struct Escaped<'a>(&'a str);
+
+impl EncodeLabelValue for Escaped<'_> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write as _;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Every instance's metrics, read at each scrape.
 #[derive(Debug)]
 pub(super) struct Instances(pub(super) Arc<Vec<(String, Arc<Metrics>)>>);
@@ -392,9 +414,9 @@ impl Collector for Instances {
             let mut family = encoder.encode_descriptor(base, f.help, None, f.kind)?;
             for (sm, m) in self.0.iter() {
                 for (labels, value) in (f.read)(m) {
-                    let mut set: Vec<(&str, String)> = Vec::with_capacity(labels.len() + 1);
-                    set.push(("sm", sm.clone()));
-                    set.extend(labels);
+                    let mut set: Vec<(&str, Escaped)> = Vec::with_capacity(labels.len() + 1);
+                    set.push(("sm", Escaped(sm)));
+                    set.extend(labels.iter().map(|(k, v)| (*k, Escaped(v))));
                     let series = family.encode_family(&set)?;
                     match (f.kind, value) {
                         (MetricType::Counter, Value::Int(v)) => {

@@ -420,16 +420,65 @@ mod tests {
         assert!(text.contains("ibsm_untrusted_sms{sm=\"sm\\\"1\"} 2"));
         assert!(text.contains("ibsm_rogue_masters{sm=\"sm\\\"1\"} 1"));
         assert!(text.contains("ibsm_untrusted_sm_reports_total{sm=\"sm\\\"1\"} 1"));
-        assert!(text.contains("# TYPE ibsm_failovers_total counter"));
+        // OpenMetrics: a counter's family is named without `_total`, its sample with.
+        assert!(text.contains("# TYPE ibsm_failovers counter"));
+        assert!(text.ends_with("# EOF\n"));
         assert!(text.contains("ibsm_sm_state{sm=\"sm\\\"1\"} 3"));
         assert!(text.contains("ibsm_act_count{sm=\"sm\\\"1\"} 42"));
         assert!(text.contains("ibsm_sweeps_total{sm=\"sm\\\"1\",kind=\"heavy\"} 1"));
         assert!(text.contains("phase=\"lft_distribution\"} 1.5"));
         assert!(text.contains("ibsm_mads_timeouts_total{sm=\"sm\\\"1\"} 2"));
+        // No replication: the replication families have no samples.
+        assert!(!text.contains("ibsm_raft_term{"));
         // Every sample line is `name{labels} value`.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, v) = line.rsplit_once(' ').expect("sample has a value");
             v.parse::<f64>().expect("value is a number");
         }
+    }
+
+    #[test]
+    fn replication_traps_and_sa_series() {
+        let m = Arc::new(Metrics::new());
+        m.set_replication(Some(ReplicationFigures {
+            epoch: 4,
+            role: "leader".into(),
+            term: 7,
+            node_id: 1,
+            leader: 1,
+            last_log_index: 30,
+            matched: BTreeMap::from([(1, Some(30)), (2, Some(25)), (3, None)]),
+        }));
+        m.count_port_trap(12, 3);
+        m.count_port_trap(12, 3);
+        m.count_sa_request("GetTable", "PathRecord");
+        let text = render(&[("a".to_string(), m.clone())]);
+        for want in [
+            "ibsm_replication_epoch{sm=\"a\"} 4",
+            "ibsm_raft_role{sm=\"a\",role=\"leader\"} 1",
+            "ibsm_raft_role{sm=\"a\",role=\"follower\"} 0",
+            "ibsm_raft_term{sm=\"a\"} 7",
+            "ibsm_raft_matched_index{sm=\"a\",member=\"2\"} 25",
+            "ibsm_raft_follower_lag{sm=\"a\",member=\"2\"} 5",
+            "ibsm_raft_follower_lag{sm=\"a\",member=\"3\"} 30",
+            "ibsm_port_traps_total{sm=\"a\",lid=\"12\",port=\"3\"} 2",
+            "ibsm_sa_requests_by_total{sm=\"a\",method=\"GetTable\",attribute=\"PathRecord\"} 1",
+        ] {
+            assert!(text.contains(want), "no {want} in\n{text}");
+        }
+        // The leader's own entry is no lag.
+        assert!(!text.contains("ibsm_raft_follower_lag{sm=\"a\",member=\"1\"}"));
+        // Bounded: a storm from many ports keeps at most PORT_TRAP_SERIES series.
+        for lid in 0..(PORT_TRAP_SERIES as u16 + 50) {
+            m.count_port_trap(1000 + lid, 1);
+        }
+        let text = render(&[("a".to_string(), m)]);
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("ibsm_port_traps_total{"))
+            .count();
+        assert_eq!(series, PORT_TRAP_SERIES);
+        // The busiest port (2 traps) was not the one evicted.
+        assert!(text.contains("lid=\"12\",port=\"3\"} 2"));
     }
 }
