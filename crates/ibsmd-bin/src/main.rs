@@ -152,6 +152,7 @@ fn main() -> std::process::ExitCode {
     let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter);
+    let json_logs = log_format.unwrap_or_default() == LogFormat::Json;
     match log_format.unwrap_or_default() {
         LogFormat::Text => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -192,7 +193,12 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ibsmd: {e:#}");
+            if json_logs {
+                // A log pipeline gets why the daemon stopped as one more JSON line.
+                tracing::error!(error = %format!("{e:#}"), "ibsmd: {e:#}");
+            } else {
+                eprintln!("ibsmd: {e:#}");
+            }
             std::process::ExitCode::FAILURE
         }
     }

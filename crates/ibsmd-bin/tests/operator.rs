@@ -173,6 +173,39 @@ fn a_second_ibsmd_on_the_same_grpc_port_exits_before_opening_the_fabric() {
     );
 }
 
+/// With JSON logs, why the daemon stopped is a JSON line too (a log pipeline sees it).
+#[test]
+fn with_json_logs_the_exit_reason_is_a_json_line() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = busy.local_addr().expect("addr").to_string();
+    let out = Command::new(IBSMD)
+        .args([
+            "--fabric",
+            "gen:fat-tree:4",
+            "--priority",
+            "5",
+            "--insecure-plaintext",
+            "--log-format",
+            "json",
+            "--grpc",
+            &addr,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {err}"));
+    assert_eq!(v["level"], "ERROR", "{last}");
+    let why = v["fields"]["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("cannot listen for gRPC on {addr}")),
+        "{last}"
+    );
+}
+
 /// After the sweep that configured the fabric, sweeps that change nothing take
 /// `last_sweep`; `last_change_sweep` keeps the configuring one, with its time.
 #[test]
