@@ -266,6 +266,8 @@ fn core_ipoib(i: &pb::PartitionIpoib) -> Option<ibsm_core::subnet::PartitionIpoi
 /// The core's form of a validated API partition (`None` if the P_Key does not fit).
 fn core_partition(p: &pb::PartitionEntry) -> Option<ibsm_core::subnet::Partition> {
     Some(ibsm_core::subnet::Partition {
+        groups: Vec::new(),
+        index0: false,
         name: p.name.clone(),
         p_key: u16::try_from(p.p_key).ok()?,
         members: p

@@ -239,6 +239,8 @@ pub fn parse_partition(text: &str) -> Result<Partition, SubnetOptError> {
         return Err(err(members_at, "no members".into()));
     }
     Ok(Partition {
+        groups: Vec::new(),
+        index0: false,
         name: name.to_string(),
         p_key: pkey,
         members: out,

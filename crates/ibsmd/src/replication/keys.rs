@@ -44,6 +44,8 @@ pub fn encode_partition(p: &Partition) -> String {
 pub fn decode_partition(key: &str, value: &str) -> Option<Partition> {
     let (p, ipoib) = ibsm_replica::config_keys::decode_partition_ipoib(key, value).ok()?;
     Some(Partition {
+        groups: Vec::new(),
+        index0: false,
         ipoib: ipoib.map(|i| PartitionIpoib {
             rate: i.rate,
             mtu: i.mtu,
