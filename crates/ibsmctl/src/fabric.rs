@@ -25,6 +25,7 @@ pub enum FabricRequest {
     Partitions,
     SetPartition(pb::PartitionEntry),
     DeletePartition(u16),
+    ReloadPartitions,
     Members,
     AddMember { id: u64, addr: String },
     RemoveMember { id: u64 },
@@ -600,6 +601,31 @@ pub async fn run(target: &Target, req: FabricRequest) -> Result<(), CtlError> {
             )
             .await?;
             print(j, partitions_json(&r), partitions_text(&r));
+        }
+        FabricRequest::ReloadPartitions => {
+            let r = unary(
+                target,
+                "ReloadPartitions",
+                fabric.reload_partitions(pb::ReloadPartitionsRequest {}),
+            )
+            .await?;
+            let keys: Vec<String> = r.p_keys.iter().map(|k| format!("{k:#06x}")).collect();
+            let json = serde_json::json!({
+                "file": r.file,
+                "partitions": r.partitions,
+                "p_keys": keys,
+                "not_applied": r.not_applied,
+            });
+            let mut text = format!(
+                "reloaded {}: {} partitions [{}]\n",
+                r.file,
+                r.partitions,
+                keys.join(", ")
+            );
+            for n in &r.not_applied {
+                text.push_str(&format!("not applied: {n}\n"));
+            }
+            print(j, json, text);
         }
         FabricRequest::Members => {
             let r = unary(

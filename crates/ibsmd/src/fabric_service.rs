@@ -39,6 +39,7 @@ pub struct FabricService {
     slot: InstanceSlot,
     name: String,
     repl: Option<Arc<Replication>>,
+    partitions_file: Option<std::path::PathBuf>,
 }
 
 /// What a request is answered from.
@@ -55,7 +56,14 @@ impl FabricService {
             slot,
             name: name.to_string(),
             repl,
+            partitions_file: None,
         }
+    }
+
+    /// The `--partitions-file` that `ReloadPartitions` reads again.
+    pub fn with_partitions_file(mut self, file: Option<std::path::PathBuf>) -> FabricService {
+        self.partitions_file = file;
+        self
     }
 
     fn snapshot(&self) -> Result<Snapshot, Status> {
@@ -495,6 +503,39 @@ impl Fabric for FabricService {
         _req: Request<pb::ListPartitionsRequest>,
     ) -> Result<Response<pb::ListPartitionsResponse>, Status> {
         Ok(Response::new(self.partitions(String::new())?))
+    }
+
+    async fn reload_partitions(
+        &self,
+        _req: Request<pb::ReloadPartitionsRequest>,
+    ) -> Result<Response<pb::ReloadPartitionsResponse>, Status> {
+        let file = self.partitions_file.clone().ok_or_else(|| {
+            Status::failed_precondition(
+                "this ibsmd was started without --partitions-file (partitions_file): nothing to reload",
+            )
+        })?;
+        let inst = match self.slot.read() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+        .ok_or_else(|| Status::unavailable(format!("SM instance {} is not running", self.name)))?;
+        let loaded = crate::partitions_file::reload(&file, &inst)
+            .await
+            .map_err(Status::invalid_argument)?;
+        Ok(Response::new(pb::ReloadPartitionsResponse {
+            file: file.display().to_string(),
+            partitions: u32::try_from(loaded.partitions.len()).unwrap_or(u32::MAX),
+            p_keys: loaded
+                .partitions
+                .iter()
+                .map(|p| u32::from(p.p_key))
+                .collect(),
+            not_applied: loaded
+                .multicast_groups
+                .iter()
+                .map(crate::partitions_file::describe_group)
+                .collect(),
+        }))
     }
 
     async fn set_partition(
