@@ -361,6 +361,8 @@ fn partitions_json(r: &pb::ListPartitionsResponse) -> Value {
                 "rate": i.rate, "mtu": i.mtu, "sl": i.sl, "scope": i.scope,
                 "q_key": format!("{:#x}", i.q_key),
             })),
+            "groups": p.groups,
+            "index0": p.index0,
         })).collect::<Vec<_>>(),
     })
 }
@@ -374,24 +376,26 @@ fn partitions_text(r: &pb::ListPartitionsResponse) -> String {
     let mut rows = vec![["P_KEY", "NAME", "IPOIB", "MEMBERS"]
         .map(String::from)
         .to_vec()];
-    rows.push(vec![
-        "0x7fff".into(),
-        "default".into(),
-        "mtu=4 rate=3 sl=0 scope=2 qkey=0xb1b".into(),
-        "every port (full)".into(),
-    ]);
+    if !r.partitions.iter().any(|p| p.p_key == 0x7fff) {
+        rows.push(vec![
+            "0x7fff".into(),
+            "default".into(),
+            "mtu=4 rate=3 sl=0 scope=2 qkey=0xb1b".into(),
+            "every port (full)".into(),
+        ]);
+    }
     for p in &r.partitions {
-        let m: Vec<String> = p
-            .members
-            .iter()
-            .map(|m| {
-                format!(
-                    "{}:{}",
-                    fmt_guid(m.port_guid),
-                    if m.full { "full" } else { "limited" }
-                )
-            })
-            .collect();
+        let mut m: Vec<String> = p.groups.clone();
+        m.extend(p.members.iter().map(|m| {
+            format!(
+                "{}:{}",
+                fmt_guid(m.port_guid),
+                if m.full { "full" } else { "limited" }
+            )
+        }));
+        if p.index0 {
+            m.push("(indx0)".into());
+        }
         rows.push(vec![
             format!("{:#06x}", p.p_key),
             p.name.clone(),

@@ -306,6 +306,8 @@ fn main() -> ExitCode {
                 }),
         } => Some(fabric::FabricRequest::SetPartition(
             ibsm_proto::v1::PartitionEntry {
+                groups: Vec::new(),
+                index0: false,
                 name: name.clone(),
                 p_key: u32::from(*pkey),
                 members: members.0.clone(),

@@ -257,6 +257,18 @@ fn partition_entry(p: &ibsm_core::subnet::Partition) -> pb::PartitionEntry {
             scope: u32::from(i.scope),
             q_key: i.q_key,
         }),
+        groups: p
+            .groups
+            .iter()
+            .map(|g| {
+                let m = match g.membership {
+                    ibsm_core::subnet::Membership::Full => "full",
+                    ibsm_core::subnet::Membership::Limited => "limited",
+                };
+                format!("{}={m}", g.group.keyword())
+            })
+            .collect(),
+        index0: p.index0,
     }
 }
 
@@ -326,6 +338,11 @@ pub fn validate_partition(p: &pb::PartitionEntry, known: &[u64]) -> Result<(), S
     }
     if p.members.is_empty() {
         return Err("a partition needs at least one member GUID".into());
+    }
+    if !p.groups.is_empty() || p.index0 {
+        return Err(
+            "port groups (ALL, ALL_CAS, ...) and indx0 come from a --partitions-file only; name the members by GUID".into(),
+        );
     }
     if let Some(i) = &p.ipoib {
         let Some(core) = core_ipoib(i) else {
@@ -530,11 +547,7 @@ impl Fabric for FabricService {
                 .iter()
                 .map(|p| u32::from(p.p_key))
                 .collect(),
-            not_applied: loaded
-                .multicast_groups
-                .iter()
-                .map(crate::partitions_file::describe_group)
-                .collect(),
+            not_applied: loaded.not_applied(),
         }))
     }
 
@@ -756,6 +769,8 @@ mod tests {
 
     fn part(pkey: u32, members: &[(u64, bool)]) -> pb::PartitionEntry {
         pb::PartitionEntry {
+            groups: Vec::new(),
+            index0: false,
             ipoib: None,
             name: "storage".into(),
             p_key: pkey,

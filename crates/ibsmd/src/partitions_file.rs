@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ibsm_core::subnet::partitions_conf::{self, McastGroupDef, PartitionsConfError};
+use ibsm_core::subnet::partitions_conf::{self, McastGroupDef, NotApplied, PartitionsConfError};
 use ibsm_core::subnet::{Partition, SubnetConfig};
 
 use crate::instance::{Command, Instance};
@@ -59,6 +59,26 @@ pub struct Loaded {
     pub partitions: Vec<Partition>,
     /// `mgid=` groups read but not created.
     pub multicast_groups: Vec<McastGroupDef>,
+    /// Other flags read but not applied.
+    pub not_applied: Vec<NotApplied>,
+}
+
+impl Loaded {
+    /// Everything read but not applied, one line each, in file order.
+    pub fn not_applied(&self) -> Vec<String> {
+        let mut out: Vec<(usize, usize, String)> = self
+            .multicast_groups
+            .iter()
+            .map(|g| (g.at.line, g.at.column, describe_group(g)))
+            .collect();
+        out.extend(
+            self.not_applied
+                .iter()
+                .map(|n| (n.at.line, n.at.column, format!("{}: {}", n.at, n.what))),
+        );
+        out.sort();
+        out.into_iter().map(|(_, _, s)| s).collect()
+    }
 }
 
 /// A multicast group line as the log and the API show it.
@@ -98,13 +118,14 @@ pub fn load(path: &Path) -> Result<Loaded, PartitionsFileError> {
     Ok(Loaded {
         partitions: check.partitions,
         multicast_groups: file.multicast_groups,
+        not_applied: file.not_applied,
     })
 }
 
-/// Log what a load did not apply (its `mgid=` groups).
+/// Log what a load did not apply (its `mgid=` groups, flags it cannot honour).
 pub fn log_unapplied(path: &Path, loaded: &Loaded) {
-    for g in &loaded.multicast_groups {
-        tracing::warn!(file = %path.display(), "{}", describe_group(g));
+    for line in loaded.not_applied() {
+        tracing::warn!(file = %path.display(), "{line}");
     }
 }
 

@@ -206,6 +206,15 @@ pub fn parse_partition(text: &str) -> Result<Partition, SubnetOptError> {
         .and_then(|v| u16::try_from(v).ok())
         .ok_or_else(|| err(pkey_at, format!("P_Key {pkey:?} is not a 16-bit number")))?
         & 0x7FFF;
+    if pkey == 0x7FFF {
+        // The configurator takes 0x7FFF as a redefinition of the default partition
+        // (partitions.conf's Default=0x7fff), which would leave every other port out
+        // of it: only --partitions-file may do that.
+        return Err(err(
+            pkey_at,
+            "P_Key 0x7fff is the default partition (every port a member); pick 0x0001-0x7ffe, or redefine it in a --partitions-file".into(),
+        ));
+    }
     let ipoib = parse_ipoib_flags(head).map_err(|(at, why)| err(at, why))?;
     let mut out = Vec::new();
     for (at, m) in pieces(members, members_at, ',') {

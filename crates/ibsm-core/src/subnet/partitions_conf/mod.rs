@@ -78,6 +78,15 @@ pub struct McastGroupDef {
     pub params: PartitionIpoib,
 }
 
+/// Something the file asks for that is read and checked but not applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotApplied {
+    /// Where it is.
+    pub at: Position,
+    /// What and why.
+    pub what: String,
+}
+
 /// What a partitions.conf defines.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PartitionsFile {
@@ -86,6 +95,10 @@ pub struct PartitionsFile {
     pub partitions: Vec<Partition>,
     /// `mgid=` groups, in file order.
     pub multicast_groups: Vec<McastGroupDef>,
+    /// Flags read but not applied (IPoIB parameters of the default partition, whose
+    /// broadcast group the SA always creates with OpenSM's defaults; non-zero
+    /// `TClass=` / `FlowLabel=`), in file order.
+    pub not_applied: Vec<NotApplied>,
 }
 
 /// Parse a whole partitions.conf.
@@ -148,6 +161,8 @@ struct Parser<'a> {
     out: PartitionsFile,
     /// Next candidate for a generated P_Key.
     next_pkey: u16,
+    /// [`PartitionsFile::not_applied`], filled from `&self` methods.
+    notes: std::cell::RefCell<Vec<NotApplied>>,
 }
 
 impl<'a> Parser<'a> {
@@ -195,8 +210,10 @@ impl<'a> Parser<'a> {
             out: PartitionsFile {
                 partitions: vec![default],
                 multicast_groups: Vec::new(),
+                not_applied: Vec::new(),
             },
             next_pkey: 0,
+            notes: Default::default(),
         }
     }
 
@@ -208,6 +225,13 @@ impl<'a> Parser<'a> {
             line: before.matches('\n').count() + 1,
             column: before.get(line_start..).map_or(0, |l| l.chars().count()) + 1,
         }
+    }
+
+    fn note(&self, at: usize, what: String) {
+        self.notes.borrow_mut().push(NotApplied {
+            at: self.position(at),
+            what,
+        });
     }
 
     fn err<T>(&self, at: usize, why: impl Into<String>) -> Result<T, PartitionsConfError> {
@@ -229,6 +253,7 @@ impl<'a> Parser<'a> {
             }
             self.definition(def)?;
         }
+        self.out.not_applied = self.notes.take();
         Ok(self.out)
     }
 
@@ -312,8 +337,18 @@ impl<'a> Parser<'a> {
         let part = &mut self.out.partitions[idx];
         h.p_key = part.p_key;
         part.index0 |= index0;
+        let default_ipoib = h.ipoib && part.p_key == DEFAULT_PKEY;
         if h.ipoib && part.ipoib.is_none() && part.p_key != DEFAULT_PKEY {
             part.ipoib = Some(h.params);
+        }
+        if default_ipoib && h.params != PartitionIpoib::default() {
+            self.note(
+                head.at,
+                format!(
+                    "the default partition's ipoib parameters (mtu {}, rate {}, sl {}, scope {}, Q_Key {:#x}) not applied: its broadcast group is OpenSM's default one (mtu 4, rate 3, sl 0, scope 2, Q_Key 0xb1b)",
+                    h.params.mtu, h.params.rate, h.params.sl, h.params.scope, h.params.q_key
+                ),
+            );
         }
         if let Err((field, value, range)) = h.params.check() {
             return self.err(
@@ -427,15 +462,19 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        if matches!(field, "TClass" | "FlowLabel") && v != 0 {
+            self.note(
+                key.at,
+                format!("{field}={} not applied: ibsm's groups use 0", val.text),
+            );
+        }
         Ok(())
     }
 
     /// `full`, `limited`, `both` or a prefix of one (`both` is full, see the module doc).
     fn membership(&self, v: Span<'_>) -> Result<Membership, PartitionsConfError> {
         let w = v.text;
-        if !w.is_empty() && "full".starts_with(w) {
-            Ok(Membership::Full)
-        } else if !w.is_empty() && "both".starts_with(w) {
+        if !w.is_empty() && ("full".starts_with(w) || "both".starts_with(w)) {
             Ok(Membership::Full)
         } else if !w.is_empty() && "limited".starts_with(w) {
             Ok(Membership::Limited)

@@ -162,6 +162,21 @@ fn mgid_lines_are_read_and_checked() {
 }
 
 #[test]
+fn flags_that_are_not_applied_are_reported() {
+    let f =
+        parse("Default=0x7fff, ipoib, mtu=5 : ALL=full;\np=0x10, TClass=3 : 0x1;").expect("parses");
+    assert_eq!(f.not_applied.len(), 2, "{:?}", f.not_applied);
+    assert_eq!(f.not_applied[0].at, Position { line: 1, column: 1 });
+    assert!(f.not_applied[0].what.contains("mtu 5"));
+    assert_eq!(f.not_applied[1].at, Position { line: 2, column: 9 });
+    assert!(f.not_applied[1].what.contains("TClass=3"));
+    assert!(parse("Default=0x7fff, ipoib : ALL=full;")
+        .expect("parses")
+        .not_applied
+        .is_empty());
+}
+
+#[test]
 fn errors_name_line_and_column() {
     let cases: &[(&str, usize, usize, &str)] = &[
         ("p=0x10 0x1;", 1, 1, "no partition definition"),
