@@ -276,6 +276,27 @@ fn sighup_reloads_the_partitions_file_and_a_bad_file_changes_nothing() -> Result
         t.values().flatten().any(|k| k & 0x7FFF == 0x0031)
     })?;
 
+    // The API lists what the file says, groups and indx0 included.
+    let addr = sm.grpc_addr().context("gRPC address")?;
+    let out = Command::new(binary("ibsmctl")?)
+        .args([
+            "--endpoint",
+            &format!("http://{addr}"),
+            "partitions",
+            "--json",
+        ])
+        .output()?;
+    ensure!(out.status.success(), "ibsmctl partitions: {out:?}");
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let everyone = listed["partitions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|p| p["p_key"] == "0x0030"))
+        .with_context(|| format!("no 0x0030 in {listed}"))?;
+    ensure!(
+        everyone["groups"] == serde_json::json!(["ALL=limited"]) && everyone["index0"] == true,
+        "{everyone}"
+    );
+
     // An edit: a new partition with Hca3 as its only (full) member.
     let hca3 = guids.get("Hca3").copied().context("Hca3")?;
     let edited = format!("{text}extra=0x0040 : {hca3:#018x}=full ;\n");
@@ -319,7 +340,6 @@ fn sighup_reloads_the_partitions_file_and_a_bad_file_changes_nothing() -> Result
     let tail = log.get(mark..).unwrap_or("");
     ensure!(tail.contains(&where_), "no {where_:?} in the log:\n{tail}");
     // The RPC says the same, and fails.
-    let addr = sm.grpc_addr().context("gRPC address")?;
     let out = Command::new(binary("ibsmctl")?)
         .args([
             "--endpoint",

@@ -370,6 +370,16 @@ impl SubnetOptions {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_default_partition_is_refused_on_the_command_line() {
+        let e = parse_partition("d=0x7fff:0x1").expect_err("0x7fff");
+        assert!(e.to_string().contains("--partitions-file"), "{e}");
+        assert!(
+            matches!(e, SubnetOptError::Partition { column: 3, .. }),
+            "{e:?}"
+        );
+    }
+
     use super::*;
 
     #[test]
