@@ -117,6 +117,7 @@ pub mod fabric_view;
 pub mod fault_injection;
 pub mod instance;
 pub mod metrics;
+pub mod partitions_file;
 pub mod replication;
 pub mod sa_status;
 pub mod server;

@@ -252,6 +252,10 @@ impl Running {
                 }
                 self.waiting_replies.push((heavy, id));
             }
+            NodeCommand::SetConfiguredPartitions(partitions) => {
+                let r = self.set_configured_partitions(now, partitions);
+                self.done(id, r);
+            }
         }
     }
 

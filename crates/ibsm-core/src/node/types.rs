@@ -137,6 +137,11 @@ pub enum NodeCommand {
         /// Heavy (discovery) or light (probe).
         heavy: bool,
     },
+    /// Replace the start-up partitions (a reloaded partitions file). Checked as at
+    /// start (a refused set changes nothing); the replicated ones still go on top.
+    /// While MASTER the P_Key tables are reprogrammed in a heavy sweep; done once
+    /// the set is handed to the configurator.
+    SetConfiguredPartitions(Vec<crate::subnet::Partition>),
 }
 
 /// What a command that succeeded returns.

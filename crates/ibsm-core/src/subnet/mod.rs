@@ -186,6 +186,8 @@ mod manager;
 mod mcast;
 mod mcast_state;
 mod metrics;
+pub mod partitions_conf;
+mod port_group;
 mod program;
 mod repair;
 mod routing_job;
@@ -197,8 +199,8 @@ mod tests;
 mod traps;
 
 pub use config::{
-    ConfigError, MKeyConfig, Membership, Partition, PartitionIpoib, PartitionMember, RoutingEngine,
-    SubnetConfig,
+    ConfigError, EndPort, EndPortKind, GroupMember, MKeyConfig, Membership, Partition,
+    PartitionIpoib, PartitionMember, PortGroup, RoutingEngine, SubnetConfig,
 };
 pub use events::{
     Outgoing, PhaseSmps, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport,

@@ -17,7 +17,9 @@ use ibsm_mad::modifier::VlArbSection;
 use crate::sa::{PortTables, SaFabric, DEFAULT_SUBNET_PREFIX};
 
 use super::config::SubnetConfig;
-use super::program::{desired_port_info, pkey_table, sl2vl_table, vlarb_sections, vlarb_table};
+use super::program::{
+    desired_port_info, end_port, pkey_table, sl2vl_table, vlarb_sections, vlarb_table,
+};
 use super::sweep::{Programmed, Sweep};
 
 /// What the SA serves after `sweep` (the master's `sweep_no`-th heavy sweep), LFTs
@@ -77,10 +79,10 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
         si.port_state_change = false;
     }
     let mut pkeys = HashMap::new();
-    for (_, node) in topo.iter() {
-        for (_, port) in node.physical_ports() {
+    for (idx, node) in topo.iter() {
+        for (pn, port) in node.physical_ports() {
             if port.port_guid != 0 && !node.is_switch() {
-                let t = pkey_table(cfg, port.port_guid);
+                let t = pkey_table(cfg, &end_port(res, idx, pn));
                 let keys = t
                     .keys
                     .iter()
@@ -92,7 +94,7 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
         }
         if node.is_switch() {
             if let Some(p0) = node.port(0) {
-                let t = pkey_table(cfg, 0);
+                let t = pkey_table(cfg, &end_port(res, idx, 0));
                 let keys = t
                     .keys
                     .iter()

@@ -75,6 +75,10 @@ enum Reply {
     Unit(oneshot::Sender<Result<(), CommandError>>),
     Guid(oneshot::Sender<Result<u64, CommandError>>),
     Sweep(oneshot::Sender<String>),
+    Partitions(
+        oneshot::Sender<Result<(), CommandError>>,
+        Vec<ibsm_core::subnet::Partition>,
+    ),
 }
 
 pub(super) struct Driver {
@@ -308,6 +312,10 @@ impl Driver {
                 Reply::Unit(reply),
             ),
             Command::Sweep { heavy, reply } => (NodeCommand::Sweep { heavy }, Reply::Sweep(reply)),
+            Command::SetPartitions { partitions, reply } => (
+                NodeCommand::SetConfiguredPartitions(partitions.clone()),
+                Reply::Partitions(reply, partitions),
+            ),
             Command::Shutdown => return,
         };
         self.replies.insert(id, reply);
@@ -404,6 +412,14 @@ impl Driver {
                     Ok(_) => String::new(),
                     Err(e) => e.to_string(),
                 });
+            }
+            Reply::Partitions(tx, partitions) => {
+                if result.is_ok() {
+                    if let Ok(mut st) = self.status.write() {
+                        st.startup_partitions = partitions;
+                    }
+                }
+                let _ = tx.send(result.map(|_| ()));
             }
         }
     }
