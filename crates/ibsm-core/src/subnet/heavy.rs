@@ -6,6 +6,7 @@
 //! notices.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ibsm_fabric::routing::{self, ForwardingTables};
@@ -161,7 +162,7 @@ impl SubnetManager {
             if *top.get_or_insert(*t) != *t {
                 return None;
             }
-            lfts.push(Some(table.clone()));
+            lfts.push(Some(table.to_vec()));
         }
         let lft_top = top?;
         if lft_top < max_lid(&sweep.res.topology) {
@@ -230,7 +231,7 @@ impl SubnetManager {
             // What the switch holds, verified or not: only differing blocks go out.
             self.programmed
                 .lfts
-                .insert(node.node_guid, (*top, table.clone()));
+                .insert(node.node_guid, (*top, Arc::from(table.as_slice())));
             read.insert(n32, table.clone());
         }
         report.topology_unchanged = inh
@@ -271,8 +272,8 @@ impl SubnetManager {
         let sweep_no = self.metrics.heavy_sweeps + 1;
         let events_from = self.events.len();
         // The sweep goes to the SA snapshot (built here or by the driver); what the
-        // configurator keeps of it is taken out or copied first.
-        let res = sweep.res.clone();
+        // configurator keeps of it is taken out first, the discovery shared.
+        let res = Arc::new(std::mem::take(&mut sweep.res));
         let lfts = std::mem::take(&mut sweep.tables.lfts);
         let tables = ForwardingTables {
             lft_top: sweep.tables.lft_top,
@@ -312,7 +313,12 @@ impl SubnetManager {
             if lft_failed.get(i).copied().unwrap_or(true) {
                 self.programmed.lfts.remove(&node.node_guid);
             } else {
-                self.programmed.lfts.insert(node.node_guid, (top, lft));
+                // A table the switch already held stays the one shared copy.
+                let slot = self.programmed.lfts.entry(node.node_guid);
+                let slot = slot.or_insert_with(|| (top, Arc::from([].as_slice())));
+                if slot.0 != top || *slot.1 != *lft {
+                    *slot = (top, Arc::from(lft));
+                }
             }
         }
         let programmed = ProgrammedTables::of(&self.programmed, &res.topology);
@@ -380,14 +386,16 @@ impl SubnetManager {
         sweep: Box<Sweep>,
         sweep_no: u64,
         tables: ProgrammedTables,
-        previous: Option<DiscoveryResult>,
+        previous: Option<Arc<DiscoveryResult>>,
         events_from: usize,
     ) {
         self.next_sa_job = self.next_sa_job.wrapping_add(1);
+        let res = self.last.clone().unwrap_or_default();
         let mut job = SaSnapshotJob {
             id: self.next_sa_job,
             sweep_no,
             sweep,
+            res,
             cfg: self.cfg.clone(),
             tables,
             prepare_paths: self.cfg.offload_sa_snapshot,

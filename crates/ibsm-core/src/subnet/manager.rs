@@ -49,7 +49,8 @@ pub struct SubnetManager {
     pub(super) mark_in_flight: [Duration; 6],
     pub(super) lids: LidManager,
     pub(super) programmed: Programmed,
-    pub(super) last: Option<DiscoveryResult>,
+    /// The last heavy sweep's discovery, shared with the SA snapshot job built from it.
+    pub(super) last: Option<Arc<DiscoveryResult>>,
     pub(super) last_end_ports: HashSet<u64>,
     pub(super) light_smps_start: u64,
     /// Traps 129/130/131 per (LID, port, trap): count and time of the last one.
@@ -284,12 +285,18 @@ impl SubnetManager {
         self.inherit_report.as_ref()
     }
 
+    /// Every LFT programmed (or verified) so far, shared: (switch NodeGUID,
+    /// LinearFDBTop, table).
+    pub fn programmed_lft_tables(&self) -> impl Iterator<Item = (u64, u16, &Arc<[u8]>)> + '_ {
+        self.programmed.lfts.iter().map(|(g, (top, t))| (*g, *top, t))
+    }
+
     /// Every LFT programmed (or verified) so far: (switch NodeGUID, LinearFDBTop, table).
     pub fn programmed_lfts(&self) -> impl Iterator<Item = (u64, u16, &[u8])> + '_ {
         self.programmed
             .lfts
             .iter()
-            .map(|(g, (top, t))| (*g, *top, t.as_slice()))
+            .map(|(g, (top, t))| (*g, *top, &t[..]))
     }
 
     /// Start the read-only half of a takeover before the election has decided:
@@ -490,7 +497,7 @@ impl SubnetManager {
 
     /// The last completed discovery (topology with assigned LIDs, DR paths, PortInfo).
     pub fn last_discovery(&self) -> Option<&DiscoveryResult> {
-        self.last.as_ref()
+        self.last.as_deref()
     }
 
     /// LFTs programmed so far, by switch NodeGUID.
@@ -498,7 +505,7 @@ impl SubnetManager {
         self.programmed
             .lfts
             .get(&node_guid)
-            .map(|(_, v)| v.as_slice())
+            .map(|(_, v)| &v[..])
     }
 
     /// The fabric as the last heavy sweep left it, for the Subnet Administrator

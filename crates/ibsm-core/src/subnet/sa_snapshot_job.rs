@@ -39,7 +39,7 @@ impl ProgrammedTables {
             .map(|(_, node)| {
                 prog.lfts
                     .get(&node.node_guid)
-                    .map(|(_, lft)| Arc::from(lft.as_slice()))
+                    .map(|(_, lft)| Arc::clone(lft))
             })
             .collect();
         ProgrammedTables {
@@ -55,7 +55,7 @@ impl ProgrammedTables {
 #[derive(Debug, Default)]
 pub(super) struct Retired {
     pub(super) fabrics: Vec<Arc<SaFabric>>,
-    pub(super) discoveries: Vec<DiscoveryResult>,
+    pub(super) discoveries: Vec<Arc<DiscoveryResult>>,
 }
 
 /// The SA snapshot of a finished heavy sweep, handed to the driver (see
@@ -67,7 +67,10 @@ pub(super) struct Retired {
 pub struct SaSnapshotJob {
     pub(super) id: u64,
     pub(super) sweep_no: u64,
+    /// The sweep, its discovery taken out: that is `res`, shared with the
+    /// configurator (a copy here would be made on the thread ending the sweep).
     pub(super) sweep: Box<Sweep>,
+    pub(super) res: Arc<DiscoveryResult>,
     pub(super) cfg: SubnetConfig,
     pub(super) tables: ProgrammedTables,
     /// Build the PathRecord table now rather than on the first PathRecord query
@@ -83,13 +86,14 @@ impl SaSnapshotJob {
         let SaSnapshotJob {
             id,
             sweep_no,
-            sweep,
+            mut sweep,
+            res,
             cfg,
             tables,
             prepare_paths,
             retired,
         } = self;
-        let mut sweep = sweep;
+        sweep.res = Arc::unwrap_or_clone(res);
         let fabric = build(&mut sweep, &cfg, sweep_no, tables);
         if prepare_paths {
             fabric.prepare_paths();

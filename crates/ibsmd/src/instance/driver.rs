@@ -36,9 +36,12 @@ const STORM_LOG_WINDOW: Duration = Duration::from_secs(10);
 const STORM_LOG_LINES: u32 = 20;
 
 /// Work the node hands out ([`Output::RoutingJob`], [`Output::SaSnapshotJob`]).
+/// Also what the driver drops (a replaced fabric view), freed there rather than on
+/// the instance thread.
 enum Job {
     Routing(RoutingJob),
     SaSnapshot(SaSnapshotJob),
+    Drop(Box<dyn std::any::Any + Send>),
 }
 
 impl Job {
@@ -46,6 +49,10 @@ impl Job {
         match self {
             Job::Routing(j) => JobDone::Routing(j.run()),
             Job::SaSnapshot(j) => JobDone::SaSnapshot(j.run()),
+            Job::Drop(what) => {
+                drop(what);
+                JobDone::Dropped
+            }
         }
     }
 }
@@ -54,13 +61,16 @@ impl Job {
 enum JobDone {
     Routing(RoutingDone),
     SaSnapshot(SaSnapshotDone),
+    Dropped,
 }
 
 impl JobDone {
-    fn into_input<'a>(self) -> Input<'a> {
+    /// What the node is told (nothing for a drop).
+    fn into_input<'a>(self) -> Option<Input<'a>> {
         match self {
-            JobDone::Routing(d) => Input::RoutingDone(d),
-            JobDone::SaSnapshot(d) => Input::SaSnapshotDone(d),
+            JobDone::Routing(d) => Some(Input::RoutingDone(d)),
+            JobDone::SaSnapshot(d) => Some(Input::SaSnapshotDone(d)),
+            JobDone::Dropped => None,
         }
     }
 
@@ -68,6 +78,7 @@ impl JobDone {
         match self {
             JobDone::Routing(_) => "routing result",
             JobDone::SaSnapshot(_) => "SA snapshot",
+            JobDone::Dropped => "drop",
         }
     }
 }
@@ -197,8 +208,10 @@ impl Driver {
                 self.worker.outstanding = self.worker.outstanding.saturating_sub(1);
                 let t = Instant::now();
                 let what = done.what();
-                self.node.handle_input(now, done.into_input());
-                self.drain();
+                if let Some(input) = done.into_input() {
+                    self.node.handle_input(now, input);
+                    self.drain();
+                }
                 slow_step(what, t);
             }
             self.feed_replicated();
@@ -418,9 +431,10 @@ impl Driver {
             Ok(()) => self.worker.outstanding += 1,
             Err(mpsc::SendError(job)) => {
                 tracing::error!("worker thread gone: running its job inline");
-                let done = job.run();
-                let now = self.now();
-                self.node.handle_input(now, done.into_input());
+                if let Some(input) = job.run().into_input() {
+                    let now = self.now();
+                    self.node.handle_input(now, input);
+                }
             }
         }
     }
@@ -501,8 +515,13 @@ impl Driver {
             subnet.sweep_partitions(),
             record("sweep", String::new(), None, None).at_unix_ms,
         );
-        if let (Some(v), Ok(mut st)) = (view, self.status.write()) {
-            st.fabric = Some(Arc::new(v));
+        let old = match (view, self.status.write()) {
+            (Some(v), Ok(mut st)) => st.fabric.replace(Arc::new(v)),
+            _ => None,
+        };
+        if let Some(old) = old {
+            // The view of a k=32 fabric holds every LFT: freed on the worker.
+            self.job(Job::Drop(Box::new(old)));
         }
     }
 
