@@ -15,6 +15,8 @@
 #              back to back for --seconds, default 60, while one busy loop per core
 #              keeps every core busy): how many times the standby left STANDBY while
 #              the master was alive. The bar is 0.
+#   step     - the master's longest instance-thread step under load (its debug
+#              "instance thread busy" lines, >= 30 ms): how long SMInfo polls waited.
 #
 # Rows: ibsmd at its defaults (25 ms polls, 20 ms re-polls, 3 misses), ibsmd at the
 # old defaults (100 ms x 3, no quick re-polls), OpenSM at 100 ms x 2 and OpenSM at its

@@ -409,7 +409,8 @@ impl SubnetManager {
         job.retired = std::mem::take(&mut self.sa_retired);
         job.retired.discoveries.extend(previous);
         let events = self.events.drain(events_from..).collect();
-        self.sa_pending.push_back(PendingSnapshot { id: job.id, events });
+        self.sa_pending
+            .push_back(PendingSnapshot { id: job.id, events });
         self.sa_jobs.push_back(job);
     }
 

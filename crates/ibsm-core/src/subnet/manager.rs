@@ -288,7 +288,10 @@ impl SubnetManager {
     /// Every LFT programmed (or verified) so far, shared: (switch NodeGUID,
     /// LinearFDBTop, table).
     pub fn programmed_lft_tables(&self) -> impl Iterator<Item = (u64, u16, &Arc<[u8]>)> + '_ {
-        self.programmed.lfts.iter().map(|(g, (top, t))| (*g, *top, t))
+        self.programmed
+            .lfts
+            .iter()
+            .map(|(g, (top, t))| (*g, *top, t))
     }
 
     /// Every LFT programmed (or verified) so far: (switch NodeGUID, LinearFDBTop, table).
@@ -502,10 +505,7 @@ impl SubnetManager {
 
     /// LFTs programmed so far, by switch NodeGUID.
     pub fn programmed_lft(&self, node_guid: u64) -> Option<&[u8]> {
-        self.programmed
-            .lfts
-            .get(&node_guid)
-            .map(|(_, v)| &v[..])
+        self.programmed.lfts.get(&node_guid).map(|(_, v)| &v[..])
     }
 
     /// The fabric as the last heavy sweep left it, for the Subnet Administrator

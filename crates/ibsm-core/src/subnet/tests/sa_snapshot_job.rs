@@ -20,7 +20,10 @@ fn snapshot_cfg(topo: &Topology, offload: bool) -> SubnetConfig {
 /// Run until the sweep in progress handed out its snapshot job, and take it.
 fn until_job(lab: &mut Lab) -> (SaSnapshotJob, Vec<SubnetEvent>) {
     let seen = lab.run_until_or(|_| false, |_, sm| sm.sa_snapshots_pending() > 0);
-    let job = lab.sm.poll_sa_snapshot_job().expect("the job of the pending snapshot");
+    let job = lab
+        .sm
+        .poll_sa_snapshot_job()
+        .expect("the job of the pending snapshot");
     (job, seen)
 }
 
@@ -36,10 +39,26 @@ fn assert_same(a: &SaFabric, b: &SaFabric) {
     // (Debug of what has no PartialEq; a Topology's own maps are left out, their
     // order being the hasher's.)
     let same = |x: String, y: String, what: &str| assert!(x == y, "{what} differ");
-    same(format!("{:?}", a.topology.nodes()), format!("{:?}", b.topology.nodes()), "nodes");
-    same(format!("{:?}", a.node_info), format!("{:?}", b.node_info), "NodeInfos");
-    same(format!("{:?}", a.port_info), format!("{:?}", b.port_info), "PortInfos");
-    same(format!("{:?}", a.switch_info), format!("{:?}", b.switch_info), "SwitchInfos");
+    same(
+        format!("{:?}", a.topology.nodes()),
+        format!("{:?}", b.topology.nodes()),
+        "nodes",
+    );
+    same(
+        format!("{:?}", a.node_info),
+        format!("{:?}", b.node_info),
+        "NodeInfos",
+    );
+    same(
+        format!("{:?}", a.port_info),
+        format!("{:?}", b.port_info),
+        "PortInfos",
+    );
+    same(
+        format!("{:?}", a.switch_info),
+        format!("{:?}", b.switch_info),
+        "SwitchInfos",
+    );
     assert!(a.lfts == b.lfts, "LFTs differ");
     assert!(a.pkeys == b.pkeys, "P_Keys differ");
     assert!(a.port_tables == b.port_tables, "port tables differ");
@@ -74,19 +93,30 @@ fn an_offloaded_snapshot_is_the_one_built_inline() {
         !seen.iter().any(is_heavy_done),
         "the sweep's end waits for its snapshot"
     );
-    assert!(off.sm.sa_fabric().is_none(), "nothing served before the job is back");
+    assert!(
+        off.sm.sa_fabric().is_none(),
+        "nothing served before the job is back"
+    );
     assert_eq!(job.sweep(), 1);
     let done = job.run();
     off.sm.handle_sa_snapshot_done(done);
     let evs = off.run_until(is_heavy_done);
-    assert!(evs.iter().any(|e| matches!(e, SubnetEvent::SubnetUp { .. })));
+    assert!(evs
+        .iter()
+        .any(|e| matches!(e, SubnetEvent::SubnetUp { .. })));
     let got = off.sm.sa_fabric().expect("the job's snapshot").clone();
 
     // Both sweeps assigned the same LIDs and LFTs to the same fabric: the snapshots
     // answer alike, and carry what was programmed (not an empty shell).
     assert_same(&got, &want);
-    assert!(got.lfts.iter().flatten().count() >= 20, "every switch's LFT");
-    assert!(got.pkeys.values().any(|k| k.iter().any(|p| p.0 & 0x7FFF == 0x10)));
+    assert!(
+        got.lfts.iter().flatten().count() >= 20,
+        "every switch's LFT"
+    );
+    assert!(got
+        .pkeys
+        .values()
+        .any(|k| k.iter().any(|p| p.0 & 0x7FFF == 0x10)));
     // k=4: 16 CAs and 20 switches, one end port each.
     assert_eq!(got.end_ports().len(), topo.len());
 }
@@ -119,9 +149,14 @@ fn the_sa_serves_the_old_snapshot_until_the_new_one_lands() {
         ipoib: None,
     });
     // (A change of partitions asks for the heavy sweep itself.)
-    lab.sm.set_partitions(lab.now, parts).expect("valid partitions");
+    lab.sm
+        .set_partitions(lab.now, parts)
+        .expect("valid partitions");
     let (job, seen) = until_job(&mut lab);
-    assert!(!seen.iter().any(is_heavy_done), "SweepDone waits for the snapshot");
+    assert!(
+        !seen.iter().any(is_heavy_done),
+        "SweepDone waits for the snapshot"
+    );
     // The sweep is over on the wire; the SA still answers from the first snapshot,
     // and keeps doing so while the master goes on (light sweeps, timers).
     let later = lab.now + Duration::from_millis(1500);
@@ -136,7 +171,10 @@ fn the_sa_serves_the_old_snapshot_until_the_new_one_lands() {
     assert_eq!(second.sweep, 2);
     assert!(has(&second, cas[3], 0x30), "the new partition is served");
     let evs = lab.run_until(is_heavy_done);
-    assert!(evs.iter().any(is_heavy_done), "the held SweepDone comes out");
+    assert!(
+        evs.iter().any(is_heavy_done),
+        "the held SweepDone comes out"
+    );
 }
 
 #[test]
@@ -158,7 +196,11 @@ fn a_stale_snapshot_is_dropped() {
     lab.sm.handle_sa_snapshot_done(job3.run());
     assert_eq!(sweep_no(lab.sm.sa_fabric()), Some(3));
     lab.sm.handle_sa_snapshot_done(job2.run());
-    assert_eq!(sweep_no(lab.sm.sa_fabric()), Some(3), "an older snapshot is dropped");
+    assert_eq!(
+        sweep_no(lab.sm.sa_fabric()),
+        Some(3),
+        "an older snapshot is dropped"
+    );
 
     // A job still out when the mastership ends is dropped when it comes back; the
     // sweep's events are not lost.
