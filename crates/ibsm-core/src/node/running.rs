@@ -521,6 +521,10 @@ impl Running {
                 progressed = true;
                 self.out.push_back(Output::RoutingJob(job));
             }
+            while let Some(job) = self.subnet.poll_sa_snapshot_job() {
+                progressed = true;
+                self.out.push_back(Output::SaSnapshotJob(job));
+            }
             while let Some(t) = self.election.poll_transmit() {
                 progressed = true;
                 self.transmit_election(t);

@@ -185,6 +185,15 @@ pub struct SubnetConfig {
     /// standbys' poll budget (3 x 100 ms), and a master silent that long is taken
     /// for dead. Off by default (simulations and tests compute inline).
     pub offload_routing: bool,
+    /// Hand the SA snapshot a heavy sweep ends with to the driver as an
+    /// `SaSnapshotJob` (`SubnetManager::poll_sa_snapshot_job`) instead of building it
+    /// inside the call that ends the sweep; the SA answers from the previous snapshot,
+    /// and the sweep's events wait, until `SubnetManager::handle_sa_snapshot_done`.
+    /// A daemon that answers SMInfo on the thread driving this module must: at k=32
+    /// on a loaded host the build (NodeRecords, PortInfo, P_Key and QoS tables, LFT
+    /// copies, the old snapshot freed) kept the master silent 70-190 ms, past the
+    /// standbys' 65 ms poll budget. Off by default (simulations and tests build inline).
+    pub offload_sa_snapshot: bool,
     /// M_Key protection (none by default). See the module doc of `subnet`.
     pub m_key: MKeyConfig,
     /// Traps acted on per second from one source LID (token bucket; the rest are
@@ -215,6 +224,7 @@ impl Default for SubnetConfig {
             partition_enforcement: true,
             routing: RoutingEngine::MinHop,
             offload_routing: false,
+            offload_sa_snapshot: false,
             m_key: MKeyConfig::default(),
             trap_rate: 20,
             trap_burst: 40,

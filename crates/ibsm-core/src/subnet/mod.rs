@@ -192,6 +192,7 @@ mod program;
 mod repair;
 mod routing_job;
 mod sa_snapshot;
+mod sa_snapshot_job;
 pub mod storm;
 mod sweep;
 #[cfg(test)]
@@ -210,3 +211,4 @@ pub use inherit::{lft_digest, links_of, InheritReport, Inherited, Link};
 pub use manager::SubnetManager;
 pub use metrics::{SubnetMetrics, PORT_ERROR_WINDOW, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 pub use routing_job::{RoutingDone, RoutingJob};
+pub use sa_snapshot_job::{SaSnapshotDone, SaSnapshotJob};

@@ -112,7 +112,7 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
             sw.ops.push_back(Op::SwitchInfo { node: n32 });
         }
         if let Some(Some(lft)) = sw.tables.lfts.get(node) {
-            let old = prog.lfts.get(&guid).map(|(_, v)| v.as_slice());
+            let old = prog.lfts.get(&guid).map(|(_, v)| &v[..]);
             let blocks = lft.len().div_ceil(64);
             for b in 0..blocks {
                 let new = lft.get(b * 64..(b * 64 + 64).min(lft.len()));
