@@ -123,6 +123,9 @@ pub(crate) struct Cli {
     /// Master: partition NAME=PKEY[,ipoib[,rate=R,mtu=M,sl=S,scope=C,Q_Key=Q]]:GUID[:full|limited],... (repeatable; ipoib: the partition's IPoIB broadcast group, as in OpenSM's partitions.conf).
     #[arg(long, value_name = "SPEC")]
     pub(crate) partition: Vec<String>,
+    /// Master: OpenSM's partitions.conf (the whole grammar of opensm(8)); read again on SIGHUP and by `ibsmctl partitions reload`. Not with --partition.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) partitions_file: Option<std::path::PathBuf>,
     /// Master: SMPs kept in flight, 1..=1024 [default: 64].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub(crate) smp_window: Option<u64>,
