@@ -100,7 +100,7 @@
 //! on loopback, with a warning). [`config`]: `--config FILE` (TOML, every option; the
 //! command line wins; a bad file exits 2 before anything starts; `log_format` selects
 //! text or JSON log lines). [`metrics`]: `--metrics ADDR` serves `/metrics` in the
-//! OpenMetrics text format (`prometheus-client`, served by axum): SM state, sweeps and
+//! OpenMetrics text format (`prometheus-client`, an axum route on hyper): SM state, sweeps and
 //! their phases (the subnet configurator adds them through
 //! [`metrics::Metrics::set_sweep_phase`], the instance's `InstanceConfig::metrics`),
 //! SMPs sent and received, traps by port, SA requests by method and attribute, and the

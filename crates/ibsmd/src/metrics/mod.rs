@@ -1,6 +1,7 @@
 //! Prometheus metrics: per-instance counters and gauges ([`Metrics`]), exposed on
-//! `GET /metrics` in the OpenMetrics text format by `prometheus-client` (the encoding,
-//! escaping and type suffixes) served by axum (the HTTP/1.1 stack tonic already brings).
+//! `GET /metrics` in the OpenMetrics text format by `prometheus-client` (the encoding
+//! and type suffixes), routed by axum and served over hyper's HTTP/1.1 (both already
+//! here through tonic) with a bounded number of connections and a header-read timeout.
 //!
 //! Every value is an atomic written by the instance thread (no lock on its hot path);
 //! sweep-phase durations, the replication figures and the per-port trap counts sit
@@ -31,6 +32,13 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// least-trapping one goes first (a trap storm from many ports cannot grow a scrape
 /// without bound).
 pub const PORT_TRAP_SERIES: usize = 256;
+
+/// Connections served at once on `/metrics`.
+pub const MAX_CONNECTIONS: usize = 32;
+/// How long a client may take to send its request head.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one connection may live (keep-alive included).
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
 /// At most this many (method, attribute) series of `ibsm_sa_requests_by_total`.
 pub const SA_REQUEST_SERIES: usize = 128;
@@ -360,7 +368,10 @@ pub async fn bind(
 }
 
 /// Serve `GET /metrics` (and `HEAD`) on an already bound `listener` until `shutdown`
-/// resolves; other paths answer 404, other methods 405.
+/// resolves; other paths answer 404, other methods 405. At most
+/// [`MAX_CONNECTIONS`] at a time (more wait in the listen backlog), each closed when its
+/// request head takes longer than [`HEADER_READ_TIMEOUT`] or the connection lives
+/// longer than [`CONNECTION_LIFETIME`]: a scraper must not be able to pin the daemon.
 pub fn serve_on(
     instances: Vec<(String, Arc<Metrics>)>,
     listener: tokio::net::TcpListener,
@@ -379,12 +390,41 @@ pub fn serve_on(
             }
         }),
     );
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     async move {
-        if let Err(err) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::warn!(%err, "metrics: the server stopped");
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                _ = &mut shutdown => return,
+                p = Arc::clone(&slots).acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+            };
+            let (stream, peer) = tokio::select! {
+                _ = &mut shutdown => return,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(err) => {
+                        tracing::warn!(%err, "metrics: accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => tracing::debug!(%peer, %err, "metrics: connection failed"),
+                    Err(_) => tracing::debug!(%peer, "metrics: connection held too long, closed"),
+                }
+                drop(permit);
+            });
         }
     }
 }
@@ -480,5 +520,75 @@ mod tests {
         assert_eq!(series, PORT_TRAP_SERIES);
         // The busiest port (2 traps) was not the one evicted.
         assert!(text.contains("lid=\"12\",port=\"3\"} 2"));
+    }
+
+    async fn get(addr: SocketAddr, request: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        c.write_all(request.as_bytes()).await.expect("write");
+        let mut out = String::new();
+        c.read_to_string(&mut out).await.expect("read");
+        out
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_refuses_the_rest_and_closes_a_silent_client() {
+        use tokio::io::AsyncReadExt;
+        let (addr, serve) = bind(
+            vec![("sm1".into(), Arc::new(Metrics::new()))],
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            std::future::pending(),
+        )
+        .await
+        .expect("bind");
+        let server = tokio::spawn(serve);
+        let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        // Others are served while it says nothing.
+        let ok = get(
+            addr,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        assert!(ok.contains(CONTENT_TYPE), "{ok}");
+        assert!(ok.contains("ibsm_up{sm=\"sm1\"} 0"), "{ok}");
+        let head = get(
+            addr,
+            "HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(
+            head.starts_with("HTTP/1.1 200") && !head.contains("ibsm_up"),
+            "{head}"
+        );
+        let missing = get(
+            addr,
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+        let post = get(
+            addr,
+            "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+        // The silent client is closed by the server (its head never came); the bound
+        // here only keeps a broken server from hanging the test.
+        let mut buf = [0u8; 256];
+        let closed = tokio::time::timeout(Duration::from_secs(120), async {
+            loop {
+                match silent.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        assert!(
+            closed.is_ok(),
+            "a client that sends nothing kept its connection"
+        );
+        server.abort();
     }
 }
