@@ -340,8 +340,9 @@ async fn start_metrics(
 /// Why a listener could not be bound (the address, and the hint of a second ibsmd),
 /// said before anything else starts.
 fn listen_error(what: &'static str, addr: SocketAddr, source: std::io::Error) -> anyhow::Error {
-    anyhow::Error::from(ibsmd::DaemonError::Listen { what, addr, source })
-        .context("ibsmd did not start; the fabric was not opened")
+    // Its Display already says the socket error: no source chain to repeat it.
+    let e = ibsmd::DaemonError::Listen { what, addr, source };
+    anyhow::anyhow!("{e}; the fabric was not opened")
 }
 
 async fn run_daemon(
