@@ -331,6 +331,22 @@ fn a_trap_storm_leaves_sminfo_answered_and_sweeps_held_down() -> Result<()> {
     );
     assert!(sweeps >= 1, "the storm caused no heavy sweep at all");
     assert!(traps > 0, "ibsim sent no trap: the storm tested nothing");
+    // The traps by port: the flapping switches' LIDs (trap 128 names no port: port 0),
+    // adding up to the traps received.
+    let text = http_get(&metrics, "/metrics")?;
+    let by_port: Vec<(String, u64)> = text
+        .lines()
+        .filter(|l| l.starts_with("ibsm_port_traps_total{"))
+        .filter_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            Some((series.to_string(), v.parse().ok()?))
+        })
+        .collect();
+    let total: u64 = by_port.iter().map(|(_, n)| n).sum();
+    assert!(
+        !by_port.is_empty() && total == traps,
+        "{traps} traps, by port {by_port:?}"
+    );
     // And the fabric still works: the flapped cable is back, the master is master.
     let out = lab.diag("Hca4", "sminfo", &[&master_lid])?;
     assert!(out.contains("SMINFO_MASTER"), "{out}");

@@ -245,14 +245,14 @@ async fn demo_elects_one_master_and_fails_over() {
 async fn scrape(addr: SocketAddr) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut c = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .await
         .expect("write");
     let mut resp = String::new();
     c.read_to_string(&mut resp).await.expect("read");
     let (head, body) = resp.split_once("\r\n\r\n").expect("http response");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    assert!(head.contains(ibsmd::metrics::CONTENT_TYPE), "{head}");
     body.to_string()
 }
 

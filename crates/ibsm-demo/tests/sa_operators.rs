@@ -183,6 +183,21 @@ async fn a_standby_lists_what_clients_did_on_the_master_and_watch_shows_it() {
     .expect("the SA answers the subscription");
     assert_eq!(r.status(), SaStatus::SUCCESS, "subscription");
 
+    // The master's /metrics counts each request by method and attribute.
+    let me = &demo.members()[m0];
+    let text = ibsmd::metrics::render(&[(me.name.clone(), me.metrics.clone())]);
+    for attribute in ["MCMemberRecord", "ServiceRecord", "InformInfo"] {
+        let series = format!(
+            "ibsm_sa_requests_by_total{{sm=\"{}\",method=\"Set\",attribute=\"{attribute}\"}} ",
+            me.name
+        );
+        let n: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"));
+        assert!(n >= 1, "{series}{n}");
+    }
+
     // The master's Watch stream shows the join (port, group, JoinState) and the
     // registration, as events of kind "sa".
     let port = format!("port {guid:#018x}");

@@ -43,6 +43,10 @@ pub struct ReplicaMetrics {
     /// a leader without quorum in the Leader role; this tells it apart). `None`
     /// elsewhere.
     pub millis_since_quorum_ack: Option<u64>,
+    /// On the leader: the highest log index each member (the leader itself included)
+    /// is known to hold, `None` for a member nothing was replicated to yet. Empty
+    /// elsewhere. A follower's lag is the leader's last log index minus its entry.
+    pub matched: BTreeMap<NodeId, Option<u64>>,
     /// Why the Raft core stopped, when it stopped on an error (a storage error such as a
     /// full disk is fatal to openraft's core: it stops rather than acknowledge what it
     /// could not persist). `None` while it runs and after an orderly shutdown.
@@ -80,6 +84,15 @@ pub(crate) fn to_metrics(m: &openraft::RaftMetrics<NodeId, BasicNode>) -> Replic
         voters,
         learners,
         millis_since_quorum_ack: m.millis_since_quorum_ack,
+        matched: m
+            .replication
+            .as_ref()
+            .map(|r| {
+                r.iter()
+                    .map(|(id, log)| (*id, log.map(|l| l.index)))
+                    .collect()
+            })
+            .unwrap_or_default(),
         stopped: match &m.running_state {
             Ok(()) | Err(openraft::error::Fatal::Stopped) => None,
             Err(e) => Some(e.to_string()),

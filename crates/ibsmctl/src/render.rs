@@ -38,6 +38,8 @@ pub fn status_json(s: &Status) -> Value {
         "degraded": s.degraded,
         "degraded_reason": s.degraded_reason,
         "last_sweep": s.last_sweep,
+        "last_change_sweep": s.last_change_sweep,
+        "last_change_sweep_unix_ms": s.last_change_sweep_unix_ms,
         "node_name": s.node_name,
         "sm_key_rejections": s.sm_key_rejections,
         "alarms": s.alarms,
@@ -168,6 +170,21 @@ pub fn status_text(s: &Status) -> String {
                 "-".into()
             } else {
                 s.last_sweep.clone()
+            },
+        ),
+        (
+            "last_change_sweep",
+            if s.last_change_sweep.is_empty() {
+                "-".into()
+            } else {
+                let ago = crate::sa_status::unix_ms_now()
+                    .saturating_sub(s.last_change_sweep_unix_ms)
+                    / 1000;
+                format!(
+                    "{} (at {}, {ago} s ago)",
+                    s.last_change_sweep,
+                    utc_timestamp(s.last_change_sweep_unix_ms)
+                )
             },
         ),
         ("sm_key_rejections", s.sm_key_rejections.to_string()),
@@ -352,6 +369,31 @@ mod tests {
         assert_eq!(v["sm_key_rejections"], 2);
         let t = status_text(&s);
         assert!(t.contains("state:             MASTER"), "{t}");
+        assert!(t.contains("last_change_sweep: -"), "{t}");
+    }
+
+    #[test]
+    fn status_shows_the_last_sweep_that_changed_something() {
+        let s = Status {
+            last_sweep: "master heavy sweep: 0 LFT blocks".into(),
+            last_change_sweep: "master heavy sweep: 20 LFT blocks".into(),
+            last_change_sweep_unix_ms: 951_782_400_123,
+            ..Default::default()
+        };
+        let t = status_text(&s);
+        assert!(
+            t.contains("last_sweep:        master heavy sweep: 0 LFT blocks\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "last_change_sweep: master heavy sweep: 20 LFT blocks (at 2000-02-29T00:00:00.123Z, "
+            ),
+            "{t}"
+        );
+        let v = status_json(&s);
+        assert_eq!(v["last_change_sweep"], "master heavy sweep: 20 LFT blocks");
+        assert_eq!(v["last_change_sweep_unix_ms"], 951_782_400_123u64);
     }
 
     #[test]

@@ -7,7 +7,11 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use ibsm_transport::FabricSpec;
-use ibsmd::config::{parse_m_key, parse_sm_guid, parse_sm_key};
+use ibsmd::config::{parse_m_key, parse_sm_guid, parse_sm_key, LogFormat};
+
+fn parse_log_format(s: &str) -> Result<LogFormat, String> {
+    s.parse()
+}
 
 #[derive(Debug, Parser)]
 #[command(name = "ibsmd", version, args_conflicts_with_subcommands = true)]
@@ -17,6 +21,9 @@ pub(crate) struct Cli {
     /// TOML file with any of these options (see deploy/ibsmd.toml); the command line wins.
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
+    /// Log lines as `text` (default) or `json` (one object per line, for log pipelines).
+    #[arg(long, global = true, value_name = "FORMAT", value_parser = parse_log_format)]
+    pub(crate) log_format: Option<LogFormat>,
     /// umad[:CA[:PORT]] (kernel or umad2sim) or sim:NETFILE / gen:... (embedded fabric). Required.
     #[arg(long, value_parser = FabricSpec::parse)]
     pub(crate) fabric: Option<FabricSpec>,

@@ -9,7 +9,7 @@ use clap::Parser;
 use ibsm_demo::demo::{Demo, DemoOptions};
 use ibsm_transport::FabricSpec;
 use ibsmd::auth::{Security, Token};
-use ibsmd::config::FileConfig;
+use ibsmd::config::{FileConfig, LogFormat};
 use ibsmd::{Instance, InstanceConfig};
 
 mod cli;
@@ -41,6 +41,7 @@ fn main() -> std::process::ExitCode {
         IbsimDemo(ibsm_demo::ibsim::IbsimDemoOptions),
         SminfoPoll(FabricSpec, Vec<(String, Vec<u8>)>),
     }
+    let mut log_format = cli.log_format;
     let plan = match cli.cmd {
         Some(Cmd::Demo {
             config,
@@ -51,7 +52,10 @@ fn main() -> std::process::ExitCode {
             data_dir,
         }) => {
             let file = match load_config(config.as_ref()) {
-                Ok(f) => f.demo,
+                Ok(f) => {
+                    log_format = log_format.or(f.log_format);
+                    f.demo
+                }
                 Err(code) => return code,
             };
             if let Some(DemoFabric::Ibsim(netfile)) = &fabric {
@@ -117,6 +121,7 @@ fn main() -> std::process::ExitCode {
                 Ok(f) => f,
                 Err(code) => return code,
             };
+            log_format = log_format.or(file.log_format);
             let settings = match merge(cli, file) {
                 Ok(s) => s,
                 Err(e) => {
@@ -141,15 +146,19 @@ fn main() -> std::process::ExitCode {
             Plan::Daemon(Box::new(settings), security, peer_auth)
         }
     };
-    tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,ibsm_core::election=warn,openraft=warn")
+    });
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("info,ibsm_core::election=warn,openraft=warn")
-            }),
-        )
-        .init();
+        .with_env_filter(filter);
+    let json_logs = log_format.unwrap_or_default() == LogFormat::Json;
+    match log_format.unwrap_or_default() {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().with_ansi(false).init(),
+    }
     if let Plan::SminfoPoll(fabric, targets) = &plan {
         // Blocking, no runtime: a thread polls, this one prints.
         return match ibsm_demo::ibsim::run_sminfo_poll(fabric, targets.clone()) {
@@ -184,7 +193,12 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ibsmd: {e:#}");
+            if json_logs {
+                // A log pipeline gets why the daemon stopped as one more JSON line.
+                tracing::error!(error = %format!("{e:#}"), "ibsmd: {e:#}");
+            } else {
+                eprintln!("ibsmd: {e:#}");
+            }
             std::process::ExitCode::FAILURE
         }
     }
@@ -323,6 +337,14 @@ async fn start_metrics(
     Ok(())
 }
 
+/// Why a listener could not be bound (the address, and the hint of a second ibsmd),
+/// said before anything else starts.
+fn listen_error(what: &'static str, addr: SocketAddr, source: std::io::Error) -> anyhow::Error {
+    // Its Display already says the socket error: no source chain to repeat it.
+    let e = ibsmd::DaemonError::Listen { what, addr, source };
+    anyhow::anyhow!("{e}; the fabric was not opened")
+}
+
 async fn run_daemon(
     cli: DaemonSettings,
     security: Security,
@@ -337,7 +359,7 @@ async fn run_daemon(
     // fabric device is opened or replication starts.
     let listener = tokio::net::TcpListener::bind(cli.grpc)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen for gRPC on {}: {e}", cli.grpc))?;
+        .map_err(|e| listen_error("gRPC", cli.grpc, e))?;
     if cli.fault_injection {
         tracing::warn!(
             replicated = cli.node_id.is_some(),
@@ -348,7 +370,7 @@ async fn run_daemon(
         Some(a) => Some(
             tokio::net::TcpListener::bind(a)
                 .await
-                .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {a}: {e}"))?,
+                .map_err(|e| listen_error("metrics", a, e))?,
         ),
         None => None,
     };

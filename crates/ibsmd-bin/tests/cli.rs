@@ -277,7 +277,7 @@ fn get_metrics(addr: SocketAddr) -> std::io::Result<String> {
     use std::io::Read;
     let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
     c.set_read_timeout(Some(Duration::from_secs(2)))?;
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
     let mut s = String::new();
     c.read_to_string(&mut s)?;
     Ok(s)

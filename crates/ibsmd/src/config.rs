@@ -14,6 +14,29 @@ use ibsm_core::election::SmKeyPolicy;
 use ibsm_transport::FabricSpec;
 use serde::{Deserialize, Deserializer};
 
+/// How the daemon writes its log lines (`--log-format`, key `log_format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (the default).
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `fields`), for log
+    /// pipelines.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<LogFormat, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("log format {other:?}: expected text or json")),
+        }
+    }
+}
+
 /// Why the config file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -68,6 +91,9 @@ pub struct FileConfig {
     /// `--metrics`.
     #[serde(default, deserialize_with = "de_addr")]
     pub metrics: Option<SocketAddr>,
+    /// `--log-format` (for the daemon and the demo).
+    #[serde(default)]
+    pub log_format: Option<LogFormat>,
     /// `--data-dir`.
     #[serde(default)]
     pub data_dir: Option<PathBuf>,

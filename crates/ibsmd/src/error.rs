@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 /// What went wrong, with where (the instance, the address) and why.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    /// A listening port could not be bound (`what`: gRPC or metrics).
-    #[error("cannot listen for {what} on {addr}: {source}")]
+    /// A listening port could not be bound (`what`: gRPC or metrics). A port in use
+    /// most likely belongs to another ibsmd on this host: the message says so.
+    #[error("cannot listen for {what} on {addr}: {source}{}", in_use_hint(source))]
     Listen {
         /// Which endpoint.
         what: &'static str,
@@ -73,6 +74,15 @@ pub enum DaemonError {
     /// `issmN` could not be opened, so the port would not advertise IsSM.
     #[error("{0}")]
     Issm(String),
+}
+
+/// What a busy port most likely means, for [`DaemonError::Listen`].
+fn in_use_hint(e: &std::io::Error) -> &'static str {
+    if e.kind() == std::io::ErrorKind::AddrInUse {
+        " (is another ibsmd running on this host? give this one another address)"
+    } else {
+        ""
+    }
 }
 
 #[cfg(test)]

@@ -98,10 +98,14 @@
 //! [`auth`]: bearer token and/or mutual TLS for the gRPC API; the daemon refuses to
 //! start without either unless `--insecure-plaintext` (the demo defaults to plaintext
 //! on loopback, with a warning). [`config`]: `--config FILE` (TOML, every option; the
-//! command line wins; a bad file exits 2 before anything starts). [`metrics`]:
-//! `--metrics ADDR` serves Prometheus text on `/metrics`; the subnet configurator adds
-//! its sweep phases through [`metrics::Metrics::set_sweep_phase`] (the instance's
-//! `InstanceConfig::metrics`). `deploy/` has the systemd unit, container, Kubernetes
+//! command line wins; a bad file exits 2 before anything starts; `log_format` selects
+//! text or JSON log lines). [`metrics`]: `--metrics ADDR` serves `/metrics` in the
+//! OpenMetrics text format (`prometheus-client`, an axum route on hyper): SM state, sweeps and
+//! their phases (the subnet configurator adds them through
+//! [`metrics::Metrics::set_sweep_phase`], the instance's `InstanceConfig::metrics`),
+//! SMPs sent and received, traps by port, SA requests by method and attribute, and the
+//! replication figures (epoch, degraded, Raft role, term, indexes, each follower's
+//! lag on the leader). `deploy/` has the systemd unit, container, Kubernetes
 //! manifests and a Grafana dashboard.
 
 //!

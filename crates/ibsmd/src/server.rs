@@ -199,6 +199,8 @@ fn status_of(s: &Snapshot, repl: Option<&Replication>, leader_applied: u64) -> p
         master_guid: s.master_guid,
         master_lid: u32::from(s.master_lid),
         last_sweep: s.last_sweep.clone(),
+        last_change_sweep: s.last_change_sweep.clone(),
+        last_change_sweep_unix_ms: s.last_change_sweep_unix_ms,
         node_name: s.name.clone(),
         sm_key_rejections: u32::try_from(s.sm_key_rejections).unwrap_or(u32::MAX),
         alarms: s.alarms.clone(),

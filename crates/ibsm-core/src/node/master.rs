@@ -523,6 +523,14 @@ impl Running {
                     self.done(id, Ok(CommandReply::Swept(summary.clone())));
                 }
                 self.subnet_replies.append(&mut self.subnet_replies_next);
+                if report.changed
+                    || report.lft_blocks_sent > 0
+                    || report.port_info_sets > 0
+                    || report.ports_activated > 0
+                    || report.client_reregisters > 0
+                {
+                    self.last_change_sweep = Some((now, summary.clone()));
+                }
                 self.last_sweep = summary;
                 self.emit(NodeEvent::MasterSweep {
                     report: Box::new(report),

@@ -96,6 +96,7 @@ impl Running {
             requests: HashMap::new(),
             request_order: VecDeque::new(),
             last_sweep: String::new(),
+            last_change_sweep: None,
             election_sent: 0,
             sminfo_requests: 0,
             port_watch: PortWatch {
@@ -627,6 +628,7 @@ impl Running {
             master_lid,
             sms,
             last_sweep: self.last_sweep.clone(),
+            last_change_sweep: self.last_change_sweep.clone(),
             sm_key_rejections: self.election.sm_key_violations(),
             alarms: self.alarms.clone(),
             duplicate_guids: self.duplicate_guids,

@@ -162,6 +162,9 @@ pub(crate) struct Running {
     pub requests: HashMap<u64, (Smp, u16)>,
     pub request_order: VecDeque<u64>,
     pub last_sweep: String,
+    /// The last master heavy sweep that changed the fabric (LIDs, LFTs, port
+    /// states, re-registrations, or a topology change), and when it finished.
+    pub last_change_sweep: Option<(Duration, String)>,
     /// SMPs the election initiated (SMInfo polls, control packets).
     pub election_sent: u64,
     /// SubnGet(SMInfo) requests received ([`super::NodeStatus::sminfo_requests`]).

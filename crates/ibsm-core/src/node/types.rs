@@ -279,6 +279,11 @@ pub struct NodeStatus {
     pub sms: Vec<PeerView>,
     /// Summary of the last completed sweep.
     pub last_sweep: String,
+    /// The last master heavy sweep that changed something (LIDs, LFT blocks, PortInfo
+    /// sets, ports activated, re-registrations, the topology): when it finished (time
+    /// since the driver's epoch) and its summary. Later sweeps that change nothing
+    /// leave it.
+    pub last_change_sweep: Option<(Duration, String)>,
     /// Incoming control packets rejected for a wrong SM_Key.
     pub sm_key_rejections: u64,
     /// Conditions an operator must resolve, from the last heavy sweep as MASTER.

@@ -164,6 +164,9 @@ impl Demo {
             let inst = Arc::new(inst);
             let (stop_tx, stop_rx) = oneshot::channel::<()>();
             let slot = ibsmd::server::slot(inst);
+            // The member's replication figures on /metrics (kept across restarts, as
+            // the metrics are).
+            repl.set_metrics(Arc::clone(&metrics));
             repl.follow(ibsmd::server::followed_sm(Arc::clone(&slot)));
             let mut serve_opts = ServeOptions {
                 security: opts.security.clone(),

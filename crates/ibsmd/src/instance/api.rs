@@ -190,6 +190,10 @@ pub struct Snapshot {
     pub sms: Vec<PeerView>,
     /// Summary of the last completed sweep.
     pub last_sweep: String,
+    /// Summary of the last sweep that changed the fabric (empty: none yet).
+    pub last_change_sweep: String,
+    /// When that sweep finished, ms since the Unix epoch (0: none yet).
+    pub last_change_sweep_unix_ms: u64,
     /// Incoming control packets rejected for a wrong SM_Key.
     pub sm_key_rejections: u64,
     /// The thread is running.
@@ -291,6 +295,8 @@ impl Snapshot {
             master_lid: 0,
             sms: Vec::new(),
             last_sweep: String::new(),
+            last_change_sweep: String::new(),
+            last_change_sweep_unix_ms: 0,
             sm_key_rejections: 0,
             running: true,
             fabric: None,

@@ -154,6 +154,9 @@ pub(super) struct Driver {
     sa_to_replicate: Option<Arc<ibsm_core::sa::SaTables>>,
     send_errors: u64,
     send_error_log: LogSampler,
+    /// When (node time) the last sweep that changed the fabric finished, as last
+    /// placed on the wall clock in the status.
+    last_change_at: Option<Duration>,
     /// The node ended (start-up failed): the error the thread ends with.
     failed: Option<String>,
 }
@@ -181,6 +184,7 @@ impl Driver {
             next_id: 1,
             worker,
             replicated_at: None,
+            last_change_at: None,
             replica_sa: None,
             replica_cache: None,
             sa_to_replicate: None,
@@ -270,6 +274,7 @@ impl Driver {
     }
 
     fn mad_inner(&mut self, now: Duration, r: &ReceivedMad) {
+        count_received(&self.cfg.metrics, r);
         if r.is_smp() {
             self.node.handle_input(
                 now,
@@ -582,6 +587,19 @@ impl Driver {
             s.master_lid = st.master_lid;
             s.sms = st.sms;
             s.last_sweep = st.last_sweep;
+            if let Some((at, summary)) = st.last_change_sweep {
+                if self.last_change_at != Some(at) {
+                    self.last_change_at = Some(at);
+                    // The node's clock is time since this thread's epoch: place `at`
+                    // on the wall clock by its age.
+                    let age = self.now().saturating_sub(at);
+                    s.last_change_sweep_unix_ms = std::time::SystemTime::now()
+                        .checked_sub(age)
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                }
+                s.last_change_sweep = summary;
+            }
             s.sm_key_rejections = st.sm_key_rejections;
             s.running = true;
             s.alarms = st.alarms;
@@ -617,6 +635,55 @@ impl Driver {
         if st.started {
             m.set_alarms(st.duplicate_guids, st.topology_capped);
         }
+    }
+}
+
+/// Count a received MAD in the metrics: every one, a trap by the port it names, an SA
+/// request by method and attribute.
+fn count_received(m: &crate::metrics::Metrics, r: &ReceivedMad) {
+    use ibsm_mad::sa::SaAttributeId;
+    use ibsm_mad::{Method, Notice, Smp, TrapDetails};
+    m.mad_received();
+    if r.is_smp() {
+        let Ok(smp) = Smp::decode(&r.mad) else {
+            return;
+        };
+        if smp.method != Method::TRAP {
+            return;
+        }
+        let Ok(notice) = smp.attribute::<Notice>() else {
+            return;
+        };
+        let (lid, port) = match notice.details() {
+            Some(
+                TrapDetails::LinkIntegrityThreshold { lid, port_num }
+                | TrapDetails::ExcessiveBufferOverrun { lid, port_num }
+                | TrapDetails::FlowControlUpdateWatchdog { lid, port_num },
+            ) => (lid, port_num),
+            _ => match r.slid() {
+                0 | 0xFFFF => (notice.issuer_lid, 0),
+                l => (l, 0),
+            },
+        };
+        m.count_port_trap(lid, port);
+    } else if r.mad.get(1) == Some(&0x03) {
+        // SA class: base version, class, class version, method; AttributeID at 16.
+        let (Some(&method), Some(&a0), Some(&a1)) = (r.mad.get(3), r.mad.get(16), r.mad.get(17))
+        else {
+            return;
+        };
+        let method = Method(method);
+        if method.is_response() {
+            return;
+        }
+        let attr = SaAttributeId(u16::from_be_bytes([a0, a1]));
+        let mname = method
+            .name()
+            .map_or_else(|| format!("0x{:02x}", method.0), str::to_string);
+        let aname = attr
+            .name()
+            .map_or_else(|| format!("0x{:04x}", attr.0), str::to_string);
+        m.count_sa_request(&mname, &aname);
     }
 }
 

@@ -309,6 +309,16 @@ impl Replication {
                     let st = me.status();
                     m.set_degraded(st.degraded);
                     m.set_applied_index(st.applied_index);
+                    let rm = me.metrics();
+                    m.set_replication(Some(crate::metrics::ReplicationFigures {
+                        epoch: st.epoch,
+                        role: st.raft_role,
+                        term: st.term,
+                        node_id: rm.node_id,
+                        leader: st.leader,
+                        last_log_index: rm.last_log_index.unwrap_or(0),
+                        matched: rm.matched,
+                    }));
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
