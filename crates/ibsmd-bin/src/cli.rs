@@ -19,7 +19,7 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
     /// umad[:CA[:PORT]] (kernel or umad2sim) or sim:NETFILE / gen:... (embedded fabric)
-    /// [default: umad, the first active port of the first CA, as OpenSM]. OpenSM: -g/--guid, guid.
+    /// [default: umad, the first port whose link is up, as OpenSM picks one]. OpenSM: -g/--guid, guid.
     #[arg(long, value_parser = FabricSpec::parse)]
     pub(crate) fabric: Option<FabricSpec>,
     /// SM priority, 0..=15 (higher wins) [default: 0]. OpenSM: -p/--priority, sm_priority.
