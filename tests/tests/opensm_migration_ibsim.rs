@@ -13,6 +13,9 @@
 //!    started on another fresh fabric with that file (`honor_guid2lid_file TRUE`),
 //!    must give every port the same LIDs again.
 //!
+//! And [`once_the_replica_holds_lids_a_guid2lid_file_is_ignored`]: a replicated ibsmd
+//! restarted on a fresh fabric with another `--guid2lid` keeps the replica's LIDs.
+//!
 //! Fails (never skips) when a tool is missing.
 
 use std::collections::BTreeMap;
@@ -181,6 +184,103 @@ fn ibsmd_replaces_opensm_and_hands_back_without_a_lid_changing() -> Result<()> {
     ensure!(
         returned == opensm_lids,
         "OpenSM on ibsmd's export moved LIDs: {returned:?} vs {opensm_lids:?}"
+    );
+    Ok(())
+}
+
+/// A guid2lid (OpenSM's format) giving `ports` LIDs from `first` on, `step` apart.
+fn scattered_file(ports: &[PortLid], first: u16, step: u16) -> (String, BTreeMap<u64, u16>) {
+    let map: BTreeMap<u64, u16> = ports
+        .iter()
+        .zip(0u16..)
+        .map(|(p, i)| (p.guid, first + step * i))
+        .collect();
+    let text = map
+        .iter()
+        .map(|(g, l)| format!("0x{g:016x} 0x{l:04x} 0x{l:04x}\n\n"))
+        .collect();
+    (text, map)
+}
+
+/// One replicated ibsmd (a single-member cluster) on `host` with its data in `data`.
+fn replicated_ibsmd(
+    sim: &Ibsim,
+    bin: &std::path::Path,
+    data: &std::path::Path,
+    guid2lid: &std::path::Path,
+) -> Result<Ibsmd> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let secret = data.with_extension("secret");
+    std::fs::write(&secret, "migration-cluster-secret-0123456789\n")?;
+    let args = [
+        "--insecure-plaintext".to_string(),
+        "--cluster-secret-file".into(),
+        secret.display().to_string(),
+        "--node-id".into(),
+        "1".into(),
+        "--peer".into(),
+        format!("1=127.0.0.1:{port}"),
+        "--data-dir".into(),
+        data.display().to_string(),
+        "--guid2lid".into(),
+        guid2lid.display().to_string(),
+    ];
+    Ok(Ibsmd::start(
+        sim,
+        SM_HOST,
+        bin,
+        IbsmdOptions {
+            grpc: format!("127.0.0.1:{port}"),
+            rust_log: "info,openraft=warn,ibsmd::replication::writer=debug".into(),
+            args: args.to_vec(),
+            ..IbsmdOptions::default()
+        },
+    )?)
+}
+
+#[test]
+fn once_the_replica_holds_lids_a_guid2lid_file_is_ignored() -> Result<()> {
+    ibsm_labkit::require_lab()?;
+    let net = example_net(NET)?;
+    let ibsmd_bin = binary("ibsmd")?;
+    let work = tempfile::tempdir()?;
+    let data = work.path().join("data");
+
+    // The first master of the cluster assigns the file's LIDs and replicates them.
+    let sim = Ibsim::start(&net, IbsimOptions::default())?;
+    let ports = sim.port_lids(READER)?;
+    let (first_text, first) = scattered_file(&ports, 0x101, 7);
+    let (second_text, second) = scattered_file(&ports, 0x40, 3);
+    ensure!(first != second);
+    let (first_file, second_file) = (work.path().join("first"), work.path().join("second"));
+    std::fs::write(&first_file, first_text)?;
+    std::fs::write(&second_file, second_text)?;
+    let mut sm = replicated_ibsmd(&sim, &ibsmd_bin, &data, &first_file)?;
+    sm.wait_subnet_up(STEP)?;
+    ensure!(lid_map(&sim.port_lids(READER)?) == first, "{}", sm.log());
+    // The master's LIDs are in the replica once a write after mastership committed.
+    sm.wait_log("replicated epoch", STEP)?;
+    sm.kill()?;
+    drop(sim);
+
+    // Restarted on a fresh fabric (no port carries a LID) with another file: the
+    // replica's LIDs win, and the log says the file was ignored.
+    let sim = Ibsim::start(&net, IbsimOptions::default())?;
+    let mut sm = replicated_ibsmd(&sim, &ibsmd_bin, &data, &second_file)?;
+    sm.wait_subnet_up(STEP)?;
+    let lids = lid_map(&sim.port_lids(READER)?);
+    ensure!(
+        lids == first,
+        "the replica's LIDs {first:?} lost to the file's {second:?}: {lids:?}\n{}",
+        sm.log()
+    );
+    ensure!(
+        sm.log()
+            .contains("--guid2lid ignored: the replica already holds LID assignments"),
+        "{}",
+        sm.log()
     );
     Ok(())
 }
