@@ -25,9 +25,9 @@ pub const DEFAULT_OPENSM_CONF: &str = "/etc/opensm/opensm.conf";
 /// OpenSM's cache dir when `OSM_CACHE_DIR` is not set.
 pub const DEFAULT_OSM_CACHE_DIR: &str = "/var/cache/opensm";
 
-/// A line of the OpenSM config that cannot be converted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}:{line}: {why}", path.display())]
+/// A line of the OpenSM config that cannot be converted. (Display and Error by hand:
+/// this file uses std alone, so the fuzz target can include it.)
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportError {
     /// The file (the opensm.conf, or a file it names such as the root GUID file).
     pub path: PathBuf,
@@ -35,6 +35,48 @@ pub struct ImportError {
     pub line: usize,
     /// What is wrong.
     pub why: String,
+}
+
+impl std::fmt::Display for ImportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.path.display(), self.line, self.why)
+    }
+}
+
+impl std::error::Error for ImportError {}
+
+/// A TOML basic string: quotes, backslashes and control characters escaped.
+fn toml_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Text for a TOML comment: control characters (which TOML refuses there, a lone CR
+/// among them) shown escaped.
+fn comment_text(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                format!("\\u{:04X}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// What the conversion looks at besides the config text: the files it names and
@@ -130,7 +172,12 @@ impl Out<'_> {
     fn emit(&mut self, from: &str, lines: &[String]) {
         self.done.insert(from.to_string(), ());
         let Some(o) = self.opts.get(from) else { return };
-        let _ = writeln!(self.toml, "# OpenSM {from} {} (line {})", o.value, o.line);
+        let _ = writeln!(
+            self.toml,
+            "# OpenSM {from} {} (line {})",
+            comment_text(&o.value),
+            o.line
+        );
         for l in lines {
             let _ = writeln!(self.toml, "{l}");
         }
@@ -242,7 +289,7 @@ pub fn import(path: &Path, text: &str, host: &dyn Host) -> Result<Imported, Vec<
          # Keys: deploy/ibsmd.toml. Options that do not map are listed at the end.\n\
          # ibsmd also needs credentials for its API (auth_token_file, tls_*, or\n\
          # insecure_plaintext for a lab): add them, then `ibsmd --config FILE`.\n",
-        path.display()
+        comment_text(&path.display().to_string())
     );
     election(&mut o);
     lids(&mut o, host);
@@ -271,7 +318,12 @@ pub fn import(path: &Path, text: &str, host: &dyn Host) -> Result<Imported, Vec<
         o.unmapped.len()
     );
     for (k, v, line, why) in &o.unmapped {
-        let _ = writeln!(o.toml, "# {k} {v} (line {line}): {why}");
+        let _ = writeln!(
+            o.toml,
+            "# {k} {} (line {line}): {}",
+            comment_text(v),
+            comment_text(why)
+        );
     }
     Ok(Imported {
         toml: o.toml,
@@ -366,11 +418,7 @@ fn lids(o: &mut Out, host: &dyn Host) {
         o.unmapped("reassign_lids", "FALSE is ibsmd's behaviour: LIDs are kept");
     }
     let cache = host.cache_dir().join("guid2lid");
-    let line = if o.get("honor_guid2lid_file").is_some() {
-        "honor_guid2lid_file"
-    } else {
-        "reassign_lids"
-    };
+    let line = "honor_guid2lid_file";
     match host.read(&cache) {
         Ok(_) => {
             let note = if honor == Some(true) {
@@ -379,7 +427,7 @@ fn lids(o: &mut Out, host: &dyn Host) {
                 "# OpenSM's LID cache: the LIDs it gave (it prefers the LIDs ports carry,\n\
                  # which on a running fabric are the same)"
             };
-            let key = format!("guid2lid = {:?}", cache.display().to_string());
+            let key = format!("guid2lid = {}", toml_str(&cache.display().to_string()));
             if o.get(line).is_some() {
                 o.emit(line, &[note.to_string(), key]);
             } else {
@@ -527,7 +575,7 @@ fn partitions(o: &mut Out, host: &dyn Host) {
         match host.read(&file) {
             Ok(_) => o.emit(
                 "partition_config_file",
-                &[format!("partitions_file = {:?}", file.display().to_string())],
+                &[format!("partitions_file = {}", toml_str(&file.display().to_string()))],
             ),
             Err(e) => o.unmapped(
                 "partition_config_file",

@@ -274,7 +274,40 @@ fn debians_default_opensm_conf_converts() {
 
 proptest::proptest! {
     #[test]
-    fn never_panics(text in "\\PC{0,300}") {
-        let _ = conv(&text, &FakeHost::new(&[]));
+    fn never_panics_and_any_output_is_toml(text in "(\\PC{0,40}\n){0,8}") {
+        if let Ok(got) = conv(&text, &FakeHost::new(&[])) {
+            proptest::prop_assert!(got.toml.parse::<toml::Table>().is_ok(), "{}", got.toml);
+        }
     }
+}
+
+#[test]
+fn odd_characters_stay_valid_toml() {
+    let odd = "/srv/o\"p\\ensm\u{1}/partitions.conf";
+    let host = FakeHost::new(&[(odd, "Default=0x7fff:ALL=full;\n")]);
+    let text = format!("partition_config_file {odd}\nlog_prefix a\rb\u{7f}\nsm_priority 3\n");
+    let got = conv(&text, &host).expect("valid");
+    let doc: toml::Table = got.toml.parse().expect("TOML");
+    assert_eq!(
+        doc.get("partitions_file").and_then(toml::Value::as_str),
+        Some(odd)
+    );
+    assert_eq!(
+        doc.get("priority").and_then(toml::Value::as_integer),
+        Some(3)
+    );
+}
+
+#[test]
+fn the_lid_cache_is_carried_over_even_without_honor_guid2lid_file() {
+    // OpenSM reads its cache at start unless reassign_lids is TRUE.
+    let host = FakeHost::new(&[("/var/cache/opensm/guid2lid", "0x1 0x1 0x1\n\n")]);
+    let got = conv("reassign_lids FALSE\nsm_priority 1\n", &host).expect("valid");
+    assert!(got
+        .toml
+        .contains("guid2lid = \"/var/cache/opensm/guid2lid\""));
+    assert_eq!(got.mapped + got.unmapped.len(), 2, "{got:?}");
+    let got = conv("reassign_lids TRUE\nhonor_guid2lid_file TRUE\n", &host).expect("valid");
+    assert!(!got.toml.contains("guid2lid ="), "{}", got.toml);
+    assert_eq!(got.unmapped.len(), 2);
 }
