@@ -15,6 +15,8 @@
 #              back to back for --seconds, default 60, while one busy loop per core
 #              keeps every core busy): how many times the standby left STANDBY while
 #              the master was alive. The bar is 0.
+#   step     - the master's longest instance-thread step under load (its debug
+#              "instance thread busy" lines, >= 30 ms): how long SMInfo polls waited.
 #
 # Rows: ibsmd at its defaults (25 ms polls, 20 ms re-polls, 3 misses), ibsmd at the
 # old defaults (100 ms x 3, no quick re-polls), OpenSM at 100 ms x 2 and OpenSM at its
@@ -139,7 +141,9 @@ reap() {
 start_master() { # round -> MASTER_PID GRPC METRICS
     GRPC=$(free_port)
     METRICS=$(free_port)
-    (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$HOST_A LD_PRELOAD=$UMAD2SIM NO_COLOR=1 RUST_LOG=info \
+    # The driver's debug lines are its slow steps (>= 30 ms without answering SMInfo).
+    (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$HOST_A LD_PRELOAD=$UMAD2SIM NO_COLOR=1 \
+        RUST_LOG=info,ibsmd::instance::driver=debug \
         exec "$IBSMD" --fabric umad --priority 10 --insecure-plaintext \
         --grpc "127.0.0.1:$GRPC" --metrics "127.0.0.1:$METRICS" \
         2>"$WORK/master.$1.log" >/dev/null) &
@@ -250,7 +254,8 @@ kill_rounds() { # label kind poll repoll retries
 }
 
 # False failovers: the master's heavy sweeps back to back on the k=LOAD_K fabric with
-# every core busy. Sets R_FALSE R_SWEEPS.
+# every core busy. Sets R_FALSE R_SWEEPS R_STEP (the master's longest instance-thread
+# step, from its "instance thread busy" lines: how long its SMInfo answers waited).
 load_round() { # label kind poll repoll retries
     local label=$1 kind=$2 poll=$3 repoll=$4 retries=$5 round="$1-load"
     echo "  $label, load (k=$LOAD_K, ${SECONDS_LOAD} s) ..." >&2
@@ -276,19 +281,22 @@ load_round() { # label kind poll repoll retries
     LOADERS=()
     R_FALSE=$(count_lines "$STANDBY_LOG" "$from" "$LOST_LINE")
     R_SWEEPS=$(count_lines "$WORK/master.$round.log" "$mfrom" "heavy sweep done in")
+    R_STEP=$(tail -c +"$((mfrom + 1))" "$WORK/master.$round.log" | tr -d '\0' |
+        grep -F "instance thread busy" | sed -n 's/.*took_ms=\([0-9]*\).*/\1/p' | sort -n | tail -1)
+    R_STEP=${R_STEP:-"< 30"}
     [ "$R_SWEEPS" -gt 0 ] || R_SWEEPS="0 (of $sweeps asked)"
     kill -0 "$MASTER_PID" 2>/dev/null || R_FALSE="$R_FALSE (master died)"
     stop_all
-    echo "    left STANDBY $R_FALSE time(s) over $R_SWEEPS heavy sweeps" >&2
+    echo "    left STANDBY $R_FALSE time(s) over $R_SWEEPS heavy sweeps; longest master step $R_STEP ms" >&2
 }
 
 ROWS=()
 measure() { # label kind poll repoll retries load(0|1) kill(0|1)
     local label=$1 kind=$2 poll=$3 repoll=$4 retries=$5 load=$6 kills=$7
-    R_COST="skipped" R_DETECT="skipped" R_MASTER="skipped" R_FALSE="skipped" R_SWEEPS="-"
+    R_COST="skipped" R_DETECT="skipped" R_MASTER="skipped" R_FALSE="skipped" R_SWEEPS="-" R_STEP="-"
     [ "$kills" = 1 ] && [ "$ROUNDS" -gt 0 ] && kill_rounds "$label" "$kind" "$poll" "$repoll" "$retries"
     [ "$load" = 1 ] && [ "$NO_LOAD" = 0 ] && load_round "$label" "$kind" "$poll" "$repoll" "$retries"
-    ROWS+=("$label|$R_COST|$R_DETECT|$R_MASTER|$R_FALSE|$R_SWEEPS")
+    ROWS+=("$label|$R_COST|$R_DETECT|$R_MASTER|$R_FALSE|$R_SWEEPS|$R_STEP")
 }
 
 echo "detection: k=$K kills ($ROUNDS rounds each), k=$LOAD_K load for ${SECONDS_LOAD} s with $(nproc) busy loops" >&2
@@ -305,9 +313,9 @@ fi
 
 echo
 echo "Dead-master detection, ibsmd master; standby on a k=$K fat tree (median of $ROUNDS kills); load: k=$LOAD_K heavy sweeps back to back, every core busy, ${SECONDS_LOAD} s"
-printf '%-42s | %-12s | %-10s | %-10s | %-22s | %s\n' "standby and polling" "cost SMInfo/s" "detect s" "MASTER s" "false failovers (load)" "heavy sweeps"
-printf '%-42s-+-%-12s-+-%-10s-+-%-10s-+-%-22s-+-%s\n' "------------------------------------------" "------------" "----------" "----------" "----------------------" "------------"
+printf '%-42s | %-12s | %-10s | %-10s | %-22s | %-12s | %s\n' "standby and polling" "cost SMInfo/s" "detect s" "MASTER s" "false failovers (load)" "heavy sweeps" "master step ms"
+printf '%-42s-+-%-12s-+-%-10s-+-%-10s-+-%-22s-+-%-12s-+-%s\n' "------------------------------------------" "------------" "----------" "----------" "----------------------" "------------" "--------------"
 for r in "${ROWS[@]}"; do
-    IFS='|' read -r a b c d e f <<<"$r"
-    printf '%-42s | %-12s | %-10s | %-10s | %-22s | %s\n' "$a" "$b" "$c" "$d" "$e" "$f"
+    IFS='|' read -r a b c d e f g <<<"$r"
+    printf '%-42s | %-12s | %-10s | %-10s | %-22s | %-12s | %s\n' "$a" "$b" "$c" "$d" "$e" "$f" "$g"
 done

@@ -141,9 +141,21 @@ fn ctl(sim: &Ibsim, host: &str, args: &[&str]) -> Result<Value> {
     serde_json::from_str(line).with_context(|| format!("ibsmctl sa {args:?}: {line}"))
 }
 
-/// The records of a table answer, checked to have come whole.
+/// The records of a table answer, checked to have come whole. A read is asked again
+/// (up to twice) when umad2sim crashed the client (SIGSEGV in libc when ibsim's
+/// client slots are briefly exhausted): reads are idempotent, the SA is not at fault.
 fn table(sim: &Ibsim, host: &str, args: &[&str]) -> Result<Vec<Value>> {
-    let v = ctl(sim, host, args)?;
+    let mut tries = 0;
+    let v = loop {
+        tries += 1;
+        match ctl(sim, host, args) {
+            Ok(v) => break v,
+            Err(e) if tries < 3 && format!("{e:#}").contains("SIGSEGV") => {
+                eprintln!("ibsmctl sa {args:?} on {host}: asked again after: {e:#}");
+            }
+            Err(e) => return Err(e),
+        }
+    };
     ensure!(
         v["damaged"].as_array().is_some_and(Vec::is_empty),
         "records lost on the way: {v}"

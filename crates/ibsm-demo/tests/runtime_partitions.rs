@@ -74,6 +74,8 @@ async fn set_partition(
         .expect("connect");
     c.set_partition(SetPartitionRequest {
         partition: Some(PartitionEntry {
+            groups: Vec::new(),
+            index0: false,
             name: name.into(),
             p_key,
             members: members

@@ -335,6 +335,8 @@ async fn a_partition_set_with_ipoib_gets_its_broadcast_group_until_it_is_deleted
     fabric
         .set_partition(SetPartitionRequest {
             partition: Some(PartitionEntry {
+                groups: Vec::new(),
+                index0: false,
                 name: "ib-storage".into(),
                 p_key: 0x0033,
                 members,

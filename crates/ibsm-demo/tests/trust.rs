@@ -110,6 +110,8 @@ async fn settled(demo: &Demo) -> pb::Status {
 
 fn partition() -> pb::PartitionEntry {
     pb::PartitionEntry {
+        groups: Vec::new(),
+        index0: false,
         name: "intruder".into(),
         p_key: 0x0042,
         members: vec![pb::PartitionMemberEntry {

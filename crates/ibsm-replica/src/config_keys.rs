@@ -83,11 +83,13 @@ pub fn partition_key_pkey(key: &str) -> Option<Result<u16, ConfigKeyError>> {
         (hex.len() == 4 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
             .then(|| u16::from_str_radix(hex, 16).ok())
             .flatten()
-            .filter(|p| *p & 0x8000 == 0 && *p != 0)
+            // 0x7FFF, the default partition, is the start-up configuration's alone
+            // (SetPartition refuses it too): a replicated entry must not redefine it.
+            .filter(|p| *p & 0x8000 == 0 && *p != 0 && *p != 0x7fff)
             .ok_or_else(|| {
                 key_err(
                     key,
-                    "a partition key is partition/ and 4 hex digits of a 15-bit P_Key (0001-7fff)",
+                    "a partition key is partition/ and 4 hex digits of a 15-bit P_Key (0001-7ffe; 7fff is the default partition)",
                 )
             }),
     )
@@ -390,6 +392,7 @@ mod tests {
         for (key, value, needle) in [
             ("partition/8001", "a|", "15-bit"),
             ("partition/0000", "a|", "15-bit"),
+            ("partition/7fff", "a|", "default partition"),
             ("partition/12", "a|", "4 hex"),
             ("partition/0010", "no-bar", "expected name|"),
             ("partition/0010", "|", "1 to 64"),

@@ -25,6 +25,7 @@ pub enum FabricRequest {
     Partitions,
     SetPartition(pb::PartitionEntry),
     DeletePartition(u16),
+    ReloadPartitions,
     Members,
     AddMember { id: u64, addr: String },
     RemoveMember { id: u64 },
@@ -390,6 +391,8 @@ fn partitions_json(r: &pb::ListPartitionsResponse) -> Value {
                 "rate": i.rate, "mtu": i.mtu, "sl": i.sl, "scope": i.scope,
                 "q_key": format!("{:#x}", i.q_key),
             })),
+            "groups": p.groups,
+            "index0": p.index0,
         })).collect::<Vec<_>>(),
     })
 }
@@ -403,24 +406,26 @@ fn partitions_text(r: &pb::ListPartitionsResponse) -> String {
     let mut rows = vec![["P_KEY", "NAME", "IPOIB", "MEMBERS"]
         .map(String::from)
         .to_vec()];
-    rows.push(vec![
-        "0x7fff".into(),
-        "default".into(),
-        "mtu=4 rate=3 sl=0 scope=2 qkey=0xb1b".into(),
-        "every port (full)".into(),
-    ]);
+    if !r.partitions.iter().any(|p| p.p_key == 0x7fff) {
+        rows.push(vec![
+            "0x7fff".into(),
+            "default".into(),
+            "mtu=4 rate=3 sl=0 scope=2 qkey=0xb1b".into(),
+            "every port (full)".into(),
+        ]);
+    }
     for p in &r.partitions {
-        let m: Vec<String> = p
-            .members
-            .iter()
-            .map(|m| {
-                format!(
-                    "{}:{}",
-                    fmt_guid(m.port_guid),
-                    if m.full { "full" } else { "limited" }
-                )
-            })
-            .collect();
+        let mut m: Vec<String> = p.groups.clone();
+        m.extend(p.members.iter().map(|m| {
+            format!(
+                "{}:{}",
+                fmt_guid(m.port_guid),
+                if m.full { "full" } else { "limited" }
+            )
+        }));
+        if p.index0 {
+            m.push("(indx0)".into());
+        }
         rows.push(vec![
             format!("{:#06x}", p.p_key),
             p.name.clone(),
@@ -634,6 +639,31 @@ pub async fn run(target: &Target, req: FabricRequest) -> Result<(), CtlError> {
             )
             .await?;
             print(j, partitions_json(&r), partitions_text(&r));
+        }
+        FabricRequest::ReloadPartitions => {
+            let r = unary(
+                target,
+                "ReloadPartitions",
+                fabric.reload_partitions(pb::ReloadPartitionsRequest {}),
+            )
+            .await?;
+            let keys: Vec<String> = r.p_keys.iter().map(|k| format!("{k:#06x}")).collect();
+            let json = serde_json::json!({
+                "file": r.file,
+                "partitions": r.partitions,
+                "p_keys": keys,
+                "not_applied": r.not_applied,
+            });
+            let mut text = format!(
+                "reloaded {}: {} partitions [{}]\n",
+                r.file,
+                r.partitions,
+                keys.join(", ")
+            );
+            for n in &r.not_applied {
+                text.push_str(&format!("not applied: {n}\n"));
+            }
+            print(j, json, text);
         }
         FabricRequest::Members => {
             let r = unary(

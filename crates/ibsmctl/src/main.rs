@@ -272,6 +272,9 @@ enum PartitionCmd {
         #[arg(value_parser = fabric::parse_pkey)]
         pkey: u16,
     },
+    /// Read ibsmd's --partitions-file (OpenSM's partitions.conf) again, as SIGHUP does;
+    /// a bad file changes nothing and the error names its line and column.
+    Reload,
 }
 
 #[derive(Subcommand, Debug)]
@@ -328,6 +331,8 @@ fn main() -> ExitCode {
                 }),
         } => Some(fabric::FabricRequest::SetPartition(
             ibsm_proto::v1::PartitionEntry {
+                groups: Vec::new(),
+                index0: false,
                 name: name.clone(),
                 p_key: u32::from(*pkey),
                 members: members.0.clone(),
@@ -337,6 +342,9 @@ fn main() -> ExitCode {
         Command::Partitions {
             action: Some(PartitionCmd::Delete { pkey }),
         } => Some(fabric::FabricRequest::DeletePartition(*pkey)),
+        Command::Partitions {
+            action: Some(PartitionCmd::Reload),
+        } => Some(fabric::FabricRequest::ReloadPartitions),
         Command::Members { action: None } => Some(fabric::FabricRequest::Members),
         Command::Members {
             action: Some(MemberCmd::Add { id, addr }),

@@ -125,6 +125,9 @@ pub(crate) struct Cli {
     /// OpenSM: one partition of -P/--Pconfig, partition_config_file.
     #[arg(long, value_name = "SPEC")]
     pub(crate) partition: Vec<String>,
+    /// Master: OpenSM's partitions.conf (the whole grammar of opensm(8)); read again on SIGHUP and by `ibsmctl partitions reload`. Not with --partition. OpenSM: -P/--Pconfig, partition_config_file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) partitions_file: Option<std::path::PathBuf>,
     /// Master: SMPs kept in flight, 1..=1024 [default: 64]. OpenSM: -n/--maxsmps, max_wire_smps (4 there).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub(crate) smp_window: Option<u64>,

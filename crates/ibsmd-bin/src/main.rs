@@ -288,6 +288,28 @@ async fn shutdown_signal() {
     }
 }
 
+/// SIGHUP: read the `--partitions-file` again (`ibsmd::partitions_file::reload`
+/// logs what it did, or why nothing changed).
+fn reload_partitions_on_sighup(
+    path: std::path::PathBuf,
+    inst: Arc<Instance>,
+) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|e| anyhow::anyhow!("cannot catch SIGHUP: {e}"))?;
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                tracing::info!(file = %path.display(), "SIGHUP: reloading the partitions file");
+                let _ = ibsmd::partitions_file::reload(&path, &inst).await;
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = (path, inst);
+    Ok(())
+}
+
 /// Serve metrics in the background if asked.
 async fn start_metrics(
     addr: Option<SocketAddr>,
@@ -379,11 +401,15 @@ async fn run_daemon(
             security,
             replication: repl.clone(),
             fault_injection: cli.fault_injection,
+            partitions_file: cli.partitions_file.clone(),
             ..ibsmd::server::ServeOptions::default()
         },
     )
     .await?;
     tracing::info!(%addr, "gRPC control API listening");
+    if let Some(path) = cli.partitions_file.clone() {
+        reload_partitions_on_sighup(path, Arc::clone(&inst))?;
+    }
     let server = tokio::spawn(serve);
     // Stop when the server stops (signal) or the instance dies.
     let watcher = Arc::clone(&inst);

@@ -36,11 +36,13 @@ pub(crate) struct DaemonSettings {
     /// `None`: the default, three light sweeps; `Some(0)`: never.
     pub(crate) hung_master_window_ms: Option<u64>,
     pub(crate) sm_key_policy: ibsm_core::election::SmKeyPolicy,
+    /// `--partitions-file`, read again on SIGHUP and `Fabric/ReloadPartitions`.
+    pub(crate) partitions_file: Option<PathBuf>,
     pub(crate) guid2lid: Option<Guid2LidSeed>,
 }
 
-/// `--fabric` when neither the command line nor the file names one: the first CA's
-/// first active port, as OpenSM picks it.
+/// `--fabric` when neither the command line nor the file names one: the first port
+/// whose link is up, as OpenSM picks one without a GUID.
 pub(crate) const DEFAULT_FABRIC: &str = "umad";
 
 /// A checked `--guid2lid` file.
@@ -70,6 +72,15 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
             Some(Guid2LidSeed { path, text, ports })
         }
     };
+    let partitions_file = cli.partitions_file.or(file.partitions_file);
+    let partitions_given =
+        !cli.partition.is_empty() || file.partition.as_ref().is_some_and(|p| !p.is_empty());
+    if partitions_file.is_some() && partitions_given {
+        return Err(
+            "--partitions-file (partitions_file) and --partition (partition) both define the start-up partitions: give one of them"
+                .into(),
+        );
+    }
     let subnet = ibsmd::subnet_opts::SubnetOptions {
         lmc: cli.lmc.or(file.lmc),
         routing: cli.routing.or(file.routing),
@@ -100,6 +111,11 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
     .to_config()
     .map_err(|e| e.to_string())?;
     let mut subnet = subnet;
+    if let Some(path) = &partitions_file {
+        let loaded = ibsmd::partitions_file::load(path).map_err(|e| e.to_string())?;
+        ibsmd::partitions_file::log_unapplied(path, &loaded);
+        subnet.partitions = loaded.partitions;
+    }
     if cli.no_partition_enforcement {
         subnet.partition_enforcement = false;
     } else if let Some(on) = file.partition_enforcement {
@@ -119,6 +135,7 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
     };
     Ok(DaemonSettings {
         guid2lid,
+        partitions_file,
         sticky_priority: cli.sticky_priority.or(file.sticky_priority),
         hung_master_window_ms: cli.hung_master_window_ms.or(file.hung_master_window_ms),
         sm_key_policy: cli.sm_key_policy.or(file.sm_key_policy).unwrap_or_default(),

@@ -162,6 +162,8 @@ pub struct FileConfig {
     /// `--partition`, as an array of `NAME=PKEY[,ipoib,...]:GUID[:full|limited],...` strings.
     #[serde(default, deserialize_with = "de_partitions")]
     pub partition: Option<Vec<String>>,
+    /// `--partitions-file`: OpenSM's partitions.conf (not with `partition`).
+    pub partitions_file: Option<PathBuf>,
     /// `--smp-window`.
     #[serde(default)]
     pub smp_window: Option<u64>,

@@ -39,6 +39,7 @@ pub struct FabricService {
     slot: InstanceSlot,
     name: String,
     repl: Option<Arc<Replication>>,
+    partitions_file: Option<std::path::PathBuf>,
 }
 
 /// What a request is answered from.
@@ -55,7 +56,14 @@ impl FabricService {
             slot,
             name: name.to_string(),
             repl,
+            partitions_file: None,
         }
+    }
+
+    /// The `--partitions-file` that `ReloadPartitions` reads again.
+    pub fn with_partitions_file(mut self, file: Option<std::path::PathBuf>) -> FabricService {
+        self.partitions_file = file;
+        self
     }
 
     fn snapshot(&self) -> Result<Snapshot, Status> {
@@ -249,6 +257,18 @@ fn partition_entry(p: &ibsm_core::subnet::Partition) -> pb::PartitionEntry {
             scope: u32::from(i.scope),
             q_key: i.q_key,
         }),
+        groups: p
+            .groups
+            .iter()
+            .map(|g| {
+                let m = match g.membership {
+                    ibsm_core::subnet::Membership::Full => "full",
+                    ibsm_core::subnet::Membership::Limited => "limited",
+                };
+                format!("{}={m}", g.group.keyword())
+            })
+            .collect(),
+        index0: p.index0,
     }
 }
 
@@ -266,6 +286,8 @@ fn core_ipoib(i: &pb::PartitionIpoib) -> Option<ibsm_core::subnet::PartitionIpoi
 /// The core's form of a validated API partition (`None` if the P_Key does not fit).
 fn core_partition(p: &pb::PartitionEntry) -> Option<ibsm_core::subnet::Partition> {
     Some(ibsm_core::subnet::Partition {
+        groups: Vec::new(),
+        index0: false,
         name: p.name.clone(),
         p_key: u16::try_from(p.p_key).ok()?,
         members: p
@@ -316,6 +338,11 @@ pub fn validate_partition(p: &pb::PartitionEntry, known: &[u64]) -> Result<(), S
     }
     if p.members.is_empty() {
         return Err("a partition needs at least one member GUID".into());
+    }
+    if !p.groups.is_empty() || p.index0 {
+        return Err(
+            "port groups (ALL, ALL_CAS, ...) and indx0 come from a --partitions-file only; name the members by GUID".into(),
+        );
     }
     if let Some(i) = &p.ipoib {
         let Some(core) = core_ipoib(i) else {
@@ -493,6 +520,35 @@ impl Fabric for FabricService {
         _req: Request<pb::ListPartitionsRequest>,
     ) -> Result<Response<pb::ListPartitionsResponse>, Status> {
         Ok(Response::new(self.partitions(String::new())?))
+    }
+
+    async fn reload_partitions(
+        &self,
+        _req: Request<pb::ReloadPartitionsRequest>,
+    ) -> Result<Response<pb::ReloadPartitionsResponse>, Status> {
+        let file = self.partitions_file.clone().ok_or_else(|| {
+            Status::failed_precondition(
+                "this ibsmd was started without --partitions-file (partitions_file): nothing to reload",
+            )
+        })?;
+        let inst = match self.slot.read() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+        .ok_or_else(|| Status::unavailable(format!("SM instance {} is not running", self.name)))?;
+        let loaded = crate::partitions_file::reload(&file, &inst)
+            .await
+            .map_err(Status::invalid_argument)?;
+        Ok(Response::new(pb::ReloadPartitionsResponse {
+            file: file.display().to_string(),
+            partitions: u32::try_from(loaded.partitions.len()).unwrap_or(u32::MAX),
+            p_keys: loaded
+                .partitions
+                .iter()
+                .map(|p| u32::from(p.p_key))
+                .collect(),
+            not_applied: loaded.not_applied(),
+        }))
     }
 
     async fn set_partition(
@@ -713,6 +769,8 @@ mod tests {
 
     fn part(pkey: u32, members: &[(u64, bool)]) -> pb::PartitionEntry {
         pb::PartitionEntry {
+            groups: Vec::new(),
+            index0: false,
             ipoib: None,
             name: "storage".into(),
             p_key: pkey,

@@ -27,10 +27,16 @@
 //! fail over falsely under load: SMInfo is answered by the master's MAD thread, never
 //! queued behind its sweep's SMPs or its routing worker, so a master busy configuring a
 //! large subnet still answers within milliseconds; it takes the master silent for 65 ms
-//! to every poll of a streak. The exception is a long step of that thread (the end of a
-//! heavy sweep builds the SA snapshot inline: 70-120 ms at k=32 on an idle host); steps
-//! over 30 ms are logged at debug (`instance thread busy`), and on a heavily loaded
-//! host they have made a standby declare a live master lost (measured, see the
+//! to every poll of a streak. The exception is a long step of that thread; steps over
+//! 30 ms are logged at debug (`instance thread busy`, with the step). The biggest, the
+//! SA snapshot the end of a heavy sweep builds (NodeRecords, PortInfo, P_Key and QoS
+//! tables, the PathRecord table, freeing the previous one), runs on the instance's
+//! worker thread (`SubnetConfig::offload_sa_snapshot`; the SA answers from the previous
+//! snapshot until it lands, and the sweep's `Done`/publication wait for it). What stays
+//! on the thread (the rest of the sweep's end, the fabric view for the API, some timer
+//! steps) still reaches 50-115 ms on a 2-core host with every core busy, and there a
+//! standby still declares a live master lost now and then (`bench/detection.sh`: 2-3
+//! times in 30 s, against 8 with the snapshot built inline; see the
 //! `ibsm_core::election` module doc). The price is 40 SMPs/s per standby on the master. The rule
 //! is in the `ibsm_core::election` module doc ("Detection"); `bench/detection.sh`
 //! measures its cost, its detection time and its false failovers under load beside
@@ -117,6 +123,7 @@ pub mod fabric_view;
 pub mod fault_injection;
 pub mod instance;
 pub mod metrics;
+pub mod partitions_file;
 pub mod replication;
 pub mod sa_status;
 pub mod server;

@@ -592,6 +592,8 @@ pub struct ServeOptions {
     /// `ibsm.v1.FaultInjection` for this daemon's own replica
     /// ([`crate::fault_injection`]).
     pub fault_injection: bool,
+    /// `--partitions-file`: what `Fabric/ReloadPartitions` reads again.
+    pub partitions_file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -605,6 +607,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("extra_services", &self.extra_services.is_some())
             .field("replication", &self.replication)
             .field("fault_injection", &self.fault_injection)
+            .field("partitions_file", &self.partitions_file)
             .finish()
     }
 }
@@ -729,7 +732,8 @@ pub async fn serve_listener(
                 Arc::clone(&slot),
                 name,
                 opts.replication.clone(),
-            ),
+            )
+            .with_partitions_file(opts.partitions_file.clone()),
         ))
         .add_service(ControlServer::new(
             ControlService::with_slot(slot, name)

@@ -206,6 +206,15 @@ pub fn parse_partition(text: &str) -> Result<Partition, SubnetOptError> {
         .and_then(|v| u16::try_from(v).ok())
         .ok_or_else(|| err(pkey_at, format!("P_Key {pkey:?} is not a 16-bit number")))?
         & 0x7FFF;
+    if pkey == 0x7FFF {
+        // The configurator takes 0x7FFF as a redefinition of the default partition
+        // (partitions.conf's Default=0x7fff), which would leave every other port out
+        // of it: only --partitions-file may do that.
+        return Err(err(
+            pkey_at,
+            "P_Key 0x7fff is the default partition (every port a member); pick 0x0001-0x7ffe, or redefine it in a --partitions-file".into(),
+        ));
+    }
     let ipoib = parse_ipoib_flags(head).map_err(|(at, why)| err(at, why))?;
     let mut out = Vec::new();
     for (at, m) in pieces(members, members_at, ',') {
@@ -239,6 +248,8 @@ pub fn parse_partition(text: &str) -> Result<Partition, SubnetOptError> {
         return Err(err(members_at, "no members".into()));
     }
     Ok(Partition {
+        groups: Vec::new(),
+        index0: false,
         name: name.to_string(),
         p_key: pkey,
         members: out,
@@ -359,6 +370,16 @@ impl SubnetOptions {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_default_partition_is_refused_on_the_command_line() {
+        let e = parse_partition("d=0x7fff:0x1").expect_err("0x7fff");
+        assert!(e.to_string().contains("--partitions-file"), "{e}");
+        assert!(
+            matches!(e, SubnetOptError::Partition { column: 3, .. }),
+            "{e:?}"
+        );
+    }
+
     use super::*;
 
     #[test]

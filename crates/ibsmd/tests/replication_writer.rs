@@ -133,6 +133,8 @@ async fn the_replicated_partition_set_changes_generation_only_when_a_partition_d
     assert!(set0.is_empty(), "{set0:?}");
 
     let part = Partition {
+        groups: Vec::new(),
+        index0: false,
         name: "storage".into(),
         p_key: 0x0123,
         members: vec![PartitionMember {

@@ -81,7 +81,7 @@ pub struct DiscoveryIssue {
 }
 
 /// Everything discovery learned.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct DiscoveryResult {
     /// The fabric as discovered.
     pub topology: Topology,

@@ -203,12 +203,14 @@
 //! configurator's window limits *its* SMPs, not the answers), and the standby's polls
 //! leave at once, outside its own agents' windows; a busy routing worker is a thread of
 //! its own. What still silences an ibsm master: a long step of its MAD thread, above
-//! all the end of a heavy sweep (the SA snapshot and its path table are built there:
-//! 70-120 ms on an idle host at k=32, several hundred ms on a 2-core host running ten
-//! other jobs). `bench/detection.sh` measures it (a k=32 master sweeping back to back,
-//! every core busy): on such a host both these defaults and the old 100 ms x 3 declared
-//! the live master lost (a few times a minute; the standby then hands straight back).
-//! Moving that work off the MAD thread is what removes it. On fabrics where SMP latency
+//! all the end of a heavy sweep. ibsmd builds the SA snapshot and its path table on its
+//! worker (`SubnetConfig::offload_sa_snapshot`: 70-190 ms at k=32 when built inline);
+//! what stays on the thread (the rest of the sweep's end, the API's fabric view, some
+//! timer steps) still reaches 50-115 ms on a 2-core host with every core busy.
+//! `bench/detection.sh` measures it (a k=32 master sweeping back to back, every core
+//! busy, with the master's longest step): there the live master was declared lost 8
+//! times in 30 s with the snapshot inline, 2-3 times with it offloaded (the standby
+//! then hands straight back). Moving the rest off the MAD thread is what removes it. On fabrics where SMP latency
 //! can exceed the streak (congested VL15, a host that can stall the SM's thread), raise
 //! `poll_interval` and `repoll_interval` together. The DISCOVERING round that follows adds no query
 //! timeout of its own for the lost master (see above), only the fresh sweep a takeover

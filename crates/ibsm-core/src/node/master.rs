@@ -20,7 +20,9 @@ use crate::subnet::{SubnetEvent, SweepKind};
 
 use super::config::{FRESH_DISCOVERY_MAX_AGE, PREPARED_TAKEOVER_MAX_AGE};
 use super::state::{Prepared, Running, Timer};
-use super::types::{effective_partitions, CommandReply, NodeEvent, Output, ReplicatedFabric};
+use super::types::{
+    effective_partitions, CommandError, CommandReply, NodeEvent, Output, ReplicatedFabric,
+};
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -224,6 +226,57 @@ impl Running {
             );
         }
         self.subnet.set_fabric_m_key(rep.m_key);
+    }
+
+    /// `NodeCommand::SetConfiguredPartitions`: new start-up partitions, with the
+    /// replicated ones on top, to the configurator (which sweeps if MASTER).
+    pub(crate) fn set_configured_partitions(
+        &mut self,
+        now: Duration,
+        partitions: Vec<crate::subnet::Partition>,
+    ) -> Result<CommandReply, CommandError> {
+        let check = crate::subnet::SubnetConfig {
+            partitions,
+            ..self.cfg.subnet.clone()
+        };
+        check
+            .validate()
+            .map_err(|e| CommandError::InvalidArgument(e.to_string()))?;
+        self.cfg.subnet.partitions = check.partitions;
+        let replicated = self
+            .replicated
+            .as_ref()
+            .map(|r| r.partitions.clone())
+            .unwrap_or_default();
+        let (want, skipped) = effective_partitions(&self.cfg.subnet.partitions, &replicated);
+        for s in &skipped {
+            tracing::warn!(
+                partition = %s.partition.name,
+                pkey = format_args!("{:#06x}", s.partition.p_key),
+                why = %s.why,
+                "replicated partition not programmed"
+            );
+        }
+        let changed = want.as_slice() != self.subnet.partitions();
+        self.subnet
+            .set_partitions(now, want)
+            .map_err(|e| CommandError::InvalidArgument(e.to_string()))?;
+        if changed && self.subnet.is_active() {
+            self.sync_ipoib_groups();
+            let pkeys: Vec<String> = self
+                .subnet
+                .partitions()
+                .iter()
+                .map(|p| format!("{:#06x}", p.p_key))
+                .collect();
+            let text = format!(
+                "configured partitions reloaded: programming P_Keys [{}] (heavy sweep)",
+                pkeys.join(", ")
+            );
+            tracing::info!("{text}");
+            self.emit(NodeEvent::record("sweep", text));
+        }
+        Ok(CommandReply::Done)
     }
 
     /// Hand the partitions to program (start-up plus replicated) to the configurator

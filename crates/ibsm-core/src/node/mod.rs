@@ -9,10 +9,11 @@
 //! I/O. The driver:
 //!
 //! 1. calls [`Node::handle_input`] with what happened ([`Input`]: a MAD with its
-//!    source LID, an operator command with an id, a routing result, new replicated
-//!    state) and [`Node::handle_timeout`] once [`Node::poll_timeout`] has passed;
+//!    source LID, an operator command with an id, a routing result, an SA
+//!    snapshot built, new replicated state) and [`Node::handle_timeout`] once [`Node::poll_timeout`] has passed;
 //! 2. drains [`Node::poll_output`] after each call ([`Output`]: a MAD to send, an
-//!    event, a routing job, a command's completion with its id, mastership claims,
+//!    event, a routing job, an SA snapshot job (only with
+//!    `SubnetConfig::offload_sa_snapshot`), a command's completion with its id, mastership claims,
 //!    "publish what the configurator holds", start-up done or failed);
 //! 3. sleeps until the next input or [`Node::poll_timeout`].
 //!
@@ -153,7 +154,7 @@ impl Node {
                 Input::Gmp { .. } => {}
                 Input::Command { id, command } => s.commands.push((id, command)),
                 Input::Replicated(r) => s.replicated = Some(r),
-                Input::RoutingDone(_) => {}
+                Input::RoutingDone(_) | Input::SaSnapshotDone(_) => {}
             },
             NodePhase::Running(r) => {
                 match input {
@@ -161,6 +162,7 @@ impl Node {
                     Input::Gmp { mad, from } => r.handle_gmp(now, mad, from),
                     Input::Command { id, command } => r.handle_command(now, id, command),
                     Input::RoutingDone(done) => r.subnet.handle_routing_done(now, done),
+                    Input::SaSnapshotDone(done) => r.subnet.handle_sa_snapshot_done(done),
                     Input::Replicated(rep) => r.replicated_changed(now, rep),
                 }
                 r.pump(now);

@@ -252,6 +252,10 @@ impl Running {
                 }
                 self.waiting_replies.push((heavy, id));
             }
+            NodeCommand::SetConfiguredPartitions(partitions) => {
+                let r = self.set_configured_partitions(now, partitions);
+                self.done(id, r);
+            }
         }
     }
 
@@ -516,6 +520,10 @@ impl Running {
             while let Some(job) = self.subnet.poll_routing_job() {
                 progressed = true;
                 self.out.push_back(Output::RoutingJob(job));
+            }
+            while let Some(job) = self.subnet.poll_sa_snapshot_job() {
+                progressed = true;
+                self.out.push_back(Output::SaSnapshotJob(job));
             }
             while let Some(t) = self.election.poll_transmit() {
                 progressed = true;

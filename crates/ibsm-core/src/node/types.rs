@@ -10,7 +10,10 @@ use ibsm_mad::{MadAddress, MAD_SIZE};
 
 use crate::election::{ControlPacket, SmState};
 use crate::sa::{SaTables, SaTransmit};
-use crate::subnet::{ConfigError, Inherited, Outgoing, Partition, RoutingDone, RoutingJob};
+use crate::subnet::{
+    ConfigError, Inherited, Outgoing, Partition, RoutingDone, RoutingJob, SaSnapshotDone,
+    SaSnapshotJob,
+};
 use crate::subnet::{SubnetConfig, SweepKind, SweepReport};
 
 /// One input to [`super::Node::handle_input`].
@@ -41,6 +44,8 @@ pub enum Input<'a> {
     },
     /// A routing job ([`Output::RoutingJob`]) finished.
     RoutingDone(RoutingDone),
+    /// An SA snapshot job ([`Output::SaSnapshotJob`]) finished.
+    SaSnapshotDone(SaSnapshotDone),
     /// The replicated fabric state changed (or is known for the first time).
     Replicated(Arc<ReplicatedFabric>),
 }
@@ -57,6 +62,11 @@ pub enum Output {
     /// Run this routing computation off the node's thread and hand back its result as
     /// [`Input::RoutingDone`] (or run it inline: the node does not care where).
     RoutingJob(RoutingJob),
+    /// Build this SA snapshot off the node's thread and hand it back as
+    /// [`Input::SaSnapshotDone`] (or build it inline). Only with
+    /// `SubnetConfig::offload_sa_snapshot`; until it is back the SA answers from the
+    /// previous snapshot and the sweep's `Done`/`Publish` wait.
+    SaSnapshotJob(SaSnapshotJob),
     /// A command finished.
     Done {
         /// The command's id.
@@ -137,6 +147,11 @@ pub enum NodeCommand {
         /// Heavy (discovery) or light (probe).
         heavy: bool,
     },
+    /// Replace the start-up partitions (a reloaded partitions file). Checked as at
+    /// start (a refused set changes nothing); the replicated ones still go on top.
+    /// While MASTER the P_Key tables are reprogrammed in a heavy sweep; done once
+    /// the set is handed to the configurator.
+    SetConfiguredPartitions(Vec<crate::subnet::Partition>),
 }
 
 /// What a command that succeeded returns.

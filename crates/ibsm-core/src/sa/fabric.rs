@@ -249,6 +249,12 @@ impl SaFabric {
         }
     }
 
+    /// Build the PathRecord table now (what the first PathRecord query would do), so
+    /// a driver can pay for it on another thread than the one answering queries.
+    pub fn prepare_paths(&self) {
+        self.paths.0.get_or_init(|| SaPaths::build(self));
+    }
+
     /// Cables, MTU and rate of the path from the end port `source` to `dlid` (exactly
     /// that LID) through the programmed LFTs, or why there is none.
     ///

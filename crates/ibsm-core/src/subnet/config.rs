@@ -6,14 +6,7 @@ use std::time::Duration;
 use crate::discovery::DiscoveryConfig;
 use crate::transactions::TransactionsConfig;
 
-/// Membership of a port in a partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Membership {
-    /// Full member (P_Key bit 15 set): may talk to every member.
-    Full,
-    /// Limited member: may talk to full members only.
-    Limited,
-}
+pub use super::port_group::{EndPort, EndPortKind, GroupMember, Membership, PortGroup};
 
 /// A member of a configured partition, by port GUID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,16 +69,46 @@ impl PartitionIpoib {
 }
 
 /// A partition from the configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Partition {
     /// Name, for logs and the operator.
     pub name: String,
-    /// The 15-bit P_Key base (membership bit is added per member); 1..=0x7FFE.
+    /// The 15-bit P_Key base (membership bit is added per member); 1..=0x7FFE, or
+    /// 0x7FFF to redefine the default partition's membership (partitions.conf
+    /// `Default=0x7fff`; without it every port is a full member of it).
     pub p_key: u16,
-    /// The member ports.
+    /// The member ports named by GUID.
     pub members: Vec<PartitionMember>,
+    /// The member ports named by group (partitions.conf `ALL`, `ALL_CAS`,
+    /// `ALL_SWITCHES`, `ALL_ROUTERS`, `SELF`), resolved at each sweep.
+    pub groups: Vec<GroupMember>,
+    /// partitions.conf `indx0`: this P_Key goes in block 0, index 0.
+    pub index0: bool,
     /// Its IPoIB broadcast group, if it has one.
     pub ipoib: Option<PartitionIpoib>,
+}
+
+impl Partition {
+    /// The membership of `port`: the last entry naming it, explicit GUIDs and
+    /// groups in the order they were given (see [`GroupMember::after`]).
+    pub fn membership_of(&self, port: &EndPort) -> Option<Membership> {
+        let explicit = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.port_guid == port.guid)
+            .map(|(i, m)| ((2 * i + 1, 0), m.membership));
+        let grouped = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.group.contains(port))
+            .map(|(i, g)| ((2 * g.after, i), g.membership));
+        explicit
+            .chain(grouped)
+            .max_by_key(|(at, _)| *at)
+            .map(|(_, m)| m)
+    }
 }
 
 /// Tunables of the [`super::SubnetManager`]. Encodings are IBA's (MTU 1=256 .. 5=4096,
@@ -162,6 +185,15 @@ pub struct SubnetConfig {
     /// standbys' poll budget (3 x 100 ms), and a master silent that long is taken
     /// for dead. Off by default (simulations and tests compute inline).
     pub offload_routing: bool,
+    /// Hand the SA snapshot a heavy sweep ends with to the driver as an
+    /// `SaSnapshotJob` (`SubnetManager::poll_sa_snapshot_job`) instead of building it
+    /// inside the call that ends the sweep; the SA answers from the previous snapshot,
+    /// and the sweep's events wait, until `SubnetManager::handle_sa_snapshot_done`.
+    /// A daemon that answers SMInfo on the thread driving this module must: at k=32
+    /// on a loaded host the build (NodeRecords, PortInfo, P_Key and QoS tables, LFT
+    /// copies, the old snapshot freed) kept the master silent 70-190 ms, past the
+    /// standbys' 65 ms poll budget. Off by default (simulations and tests build inline).
+    pub offload_sa_snapshot: bool,
     /// M_Key protection (none by default). See the module doc of `subnet`.
     pub m_key: MKeyConfig,
     /// Traps acted on per second from one source LID (token bucket; the rest are
@@ -192,6 +224,7 @@ impl Default for SubnetConfig {
             partition_enforcement: true,
             routing: RoutingEngine::MinHop,
             offload_routing: false,
+            offload_sa_snapshot: false,
             m_key: MKeyConfig::default(),
             trap_rate: 20,
             trap_burst: 40,
@@ -216,8 +249,8 @@ pub enum ConfigError {
         /// What is allowed.
         range: &'static str,
     },
-    /// A partition P_Key that is 0 or the default one.
-    #[error("partition {name:?}: P_Key {pkey:#06x} must be 0x0001..=0x7FFE (0x7FFF is the default partition)")]
+    /// A partition P_Key that is 0 or wider than 15 bits.
+    #[error("partition {name:?}: P_Key {pkey:#06x} must be 0x0001..=0x7FFE (or 0x7FFF, the default partition)")]
     PKey {
         /// Partition name.
         name: String,
@@ -319,7 +352,7 @@ impl SubnetConfig {
         let mut keys = HashSet::new();
         let mut per_port: std::collections::HashMap<u64, usize> = Default::default();
         for p in &self.partitions {
-            if p.p_key == 0 || p.p_key >= 0x7FFF {
+            if p.p_key == 0 || p.p_key > 0x7FFF {
                 return Err(ConfigError::PKey {
                     name: p.name.clone(),
                     pkey: p.p_key,

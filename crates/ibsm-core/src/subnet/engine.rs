@@ -17,6 +17,7 @@ use super::heavy::start_readback;
 use super::manager::SubnetManager;
 use super::program;
 use super::routing_job::{RoutingDone, RoutingJob};
+use super::sa_snapshot_job::{SaSnapshotDone, SaSnapshotJob};
 use super::sweep::{Op, Stage, Tagged, Token};
 
 impl SubnetManager {
@@ -132,6 +133,51 @@ impl SubnetManager {
             self.wake_now = Some(now);
             self.stage = Stage::RoutingDone(sweep);
         }
+    }
+
+    /// With [`SubnetConfig::offload_sa_snapshot`](super::config::SubnetConfig::offload_sa_snapshot):
+    /// the next SA snapshot to build (on any thread: it owns its inputs); give its
+    /// result to [`SubnetManager::handle_sa_snapshot_done`].
+    pub fn poll_sa_snapshot_job(&mut self) -> Option<SaSnapshotJob> {
+        self.sa_jobs.pop_front()
+    }
+
+    /// An [`SaSnapshotJob`]'s result: the SA answers from it from now on, and the
+    /// events its sweep held come out (in the order the sweeps ended). A result of a
+    /// mastership that ended ([`SubnetManager::stop`]), or older than the snapshot the
+    /// SA already has, is dropped.
+    pub fn handle_sa_snapshot_done(&mut self, done: SaSnapshotDone) {
+        let Some(at) = self.sa_pending.iter().position(|p| p.id == done.id) else {
+            tracing::debug!(job = done.id, "SA snapshot of an ended mastership dropped");
+            self.sa_retired.fabrics.push(done.fabric);
+            return;
+        };
+        // Results come back in order; one that overtook an earlier job releases that
+        // job's events too (its own snapshot is newer).
+        for p in self.sa_pending.drain(..=at) {
+            self.events.extend(p.events);
+        }
+        let newer = self
+            .sa_fabric
+            .as_ref()
+            .is_none_or(|old| old.sweep < done.fabric.sweep);
+        if !newer {
+            tracing::debug!(
+                job = done.id,
+                sweep = done.fabric.sweep,
+                "SA snapshot older than the one served dropped"
+            );
+            self.sa_retired.fabrics.push(done.fabric);
+            return;
+        }
+        if let Some(old) = self.sa_fabric.replace(done.fabric) {
+            self.sa_retired.fabrics.push(old);
+        }
+    }
+
+    /// SA snapshots handed to the driver and not back yet.
+    pub fn sa_snapshots_pending(&self) -> usize {
+        self.sa_pending.len()
     }
 
     pub fn poll_event(&mut self) -> Option<SubnetEvent> {

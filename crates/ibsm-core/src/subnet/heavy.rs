@@ -20,7 +20,7 @@ use super::inherit::{lft_digest, links_of, InheritReport, Inherited, Readback};
 use super::light::sm_port_paths;
 use super::manager::SubnetManager;
 use super::routing_job::{compute_routing, RoutingJob};
-use super::sa_snapshot::{fill_lfts, sa_snapshot};
+use super::sa_snapshot_job::{PendingSnapshot, ProgrammedTables, Retired, SaSnapshotJob};
 use super::sweep::{Pipeline, Stage, Sweep};
 
 impl SubnetManager {
@@ -162,7 +162,7 @@ impl SubnetManager {
             if *top.get_or_insert(*t) != *t {
                 return None;
             }
-            lfts.push(Some(table.clone()));
+            lfts.push(Some(table.to_vec()));
         }
         let lft_top = top?;
         if lft_top < max_lid(&sweep.res.topology) {
@@ -231,7 +231,7 @@ impl SubnetManager {
             // What the switch holds, verified or not: only differing blocks go out.
             self.programmed
                 .lfts
-                .insert(node.node_guid, (*top, table.clone()));
+                .insert(node.node_guid, (*top, Arc::from(table.as_slice())));
             read.insert(n32, table.clone());
         }
         report.topology_unchanged = inh
@@ -268,15 +268,19 @@ impl SubnetManager {
         report
     }
 
-    pub(super) fn finish_heavy(&mut self, now: Duration, sweep: Box<Sweep>) {
-        let mut sa = sa_snapshot(&sweep, &self.cfg, self.metrics.heavy_sweeps + 1);
-        let Sweep {
-            res,
-            tables,
-            lft_failed,
-            mut report,
-            ..
-        } = *sweep;
+    pub(super) fn finish_heavy(&mut self, now: Duration, mut sweep: Box<Sweep>) {
+        let sweep_no = self.metrics.heavy_sweeps + 1;
+        let events_from = self.events.len();
+        // The sweep goes to the SA snapshot (built here or by the driver); what the
+        // configurator keeps of it is taken out first, the discovery shared.
+        let res = Arc::new(std::mem::take(&mut sweep.res));
+        let lfts = std::mem::take(&mut sweep.tables.lfts);
+        let tables = ForwardingTables {
+            lft_top: sweep.tables.lft_top,
+            lfts,
+        };
+        let lft_failed = std::mem::take(&mut sweep.lft_failed);
+        let mut report = std::mem::take(&mut sweep.report);
         let m = self.marks;
         let phases = PhaseTimes {
             discovery: m[1].saturating_sub(m[0]),
@@ -309,11 +313,15 @@ impl SubnetManager {
             if lft_failed.get(i).copied().unwrap_or(true) {
                 self.programmed.lfts.remove(&node.node_guid);
             } else {
-                self.programmed.lfts.insert(node.node_guid, (top, lft));
+                // A table the switch already held stays the one shared copy.
+                let slot = self.programmed.lfts.entry(node.node_guid);
+                let slot = slot.or_insert_with(|| (top, Arc::from([].as_slice())));
+                if slot.0 != top || *slot.1 != *lft {
+                    *slot = (top, Arc::from(lft));
+                }
             }
         }
-        fill_lfts(&mut sa, &self.programmed);
-        self.sa_fabric = Some(Arc::new(sa));
+        let programmed = ProgrammedTables::of(&self.programmed, &res.topology);
         self.mcast_after_sweep();
         self.detect_changes(&res);
         self.metrics.heavy_sweeps += 1;
@@ -364,9 +372,46 @@ impl SubnetManager {
             report,
         });
         self.new_master = false;
-        self.last = Some(res);
+        let previous = self.last.replace(res);
         self.next_light = Some(now + self.cfg.sweep_interval);
         self.last_heavy_end = Some(now);
+        self.snapshot_sa(sweep, sweep_no, programmed, previous, events_from);
+    }
+
+    /// The SA snapshot of the sweep that just ended: built here, or handed to the
+    /// driver (`offload_sa_snapshot`) with the sweep's events (those from
+    /// `events_from` on) held until it comes back.
+    fn snapshot_sa(
+        &mut self,
+        sweep: Box<Sweep>,
+        sweep_no: u64,
+        tables: ProgrammedTables,
+        previous: Option<Arc<DiscoveryResult>>,
+        events_from: usize,
+    ) {
+        self.next_sa_job = self.next_sa_job.wrapping_add(1);
+        let res = self.last.clone().unwrap_or_default();
+        let mut job = SaSnapshotJob {
+            id: self.next_sa_job,
+            sweep_no,
+            sweep,
+            res,
+            cfg: self.cfg.clone(),
+            tables,
+            prepare_paths: self.cfg.offload_sa_snapshot,
+            retired: Retired::default(),
+        };
+        if !self.cfg.offload_sa_snapshot {
+            let done = job.run();
+            self.sa_fabric = Some(done.fabric);
+            return;
+        }
+        job.retired = std::mem::take(&mut self.sa_retired);
+        job.retired.discoveries.extend(previous);
+        let events = self.events.drain(events_from..).collect();
+        self.sa_pending
+            .push_back(PendingSnapshot { id: job.id, events });
+        self.sa_jobs.push_back(job);
     }
 
     /// TopologyChanged and the GID in/out of service notices.

@@ -21,6 +21,7 @@ use super::inherit::{InheritReport, Inherited};
 use super::mcast_state::Mcast;
 use super::metrics::{SubnetMetrics, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 use super::routing_job::RoutingJob;
+use super::sa_snapshot_job::{PendingSnapshot, Retired, SaSnapshotJob};
 use super::storm;
 use super::sweep::{Programmed, Stage, Tagged};
 
@@ -48,7 +49,8 @@ pub struct SubnetManager {
     pub(super) mark_in_flight: [Duration; 6],
     pub(super) lids: LidManager,
     pub(super) programmed: Programmed,
-    pub(super) last: Option<DiscoveryResult>,
+    /// The last heavy sweep's discovery, shared with the SA snapshot job built from it.
+    pub(super) last: Option<Arc<DiscoveryResult>>,
     pub(super) last_end_ports: HashSet<u64>,
     pub(super) light_smps_start: u64,
     /// Traps 129/130/131 per (LID, port, trap): count and time of the last one.
@@ -81,6 +83,13 @@ pub struct SubnetManager {
     pub(super) last_heavy_end: Option<Duration>,
     /// What the Subnet Administrator serves: the fabric as the last heavy sweep left it.
     pub(super) sa_fabric: Option<Arc<SaFabric>>,
+    /// Snapshot builds for the driver (`offload_sa_snapshot`), the ones handed out and
+    /// not back yet (with the events of their sweeps), the last id, and what the next
+    /// job frees on the driver's worker.
+    pub(super) sa_jobs: VecDeque<SaSnapshotJob>,
+    pub(super) sa_pending: VecDeque<PendingSnapshot>,
+    pub(super) next_sa_job: u64,
+    pub(super) sa_retired: Retired,
     /// The SA's multicast groups as MFTs (see `mcast`).
     pub(super) mcast: Mcast,
     /// A new mastership's first sweep sets ClientReregister on end ports (see
@@ -97,6 +106,10 @@ impl SubnetManager {
             trap_log: storm::LogSampler::new(TRAP_LOG_WINDOW, TRAP_LOG_LINES),
             last_heavy_end: None,
             sa_fabric: None,
+            sa_jobs: VecDeque::new(),
+            sa_pending: VecDeque::new(),
+            next_sa_job: 0,
+            sa_retired: Retired::default(),
             mcast: Mcast::default(),
             reregister_clients: true,
             tx: Transactions::new(cfg.transactions.clone()),
@@ -277,12 +290,21 @@ impl SubnetManager {
         self.inherit_report.as_ref()
     }
 
+    /// Every LFT programmed (or verified) so far, shared: (switch NodeGUID,
+    /// LinearFDBTop, table).
+    pub fn programmed_lft_tables(&self) -> impl Iterator<Item = (u64, u16, &Arc<[u8]>)> + '_ {
+        self.programmed
+            .lfts
+            .iter()
+            .map(|(g, (top, t))| (*g, *top, t))
+    }
+
     /// Every LFT programmed (or verified) so far: (switch NodeGUID, LinearFDBTop, table).
     pub fn programmed_lfts(&self) -> impl Iterator<Item = (u64, u16, &[u8])> + '_ {
         self.programmed
             .lfts
             .iter()
-            .map(|(g, (top, t))| (*g, *top, t.as_slice()))
+            .map(|(g, (top, t))| (*g, *top, &t[..]))
     }
 
     /// Start the read-only half of a takeover before the election has decided:
@@ -433,6 +455,13 @@ impl SubnetManager {
         self.tx = Transactions::new(self.cfg.transactions.clone());
         self.apply_m_keys();
         self.transmit.clear();
+        // Snapshots still being built are of a mastership that ended: their results
+        // are dropped when they come back; their sweeps' events go out now, as
+        // they would have had the snapshots been built inline.
+        self.sa_jobs.clear();
+        for p in std::mem::take(&mut self.sa_pending) {
+            self.events.extend(p.events);
+        }
     }
 
     /// Ask for a heavy sweep (now if idle, else right after the current one).
@@ -476,15 +505,12 @@ impl SubnetManager {
 
     /// The last completed discovery (topology with assigned LIDs, DR paths, PortInfo).
     pub fn last_discovery(&self) -> Option<&DiscoveryResult> {
-        self.last.as_ref()
+        self.last.as_deref()
     }
 
     /// LFTs programmed so far, by switch NodeGUID.
     pub fn programmed_lft(&self, node_guid: u64) -> Option<&[u8]> {
-        self.programmed
-            .lfts
-            .get(&node_guid)
-            .map(|(_, v)| v.as_slice())
+        self.programmed.lfts.get(&node_guid).map(|(_, v)| &v[..])
     }
 
     /// The fabric as the last heavy sweep left it, for the Subnet Administrator

@@ -186,10 +186,13 @@ mod manager;
 mod mcast;
 mod mcast_state;
 mod metrics;
+pub mod partitions_conf;
+mod port_group;
 mod program;
 mod repair;
 mod routing_job;
 mod sa_snapshot;
+mod sa_snapshot_job;
 pub mod storm;
 mod sweep;
 #[cfg(test)]
@@ -197,8 +200,8 @@ mod tests;
 mod traps;
 
 pub use config::{
-    ConfigError, MKeyConfig, Membership, Partition, PartitionIpoib, PartitionMember, RoutingEngine,
-    SubnetConfig,
+    ConfigError, EndPort, EndPortKind, GroupMember, MKeyConfig, Membership, Partition,
+    PartitionIpoib, PartitionMember, PortGroup, RoutingEngine, SubnetConfig,
 };
 pub use events::{
     Outgoing, PhaseSmps, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport,
@@ -208,3 +211,4 @@ pub use inherit::{lft_digest, links_of, InheritReport, Inherited, Link};
 pub use manager::SubnetManager;
 pub use metrics::{SubnetMetrics, PORT_ERROR_WINDOW, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 pub use routing_job::{RoutingDone, RoutingJob};
+pub use sa_snapshot_job::{SaSnapshotDone, SaSnapshotJob};

@@ -26,7 +26,7 @@
 //! the port's cap are not sent (zero), and an entry for a data VL the link does
 //! not operate is written as weight 0.
 
-use ibsm_fabric::NodeIdx;
+use ibsm_fabric::{NodeIdx, NodeType};
 use ibsm_mad::attr::{
     CapabilityMask, LinearForwardingTable, PKey, PKeyTable, PhysPortState, PortState,
     SlToVlMappingTable, VlArbEntry, VlArbitrationTable,
@@ -35,7 +35,7 @@ use ibsm_mad::modifier::{PKeyBlock, Sl2VlPorts, VlArbBlock, VlArbSection};
 use ibsm_mad::{AttributeId, MadError, PortInfo, Smp, SmpAttribute};
 
 use super::activation;
-use super::config::{Membership, SubnetConfig};
+use super::config::{EndPort, EndPortKind, Membership, SubnetConfig};
 use super::events::SweepReport;
 use super::sweep::{Op, Programmed, Sweep};
 use crate::discovery::DiscoveryResult;
@@ -112,7 +112,7 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
             sw.ops.push_back(Op::SwitchInfo { node: n32 });
         }
         if let Some(Some(lft)) = sw.tables.lfts.get(node) {
-            let old = prog.lfts.get(&guid).map(|(_, v)| v.as_slice());
+            let old = prog.lfts.get(&guid).map(|(_, v)| &v[..]);
             let blocks = lft.len().div_ceil(64);
             for b in 0..blocks {
                 let new = lft.get(b * 64..(b * 64 + 64).min(lft.len()));
@@ -127,7 +127,9 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
         if needs_port_info(sw, cfg, idx, 0) {
             sw.ops.push_back(Op::PortInfo { node: n32, port: 0 });
         }
-        if prog.pkeys.get(&(guid, 0)) != Some(&pkey_table(cfg, 0).keys.map(|k| k.0)) {
+        if prog.pkeys.get(&(guid, 0))
+            != Some(&pkey_table(cfg, &end_port(res, idx, 0)).keys.map(|k| k.0))
+        {
             sw.ops.push_back(Op::PKey { node: n32, port: 0 });
         }
     }
@@ -137,7 +139,7 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
                 Enforce::On(pg) => {
                     // The table before the enforcement bits (PortInfo below).
                     if prog.pkeys.get(&(guid, p))
-                        != Some(&pkey_table(cfg, pg).keys.map(|k| k.0))
+                        != Some(&pkey_table(cfg, &pg).keys.map(|k| k.0))
                     {
                         sw.ops.push_back(Op::PKey { node: n32, port: p });
                     }
@@ -159,8 +161,8 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
             sw.ops.push_back(Op::PortInfo { node: n32, port: p });
         }
         if !is_switch {
-            let pg = nd.port(p).map_or(0, |x| x.port_guid);
-            if prog.pkeys.get(&(guid, p)) != Some(&pkey_table(cfg, pg).keys.map(|k| k.0)) {
+            let pg = end_port(res, idx, p);
+            if prog.pkeys.get(&(guid, p)) != Some(&pkey_table(cfg, &pg).keys.map(|k| k.0)) {
                 sw.ops.push_back(Op::PKey { node: n32, port: p });
             }
         }
@@ -325,8 +327,8 @@ enum Enforce {
     Off,
     /// The CA's keys need `entries` entries, the switch port holds `cap`: bits cleared.
     TooSmall { entries: usize, cap: u16 },
-    /// Copy the P_Key table of the CA port with this PortGUID, bits set.
-    On(u64),
+    /// Copy the P_Key table of this CA port, bits set.
+    On(EndPort),
 }
 
 fn enforcement(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> Enforce {
@@ -349,8 +351,9 @@ fn enforcement(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> Enfor
     if !cfg.partition_enforcement {
         return Enforce::Off;
     }
-    let pg = ca.port(rp).map_or(0, |p| p.port_guid);
-    let entries = pkey_table(cfg, pg)
+    let _ = ca;
+    let pg = end_port(res, rn, rp);
+    let entries = pkey_table(cfg, &pg)
         .keys
         .iter()
         .filter(|k| k.0 & 0x7FFF != 0)
@@ -403,21 +406,56 @@ fn needs_port_info(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> b
         )
 }
 
-/// P_Key block 0 for the port `port_guid` (0: a switch management port).
-pub(super) fn pkey_table(cfg: &SubnetConfig, port_guid: u64) -> PKeyTable {
-    let mut keys = [PKey::INVALID; PKeyTable::ENTRIES];
-    keys[0] = PKey::DEFAULT_FULL;
-    let mut i = 1;
-    for part in &cfg.partitions {
-        let Some(m) = part.members.iter().find(|m| m.port_guid == port_guid) else {
-            continue;
-        };
-        if let Some(slot) = keys.get_mut(i) {
-            *slot = PKey::new(part.p_key, m.membership == Membership::Full);
-            i += 1;
+/// P_Key block 0 for the end port `port`: the default partition (full, or as a
+/// configured 0x7FFF partition says), then every partition the port is a member of
+/// in configuration order; an `indx0` partition's key goes first.
+pub(super) fn pkey_table(cfg: &SubnetConfig, port: &EndPort) -> PKeyTable {
+    let mut list: Vec<PKey> = Vec::with_capacity(4);
+    let mut first = None;
+    let default = cfg.partitions.iter().find(|p| p.p_key == 0x7FFF);
+    let default_m = default.map_or(Some(Membership::Full), |p| p.membership_of(port));
+    if let Some(m) = default_m {
+        let k = PKey::new(0x7FFF, m == Membership::Full);
+        if default.is_some_and(|p| p.index0) {
+            first = Some(k);
+        } else {
+            list.push(k);
         }
     }
+    for part in cfg.partitions.iter().filter(|p| p.p_key != 0x7FFF) {
+        let Some(m) = part.membership_of(port) else {
+            continue;
+        };
+        let k = PKey::new(part.p_key, m == Membership::Full);
+        if part.index0 && first.is_none() {
+            first = Some(k);
+        } else {
+            list.push(k);
+        }
+    }
+    let mut keys = [PKey::INVALID; PKeyTable::ENTRIES];
+    for (slot, k) in keys.iter_mut().zip(first.into_iter().chain(list)) {
+        *slot = k;
+    }
     PKeyTable { keys }
+}
+
+/// The end port `port` of `node` as the P_Key tables see it (switches: port 0).
+pub(super) fn end_port(res: &DiscoveryResult, node: NodeIdx, port: u8) -> EndPort {
+    let nd = res.topology.node(node);
+    let kind = match nd.map(|n| n.node_type) {
+        Some(NodeType::Switch) => EndPortKind::Switch,
+        Some(NodeType::Router) => EndPortKind::Router,
+        _ => EndPortKind::Ca,
+    };
+    let port = if kind == EndPortKind::Switch { 0 } else { port };
+    EndPort {
+        guid: nd.and_then(|n| n.port(port)).map_or(0, |p| p.port_guid),
+        kind,
+        is_sm: res
+            .local
+            .is_some_and(|(n, p)| n == node && (p == port || kind == EndPortKind::Switch)),
+    }
 }
 
 fn num_vls(op_vls: u8) -> u8 {
@@ -589,7 +627,7 @@ pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadE
                 AttributeId::P_KEY_TABLE,
                 amod,
                 0,
-                pkey_table(cfg, guid).encode(),
+                pkey_table(cfg, &guid).encode(),
             )
         }
         Op::Sl2Vl { port, in_port, .. } => {
@@ -636,19 +674,25 @@ pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadE
     }
 }
 
-/// Whose P_Key table `port` of `node` holds, as a PortGUID for [`pkey_table`]: a
-/// CA port its own, a switch port facing a CA (enforcement on) that CA port's, the
-/// switch management port 0 (the default partition only).
-fn pkey_owner(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> u64 {
-    let Some(nd) = sw.res.topology.node(node) else {
-        return 0;
+/// Whose P_Key table `port` of `node` holds: a CA port its own, a switch port
+/// facing a CA (enforcement on) that CA port's, the switch management port 0 its
+/// own (the switch's end port); other switch ports the default partition only.
+fn pkey_owner(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> EndPort {
+    let res = &sw.res;
+    let Some(nd) = res.topology.node(node) else {
+        return end_port(res, node, port);
     };
     if !nd.is_switch() {
-        return nd.port(port).map_or(0, |p| p.port_guid);
+        return end_port(res, node, port);
     }
     match (port, enforcement(sw, cfg, node, port)) {
-        (1.., Enforce::On(pg)) => pg,
-        _ => 0,
+        (0, _) => end_port(res, node, 0),
+        (_, Enforce::On(pg)) => pg,
+        _ => EndPort {
+            guid: 0,
+            kind: EndPortKind::Ca,
+            is_sm: false,
+        },
     }
 }
 
@@ -663,7 +707,7 @@ pub(super) fn remember(sw: &Sweep, cfg: &SubnetConfig, prog: &mut Programmed, op
         Op::PKey { port, .. } => {
             let pg = pkey_owner(sw, cfg, idx, port);
             prog.pkeys
-                .insert((guid, port), pkey_table(cfg, pg).keys.map(|k| k.0));
+                .insert((guid, port), pkey_table(cfg, &pg).keys.map(|k| k.0));
         }
         Op::Sl2Vl { port, .. } | Op::VlArb { port, .. } => {
             prog.qos.insert((guid, port), op_vls(sw, cfg, idx, port));

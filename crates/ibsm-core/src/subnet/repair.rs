@@ -78,7 +78,7 @@ pub(super) struct Kept {
 pub(super) fn keep_shortest(
     topo: &Topology,
     tables: &mut ForwardingTables,
-    held: &HashMap<u64, (u16, Vec<u8>)>,
+    held: &HashMap<u64, (u16, std::sync::Arc<[u8]>)>,
 ) -> Kept {
     let mut out = Kept::default();
     let owner = lid_owners(topo);

@@ -17,13 +17,18 @@ use ibsm_mad::modifier::VlArbSection;
 use crate::sa::{PortTables, SaFabric, DEFAULT_SUBNET_PREFIX};
 
 use super::config::SubnetConfig;
-use super::program::{desired_port_info, pkey_table, sl2vl_table, vlarb_sections, vlarb_table};
-use super::sweep::{Programmed, Sweep};
+use super::program::{
+    desired_port_info, end_port, pkey_table, sl2vl_table, vlarb_sections, vlarb_table,
+};
+use super::sa_snapshot_job::ProgrammedTables;
+use super::sweep::Sweep;
 
 /// What the SA serves after `sweep` (the master's `sweep_no`-th heavy sweep), LFTs
 /// left out: [`fill_lfts`] adds them once the sweep's tables are recorded as
-/// programmed.
-pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFabric {
+/// programmed ([`ProgrammedTables`]). The sweep's topology and NodeInfo move into
+/// the snapshot (the sweep is the snapshot's to use up).
+pub(super) fn sa_snapshot(sw: &mut Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFabric {
+    let port_tables = sl2vl_plan(sw, cfg);
     let res = &sw.res;
     let topo = &res.topology;
     let mut port_info = res.port_info.clone();
@@ -77,10 +82,10 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
         si.port_state_change = false;
     }
     let mut pkeys = HashMap::new();
-    for (_, node) in topo.iter() {
-        for (_, port) in node.physical_ports() {
+    for (idx, node) in topo.iter() {
+        for (pn, port) in node.physical_ports() {
             if port.port_guid != 0 && !node.is_switch() {
-                let t = pkey_table(cfg, port.port_guid);
+                let t = pkey_table(cfg, &end_port(res, idx, pn));
                 let keys = t
                     .keys
                     .iter()
@@ -92,7 +97,7 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
         }
         if node.is_switch() {
             if let Some(p0) = node.port(0) {
-                let t = pkey_table(cfg, 0);
+                let t = pkey_table(cfg, &end_port(res, idx, 0));
                 let keys = t
                     .keys
                     .iter()
@@ -118,19 +123,21 @@ pub(super) fn sa_snapshot(sw: &Sweep, cfg: &SubnetConfig, sweep_no: u64) -> SaFa
             ))
         })
         .unwrap_or((0, DEFAULT_SUBNET_PREFIX));
+    let master_lid = sw.master_lid;
+    let res = &mut sw.res;
     let mut sa = SaFabric::new(
         sweep_no,
         subnet_prefix,
-        sw.master_lid,
+        master_lid,
         sm_port_guid,
-        topo.clone(),
-        res.node_info.clone(),
+        std::mem::take(&mut res.topology),
+        std::mem::take(&mut res.node_info),
         port_info,
         switch_info,
         Vec::new(),
         pkeys,
     );
-    sa.port_tables = sl2vl_plan(sw, cfg);
+    sa.port_tables = port_tables;
     sa
 }
 
@@ -175,18 +182,13 @@ fn sl2vl_plan(sw: &Sweep, cfg: &SubnetConfig) -> Vec<Vec<PortTables>> {
     out
 }
 
-/// Put the LFTs the switches hold (as `prog` records them) into `sa`, and the
-/// P_Key, SLtoVL and VLArbitration tables the ports hold.
-pub(super) fn fill_lfts(sa: &mut SaFabric, prog: &Programmed) {
-    fill_port_tables(sa, prog);
-    let mut lfts: Vec<Option<Arc<[u8]>>> = vec![None; sa.topology.len()];
-    for (idx, node) in sa.topology.iter() {
-        if let (Some((_, lft)), Some(slot)) =
-            (prog.lfts.get(&node.node_guid), lfts.get_mut(idx.as_usize()))
-        {
-            *slot = Some(Arc::from(lft.as_slice()));
-        }
-    }
+/// Put the LFTs the switches hold (as `prog` records them, indexed like the
+/// snapshot's topology) into `sa`, and the P_Key, SLtoVL and VLArbitration tables
+/// the ports hold.
+pub(super) fn fill_lfts(sa: &mut SaFabric, prog: ProgrammedTables) {
+    fill_port_tables(sa, &prog);
+    let mut lfts = prog.lfts;
+    lfts.resize(sa.topology.len(), None);
     sa.lfts = lfts;
 }
 
@@ -194,7 +196,7 @@ pub(super) fn fill_lfts(sa: &mut SaFabric, prog: &Programmed) {
 /// written: P_Key block 0 as sent; SLtoVL and VLArbitration recomputed from the
 /// OperationalVLs they were written for (`program::sl2vl_table`, `vlarb_table`, the
 /// blocks `vlarb_sections` gives the port's caps). Shared tables are one `Arc`.
-fn fill_port_tables(sa: &mut SaFabric, prog: &Programmed) {
+fn fill_port_tables(sa: &mut SaFabric, prog: &ProgrammedTables) {
     let mut pkey_cache: HashMap<[u16; 32], Arc<PKeyTable>> = HashMap::new();
     let mut vlarb_cache: HashMap<(u8, u8, VlArbSection), Arc<VlArbitrationTable>> = HashMap::new();
     let mut all = std::mem::take(&mut sa.port_tables);

@@ -105,8 +105,9 @@ pub(super) enum Stage {
 /// What was programmed by earlier sweeps, to send only changes.
 #[derive(Debug, Default)]
 pub(super) struct Programmed {
-    /// LFT per switch NodeGUID, and the LinearFDBTop it was programmed with.
-    pub(super) lfts: HashMap<u64, (u16, Vec<u8>)>,
+    /// LFT per switch NodeGUID, and the LinearFDBTop it was programmed with (shared
+    /// with the SA snapshot and the daemon's published view, which copy no table).
+    pub(super) lfts: HashMap<u64, (u16, std::sync::Arc<[u8]>)>,
     /// P_Key block 0 per (node GUID, port).
     pub(super) pkeys: HashMap<(u64, u8), [u16; 32]>,
     /// SLtoVL/VLArbitration programmed for (node GUID, port) with these OperationalVLs.

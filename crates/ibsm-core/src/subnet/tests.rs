@@ -558,6 +558,8 @@ fn fat_tree_comes_up_with_lmc_and_partitions() {
     c.lmc = 1;
     c.partitions = vec![
         Partition {
+            groups: Vec::new(),
+            index0: false,
             name: "storage".into(),
             p_key: 0x0010,
             members: vec![
@@ -573,6 +575,8 @@ fn fat_tree_comes_up_with_lmc_and_partitions() {
             ipoib: None,
         },
         Partition {
+            groups: Vec::new(),
+            index0: false,
             name: "compute".into(),
             p_key: 0x0020,
             members: vec![PartitionMember {
@@ -883,8 +887,10 @@ fn config_is_validated() {
     ));
     let c = SubnetConfig {
         partitions: vec![Partition {
+            groups: Vec::new(),
+            index0: false,
             name: "x".into(),
-            p_key: 0x7FFF,
+            p_key: 0x8000,
             members: vec![],
             ipoib: None,
         }],
@@ -895,6 +901,8 @@ fn config_is_validated() {
         ConfigError::PKey { .. }
     ));
     let p = Partition {
+        groups: Vec::new(),
+        index0: false,
         name: "x".into(),
         p_key: 1,
         members: vec![],
@@ -986,6 +994,8 @@ fn ca_guids(topo: &Topology) -> Vec<u64> {
 fn two_partitions(cas: &[u64]) -> Vec<Partition> {
     vec![
         Partition {
+            groups: Vec::new(),
+            index0: false,
             name: "storage".into(),
             p_key: 0x0010,
             members: vec![
@@ -1001,6 +1011,8 @@ fn two_partitions(cas: &[u64]) -> Vec<Partition> {
             ipoib: None,
         },
         Partition {
+            groups: Vec::new(),
+            index0: false,
             name: "compute".into(),
             p_key: 0x0020,
             members: vec![PartitionMember {
@@ -1585,6 +1597,8 @@ fn expected_keys(parts: &[Partition], guid: u64) -> Vec<u16> {
 
 fn gpu_partition(cas: &[u64]) -> Partition {
     Partition {
+        groups: Vec::new(),
+        index0: false,
         name: "gpu".into(),
         p_key: 0x0030,
         members: vec![
@@ -1668,17 +1682,21 @@ fn partitions_set_at_run_time_are_programmed_and_removed() {
     ));
     let mut bad_key = removed.clone();
     bad_key.push(Partition {
+        groups: Vec::new(),
+        index0: false,
         name: "default".into(),
-        p_key: 0x7FFF,
+        p_key: 0x8000,
         members: vec![],
         ipoib: None,
     });
     assert!(matches!(
         lab.sm.set_partitions(lab.now, bad_key),
-        Err(ConfigError::PKey { pkey: 0x7FFF, .. })
+        Err(ConfigError::PKey { pkey: 0x8000, .. })
     ));
     let crowded: Vec<Partition> = (1..=32u16)
         .map(|k| Partition {
+            groups: Vec::new(),
+            index0: false,
             name: format!("p{k}"),
             p_key: 0x100 + k,
             members: vec![PartitionMember {
@@ -2316,6 +2334,7 @@ fn a_port_with_gid_prefix_zero_gets_the_subnet_prefix() {
 }
 
 mod repair;
+mod sa_snapshot_job;
 
 /// The node and port a directed-route Set is written to: its path walked over
 /// the generated topology from the SM's node, and the port its modifier names

@@ -59,6 +59,8 @@ impl Drill {
         let t = m.target.clone();
         let request = pb::SetPartitionRequest {
             partition: Some(pb::PartitionEntry {
+                groups: Vec::new(),
+                index0: false,
                 name: name.clone(),
                 p_key,
                 members: vec![pb::PartitionMemberEntry {

@@ -160,6 +160,14 @@ pub enum Command {
         /// Summary.
         reply: oneshot::Sender<String>,
     },
+    /// Replace the start-up partitions (a reloaded `--partitions-file`); the
+    /// replicated ones stay on top. Refused sets change nothing.
+    SetPartitions {
+        /// The new start-up partitions.
+        partitions: Vec<ibsm_core::subnet::Partition>,
+        /// Outcome.
+        reply: oneshot::Sender<Result<(), CommandError>>,
+    },
     /// Stop the instance (its port stops advertising IsSM).
     Shutdown,
 }

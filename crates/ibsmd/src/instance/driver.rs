@@ -1,6 +1,6 @@
 //! The instance thread: reads the device with a timeout, feeds the [`Node`], writes
-//! what it emits, runs its routing jobs on a worker, and turns its outputs into the
-//! snapshot, events, metrics, command replies and replication writes.
+//! what it emits, runs its routing and SA snapshot jobs on a worker, and turns its
+//! outputs into the snapshot, events, metrics, command replies and replication writes.
 
 use std::collections::HashMap;
 use std::sync::mpsc;
@@ -12,7 +12,7 @@ use ibsm_core::node::{
     CommandReply, Input, Node, NodeCommand, NodeConfig, NodeEvent, Output, ReplicatedFabric,
 };
 use ibsm_core::subnet::storm::LogSampler;
-use ibsm_core::subnet::{RoutingDone, RoutingJob};
+use ibsm_core::subnet::{RoutingDone, RoutingJob, SaSnapshotDone, SaSnapshotJob};
 use ibsm_mad::MAD_SIZE;
 use ibsm_transport::{MadDevice, ReceivedMad};
 use tokio::sync::{broadcast, oneshot};
@@ -21,34 +21,83 @@ use crate::error::DaemonError;
 
 use super::api::{record, Command, CommandError, EventRecord, InstanceConfig, Snapshot};
 
-/// A single step of the instance thread (one MAD, the timers, a routing result, a
+/// A single step of the instance thread (one MAD, the timers, a job's result, a
 /// publication) that takes longer than this is logged: meanwhile no SMInfo poll is
 /// answered, and a standby counts the polls as missed.
 const SLOW_STEP: Duration = Duration::from_millis(30);
 /// Longest sleep in `recv`, so commands are read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(20);
-/// How often the instance looks for a routing result while one is being computed.
-const ROUTING_RESULT_POLL: Duration = Duration::from_millis(2);
+/// How often the instance looks for a job's result while one is out.
+const JOB_RESULT_POLL: Duration = Duration::from_millis(2);
 /// Send-error log lines: at most [`STORM_LOG_LINES`] per window, then one line with
 /// the count held back.
 const STORM_LOG_WINDOW: Duration = Duration::from_secs(10);
 /// See [`STORM_LOG_WINDOW`].
 const STORM_LOG_LINES: u32 = 20;
 
-/// A thread that runs the node's [`RoutingJob`]s, so the instance thread keeps
-/// answering SMInfo (and everything else) while routes are computed.
-struct RoutingWorker {
-    jobs: mpsc::Sender<RoutingJob>,
-    done: mpsc::Receiver<RoutingDone>,
+/// Work the node hands out ([`Output::RoutingJob`], [`Output::SaSnapshotJob`]).
+/// Also what the driver drops (a replaced fabric view), freed there rather than on
+/// the instance thread.
+enum Job {
+    Routing(RoutingJob),
+    SaSnapshot(SaSnapshotJob),
+    Drop(Box<dyn std::any::Any + Send>),
+}
+
+impl Job {
+    fn run(self) -> JobDone {
+        match self {
+            Job::Routing(j) => JobDone::Routing(j.run()),
+            Job::SaSnapshot(j) => JobDone::SaSnapshot(j.run()),
+            Job::Drop(what) => {
+                drop(what);
+                JobDone::Dropped
+            }
+        }
+    }
+}
+
+/// A [`Job`]'s result.
+enum JobDone {
+    Routing(RoutingDone),
+    SaSnapshot(SaSnapshotDone),
+    Dropped,
+}
+
+impl JobDone {
+    /// What the node is told (nothing for a drop).
+    fn into_input<'a>(self) -> Option<Input<'a>> {
+        match self {
+            JobDone::Routing(d) => Some(Input::RoutingDone(d)),
+            JobDone::SaSnapshot(d) => Some(Input::SaSnapshotDone(d)),
+            JobDone::Dropped => None,
+        }
+    }
+
+    fn what(&self) -> &'static str {
+        match self {
+            JobDone::Routing(_) => "routing result",
+            JobDone::SaSnapshot(_) => "SA snapshot",
+            JobDone::Dropped => "drop",
+        }
+    }
+}
+
+/// A thread that runs the node's jobs in order (routing, and the SA snapshot a heavy
+/// sweep ends with, freeing the previous one), so the instance thread keeps
+/// answering SMInfo (and everything else) meanwhile.
+struct Worker {
+    jobs: mpsc::Sender<Job>,
+    done: mpsc::Receiver<JobDone>,
     outstanding: usize,
 }
 
-impl RoutingWorker {
-    fn spawn(name: &str) -> Result<RoutingWorker, DaemonError> {
-        let (jobs, job_rx) = mpsc::channel::<RoutingJob>();
+impl Worker {
+    fn spawn(name: &str) -> Result<Worker, DaemonError> {
+        let (jobs, job_rx) = mpsc::channel::<Job>();
         let (done_tx, done) = mpsc::channel();
         std::thread::Builder::new()
-            .name(format!("{name}-routing"))
+            .name(format!("{name}-worker"))
             .spawn(move || {
                 // Ends when the instance drops its sender.
                 while let Ok(job) = job_rx.recv() {
@@ -59,10 +108,10 @@ impl RoutingWorker {
             })
             .map_err(|source| DaemonError::Thread {
                 name: name.to_string(),
-                what: "routing",
+                what: "worker",
                 source,
             })?;
-        Ok(RoutingWorker {
+        Ok(Worker {
             jobs,
             done,
             outstanding: 0,
@@ -75,6 +124,10 @@ enum Reply {
     Unit(oneshot::Sender<Result<(), CommandError>>),
     Guid(oneshot::Sender<Result<u64, CommandError>>),
     Sweep(oneshot::Sender<String>),
+    Partitions(
+        oneshot::Sender<Result<(), CommandError>>,
+        Vec<ibsm_core::subnet::Partition>,
+    ),
 }
 
 pub(super) struct Driver {
@@ -87,7 +140,7 @@ pub(super) struct Driver {
     node: Node,
     replies: HashMap<u64, Reply>,
     next_id: u64,
-    routing: RoutingWorker,
+    worker: Worker,
     /// The replica's applied index last handed to the node.
     replicated_at: Option<Option<u64>>,
     /// The replica's SA tables last handed to the node (to see them change, and to
@@ -115,7 +168,7 @@ impl Driver {
     ) -> Result<Driver, DaemonError> {
         let epoch = Instant::now();
         let node = Node::new(node_config(&cfg), Duration::ZERO);
-        let routing = RoutingWorker::spawn(&cfg.name)?;
+        let worker = Worker::spawn(&cfg.name)?;
         Ok(Driver {
             cfg,
             dev,
@@ -126,7 +179,7 @@ impl Driver {
             node,
             replies: HashMap::new(),
             next_id: 1,
-            routing,
+            worker,
             replicated_at: None,
             replica_sa: None,
             replica_cache: None,
@@ -155,12 +208,15 @@ impl Driver {
                 }
             }
             let now = self.now();
-            while let Ok(done) = self.routing.done.try_recv() {
-                self.routing.outstanding = self.routing.outstanding.saturating_sub(1);
+            while let Ok(done) = self.worker.done.try_recv() {
+                self.worker.outstanding = self.worker.outstanding.saturating_sub(1);
                 let t = Instant::now();
-                self.node.handle_input(now, Input::RoutingDone(done));
-                self.drain();
-                slow_step("routing result", t);
+                let what = done.what();
+                if let Some(input) = done.into_input() {
+                    self.node.handle_input(now, input);
+                    self.drain();
+                }
+                slow_step(what, t);
             }
             self.feed_replicated();
             // What already arrived goes first: after a busy stretch (a loaded host, a
@@ -188,9 +244,9 @@ impl Driver {
             self.publish();
             let now = self.now();
             let mut until = now + MAX_WAIT;
-            if self.routing.outstanding > 0 {
+            if self.worker.outstanding > 0 {
                 // The result comes on a channel, not the device: look again soon.
-                until = until.min(now + ROUTING_RESULT_POLL);
+                until = until.min(now + JOB_RESULT_POLL);
             }
             if let Some(t) = self.node.poll_timeout() {
                 until = until.min(t);
@@ -308,6 +364,10 @@ impl Driver {
                 Reply::Unit(reply),
             ),
             Command::Sweep { heavy, reply } => (NodeCommand::Sweep { heavy }, Reply::Sweep(reply)),
+            Command::SetPartitions { partitions, reply } => (
+                NodeCommand::SetConfiguredPartitions(partitions.clone()),
+                Reply::Partitions(reply, partitions),
+            ),
             Command::Shutdown => return,
         };
         self.replies.insert(id, reply);
@@ -330,15 +390,8 @@ impl Driver {
                     }
                 }
                 Output::Event(ev) => self.event(ev),
-                Output::RoutingJob(job) => match self.routing.jobs.send(job) {
-                    Ok(()) => self.routing.outstanding += 1,
-                    Err(mpsc::SendError(job)) => {
-                        tracing::error!("routing thread gone: computing routes inline");
-                        let done = job.run();
-                        let now = self.now();
-                        self.node.handle_input(now, Input::RoutingDone(done));
-                    }
-                },
+                Output::RoutingJob(job) => self.job(Job::Routing(job)),
+                Output::SaSnapshotJob(job) => self.job(Job::SaSnapshot(job)),
                 Output::Done { id, result } => self.reply(id, result),
                 Output::ClaimMastership { sm_guid } => {
                     if let Some(r) = &self.cfg.replication {
@@ -380,6 +433,20 @@ impl Driver {
         }
     }
 
+    /// Hand `job` to the worker (or, should it be gone, run it here).
+    fn job(&mut self, job: Job) {
+        match self.worker.jobs.send(job) {
+            Ok(()) => self.worker.outstanding += 1,
+            Err(mpsc::SendError(job)) => {
+                tracing::error!("worker thread gone: running its job inline");
+                if let Some(input) = job.run().into_input() {
+                    let now = self.now();
+                    self.node.handle_input(now, input);
+                }
+            }
+        }
+    }
+
     fn reply(&mut self, id: u64, result: Result<CommandReply, ibsm_core::node::CommandError>) {
         let Some(reply) = self.replies.remove(&id) else {
             return;
@@ -404,6 +471,14 @@ impl Driver {
                     Ok(_) => String::new(),
                     Err(e) => e.to_string(),
                 });
+            }
+            Reply::Partitions(tx, partitions) => {
+                if result.is_ok() {
+                    if let Ok(mut st) = self.status.write() {
+                        st.startup_partitions = partitions;
+                    }
+                }
+                let _ = tx.send(result.map(|_| ()));
             }
         }
     }
@@ -456,8 +531,13 @@ impl Driver {
             subnet.sweep_partitions(),
             record("sweep", String::new(), None, None).at_unix_ms,
         );
-        if let (Some(v), Ok(mut st)) = (view, self.status.write()) {
-            st.fabric = Some(Arc::new(v));
+        let old = match (view, self.status.write()) {
+            (Some(v), Ok(mut st)) => st.fabric.replace(Arc::new(v)),
+            _ => None,
+        };
+        if let Some(old) = old {
+            // The view of a k=32 fabric holds every LFT: freed on the worker.
+            self.job(Job::Drop(Box::new(old)));
         }
     }
 
@@ -576,12 +656,16 @@ fn node_config(cfg: &InstanceConfig) -> NodeConfig {
     election.sticky_priority = cfg.sticky_priority;
     election.sm_key_policy = cfg.sm_key_policy;
     election.trusted_sm_guids.clone_from(&cfg.trusted_sm_guids);
+    // The SA snapshot a heavy sweep ends with is built on the worker: built here it
+    // kept SMInfo waiting past the standbys' poll budget (see the crate doc).
+    let mut subnet = cfg.subnet.clone();
+    subnet.offload_sa_snapshot = true;
     NodeConfig {
         election,
         light_sweep_interval: cfg.light_sweep_interval,
         heavy_sweep_interval: cfg.heavy_sweep_interval,
         master_heavy_sweep_interval: cfg.master_heavy_sweep_interval,
-        subnet: cfg.subnet.clone(),
+        subnet,
         replicated: cfg.replication.is_some(),
         // The SA_Key is the SM_Key (both default to 1, as OpenSM's sm_key and sa_key).
         sa: ibsm_core::sa::SaConfig {

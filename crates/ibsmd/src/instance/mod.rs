@@ -1,7 +1,7 @@
 //! One SM instance: a dedicated OS thread that drives an [`ibsm_core::node::Node`]
 //! (the whole SM, sans-IO) with a [`MadDevice`](ibsm_transport::MadDevice). This file holds no SM policy: it
 //! reads the device with a timeout and feeds the node, writes what the node emits,
-//! runs the node's routing jobs on a worker thread, hands it the replicated state when
+//! runs the node's routing and SA snapshot jobs on a worker thread, hands it the replicated state when
 //! the local replica applied something new, and turns its outputs into the status
 //! snapshot, `Watch` events, metrics, command replies and replication writes.
 //!

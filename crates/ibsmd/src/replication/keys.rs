@@ -44,6 +44,8 @@ pub fn encode_partition(p: &Partition) -> String {
 pub fn decode_partition(key: &str, value: &str) -> Option<Partition> {
     let (p, ipoib) = ibsm_replica::config_keys::decode_partition_ipoib(key, value).ok()?;
     Some(Partition {
+        groups: Vec::new(),
+        index0: false,
         ipoib: ipoib.map(|i| PartitionIpoib {
             rate: i.rate,
             mtu: i.mtu,
@@ -92,6 +94,8 @@ mod tests {
 
     fn part(name: &str, pkey: u16, members: &[u64]) -> Partition {
         Partition {
+            groups: Vec::new(),
+            index0: false,
             name: name.into(),
             p_key: pkey,
             members: members
@@ -164,6 +168,8 @@ mod tests {
     #[test]
     fn the_replicated_form_round_trips_and_lists_only_partition_keys() {
         let p = Partition {
+            groups: Vec::new(),
+            index0: false,
             name: "mixed".into(),
             p_key: 0x7ffe,
             members: vec![

@@ -27,6 +27,8 @@ fn ca_guids(lab: &Lab) -> Vec<u64> {
 
 fn partition(p_key: u16, members: &[u64], ipoib: PartitionIpoib) -> Partition {
     Partition {
+        groups: Vec::new(),
+        index0: false,
         name: format!("ipoib-{p_key:x}"),
         p_key,
         members: members

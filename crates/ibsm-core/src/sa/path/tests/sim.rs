@@ -232,6 +232,8 @@ fn paths_of_a_swept_fabric_follow_the_switches_own_lfts() {
         max_mtu: 4,
         partitions: vec![
             Partition {
+                groups: Vec::new(),
+                index0: false,
                 name: "p1".into(),
                 p_key: 0x0001,
                 members: vec![
@@ -242,6 +244,8 @@ fn paths_of_a_swept_fabric_follow_the_switches_own_lfts() {
                 ipoib: None,
             },
             Partition {
+                groups: Vec::new(),
+                index0: false,
                 name: "p2".into(),
                 p_key: 0x0002,
                 members: vec![member(4, Membership::Full)],
