@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz smoke run (part of tests/run-all.sh): builds every cargo-fuzz target in fuzz/ and
-# runs each for IBSM_FUZZ_SECONDS (default 6; 9 targets, ~45 s of fuzzing) from its seed
+# runs each for IBSM_FUZZ_SECONDS (default 6; 10 targets, ~60 s of fuzzing) from its seed
 # corpus in fuzz/corpus/<target>/. The seeds are read, never written: new inputs go to a
 # temporary directory. Fails if nightly or cargo-fuzz is missing, if a target has no
 # seed corpus, or if any target crashes (panic, failed invariant, sanitizer report,

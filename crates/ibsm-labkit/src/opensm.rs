@@ -33,6 +33,10 @@ pub struct OpenSmOptions {
     /// (see `osm_files.rs`), and the config gets `honor_guid2lid_file TRUE`. OpenSM
     /// then gives exactly these LIDs; ports not listed get free ones.
     pub guid2lid: Vec<(u64, u16)>,
+    /// A whole guid2lid file, written verbatim into the cache dir (e.g. what
+    /// `ibsmd`'s `ibsmctl lids --format guid2lid` printed), with `honor_guid2lid_file
+    /// TRUE`; used instead of [`OpenSmOptions::guid2lid`] when given.
+    pub guid2lid_file: Option<String>,
     /// An OpenSM partitions.conf: written to `<dir>/partitions.conf` and named by
     /// `partition_config_file`.
     pub partitions: Option<String>,
@@ -81,10 +85,14 @@ impl OpenSm {
         if let Some(v) = opts.log_flags {
             conf.push_str(&format!("log_flags 0x{v:02x}\n"));
         }
-        if !opts.guid2lid.is_empty() {
+        let guid2lid = match &opts.guid2lid_file {
+            Some(text) => Some(text.clone()),
+            None if !opts.guid2lid.is_empty() => Some(format_guid2lid(&opts.guid2lid)),
+            None => None,
+        };
+        if let Some(text) = guid2lid {
             let path = dir_path.join("guid2lid");
-            fs::write(&path, format_guid2lid(&opts.guid2lid))
-                .map_err(io_err(format!("writing {}", path.display())))?;
+            fs::write(&path, text).map_err(io_err(format!("writing {}", path.display())))?;
             conf.push_str("honor_guid2lid_file TRUE\n");
         }
         if let Some(text) = &opts.partitions {

@@ -96,6 +96,7 @@ impl SmNode {
             subnet,
             replicated: false,
             sa: ibsm_core::sa::SaConfig::default(),
+            guid2lid_seed: None,
         };
         let mut sm = SmNode {
             guid,

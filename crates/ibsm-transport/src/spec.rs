@@ -207,7 +207,7 @@ mod tests {
         );
         assert_eq!(
             FabricSpec::parse("umad").unwrap(),
-            FabricSpec::Umad(PortSpec::Index(0))
+            FabricSpec::Umad(PortSpec::FirstUp)
         );
         assert_eq!(
             FabricSpec::parse("umad:mlx5_0:2").unwrap(),

@@ -112,8 +112,10 @@
 //! - **IsSM.** Opening `issmN` ([`open_issm`]) sets PortInfo.CapabilityMask.IsSM on the
 //!   port; dropping the handle closes it and clears the bit.
 //! - **Which port.** `umadN` is one CA port. [`PortSpec`] parses `umad0`, `0`,
-//!   `umad:CA:PORT` / `CA:PORT` (e.g. `umad:mlx5_0:1`); a CA/port pair is resolved
-//!   through sysfs (`/sys/class/infiniband_mad/umadN/{ibdev,port}`) on a real kernel.
+//!   `umad:CA:PORT` / `CA:PORT` (e.g. `umad:mlx5_0:1`), and `umad` (the first port
+//!   whose link is up, as OpenSM without `-g`; umad0 when sysfs says nothing); a
+//!   CA/port pair is resolved through sysfs
+//!   (`/sys/class/infiniband_mad/umadN/{ibdev,port}`) on a real kernel.
 //!   Under umad2sim the sysfs is faked for libibumad only (std cannot read it), so use
 //!   `umad0` and learn the local node and port with a 0-hop DR SubnGet(NodeInfo) and
 //!   (PortInfo) ([`UmadPort::get_local`]).

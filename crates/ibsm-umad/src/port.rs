@@ -12,14 +12,20 @@ pub const DEFAULT_SYSFS_DIR: &str = "/sys/class/infiniband_mad";
 /// Which umad device to use.
 ///
 /// Accepted forms: `umadN` or `N` (device index), `umad:CA:PORT` or `CA:PORT`
-/// (e.g. `umad:mlx5_0:1`), `umad:CA` (port 1) and `umad` (umad0). `umad:N` is the index
-/// `N`. A CA name is resolved through sysfs, which exists only on a real kernel.
+/// (e.g. `umad:mlx5_0:1`), `umad:CA` (port 1) and `umad` (the first port whose link is
+/// up, as OpenSM picks one without `-g`). `umad:N` is the index `N`. A CA name and
+/// `umad` are resolved through sysfs, which exists only on a real kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortSpec {
     /// `umadN`.
     Index(u32),
     /// A CA (ibdev name) and its port number.
     CaPort { ca: String, port: u8 },
+    /// `umad`: the umad device of lowest index whose port's link is up (state INIT,
+    /// ARMED or ACTIVE in `/sys/class/infiniband/<ibdev>/ports/<port>/state`), as
+    /// OpenSM chooses its port when given no GUID; umad0 when sysfs says nothing
+    /// (no sysfs, as under umad2sim, or no port up).
+    FirstUp,
 }
 
 impl Default for PortSpec {
@@ -45,7 +51,7 @@ impl PortSpec {
         };
         let s = spec.trim();
         let rest = if s == "umad" {
-            return Ok(PortSpec::Index(0));
+            return Ok(PortSpec::FirstUp);
         } else if let Some(r) = s.strip_prefix("umad:") {
             r
         } else if let Some(n) = s.strip_prefix("umad") {
@@ -87,6 +93,9 @@ impl PortSpec {
     pub fn resolve(&self, sysfs_dir: &Path) -> Result<u32> {
         let (ca, port) = match self {
             PortSpec::Index(n) => return Ok(*n),
+            PortSpec::FirstUp => {
+                return Ok(first_up(sysfs_dir, Path::new(IB_SYSFS_DIR)).unwrap_or(0));
+            }
             PortSpec::CaPort { ca, port } => (ca, *port),
         };
         let err = |reason: String| UmadError::PortSpec {
@@ -120,13 +129,43 @@ impl PortSpec {
     }
 }
 
+/// Where the kernel describes CAs and their ports' states.
+pub const IB_SYSFS_DIR: &str = "/sys/class/infiniband";
+
+/// The lowest umad index whose port's link is up (`<ib_dir>/<ibdev>/ports/<port>/state`
+/// is not `1: DOWN`), if sysfs names one.
+fn first_up(umad_dir: &Path, ib_dir: &Path) -> Option<u32> {
+    let mut found: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir(umad_dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let idx = e.file_name().to_str()?.strip_prefix("umad")?.parse().ok()?;
+            Some((idx, e.path()))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().find_map(|(idx, dir)| {
+        let read = |p: &Path| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let dev = read(&dir.join("ibdev"))?;
+        let port = read(&dir.join("port"))?;
+        let state = read(&ib_dir.join(&dev).join("ports").join(&port).join("state"))?;
+        // "1: DOWN", "2: INIT", "3: ARMED", "4: ACTIVE" ("5: ACTIVE_DEFER").
+        let n: u8 = state.split(':').next()?.trim().parse().ok()?;
+        (n >= 2).then_some(idx)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn port_specs() {
-        assert_eq!(PortSpec::parse("umad").ok(), Some(PortSpec::Index(0)));
+        assert_eq!(PortSpec::parse("umad").ok(), Some(PortSpec::FirstUp));
         assert_eq!(PortSpec::parse("umad3").ok(), Some(PortSpec::Index(3)));
         assert_eq!(PortSpec::parse("umad:2").ok(), Some(PortSpec::Index(2)));
         assert_eq!(PortSpec::parse("7").ok(), Some(PortSpec::Index(7)));
@@ -180,6 +219,37 @@ mod tests {
             port: 1,
         };
         assert!(spec.resolve(&dir).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn plain_umad_is_the_first_port_whose_link_is_up() {
+        let dir = std::env::temp_dir().join(format!("ibsm-umad-up-{}", std::process::id()));
+        let (umad, ib) = (dir.join("infiniband_mad"), dir.join("infiniband"));
+        for (n, dev, port, state) in [
+            (0, "mlx5_0", 1, "1: DOWN"),
+            (1, "mlx5_0", 2, "2: INIT"),
+            (2, "mlx5_1", 1, "4: ACTIVE"),
+        ] {
+            let d = umad.join(format!("umad{n}"));
+            std::fs::create_dir_all(&d).expect("mkdir");
+            std::fs::write(d.join("ibdev"), format!("{dev}\n")).expect("write");
+            std::fs::write(d.join("port"), format!("{port}\n")).expect("write");
+            let p = ib.join(dev).join("ports").join(port.to_string());
+            std::fs::create_dir_all(&p).expect("mkdir");
+            std::fs::write(p.join("state"), format!("{state}\n")).expect("write");
+        }
+        assert_eq!(first_up(&umad, &ib), Some(1), "umad0's link is down");
+        std::fs::write(ib.join("mlx5_0/ports/2/state"), "1: DOWN\n").expect("write");
+        assert_eq!(first_up(&umad, &ib), Some(2));
+        std::fs::write(ib.join("mlx5_1/ports/1/state"), "1: DOWN\n").expect("write");
+        assert_eq!(first_up(&umad, &ib), None, "no port up");
+        assert_eq!(
+            first_up(&dir.join("none"), &ib),
+            None,
+            "no sysfs (umad2sim)"
+        );
+        assert_eq!(PortSpec::FirstUp.resolve(&dir.join("none")).ok(), Some(0));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -17,7 +17,7 @@ use crate::control::{channel, unary, CtlError, Target};
 #[derive(Debug, Clone, PartialEq)]
 pub enum FabricRequest {
     Topology,
-    Lids,
+    Lids { format: LidsFormat },
     Route { src: u16, dst: u16 },
     Groups,
     Services,
@@ -29,6 +29,36 @@ pub enum FabricRequest {
     Members,
     AddMember { id: u64, addr: String },
     RemoveMember { id: u64 },
+}
+
+/// How `ibsmctl lids` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LidsFormat {
+    /// A table.
+    Text,
+    /// JSON (as `--json`).
+    Json,
+    /// OpenSM's guid2lid cache file.
+    Guid2lid,
+}
+
+/// The LIDs as OpenSM's guid2lid cache file: `0x<port guid> 0x<min lid> 0x<max lid>`
+/// per port, sorted by GUID, each line followed by the empty line OpenSM's
+/// persistent-db parser needs to end an entry (without it OpenSM reads the whole file
+/// as one entry and keeps only the first port's LID).
+pub fn lids_guid2lid(r: &pb::GetLidsResponse) -> String {
+    let mut lids: Vec<&pb::LidEntry> = r.lids.iter().collect();
+    lids.sort_by_key(|l| l.port_guid);
+    let mut out = String::with_capacity(lids.len() * 34);
+    for l in lids {
+        let span = 1u32 << l.lmc.min(7);
+        let max = l.base_lid.saturating_add(span - 1);
+        out.push_str(&format!(
+            "0x{:016x} 0x{:04x} 0x{:04x}\n\n",
+            l.port_guid, l.base_lid, max
+        ));
+    }
+    out
 }
 
 /// A unicast LID, 1-0xBFFF (decimal or 0x-hex).
@@ -544,9 +574,13 @@ pub async fn run(target: &Target, req: FabricRequest) -> Result<(), CtlError> {
             .await?;
             print(j, topology_json(&r), topology_text(&r));
         }
-        FabricRequest::Lids => {
+        FabricRequest::Lids { format } => {
             let r = unary(target, "GetLids", fabric.get_lids(pb::GetLidsRequest {})).await?;
-            print(j, lids_json(&r), lids_text(&r));
+            match format {
+                LidsFormat::Text => print(false, Value::Null, lids_text(&r)),
+                LidsFormat::Json => print(true, lids_json(&r), String::new()),
+                LidsFormat::Guid2lid => print(false, Value::Null, lids_guid2lid(&r)),
+            }
         }
         FabricRequest::Route { src, dst } => {
             let r = unary(
@@ -690,6 +724,31 @@ mod tests {
         assert!(parse_members("0x10,0x10").unwrap_err().contains("twice"));
         assert!(parse_members("").unwrap_err().contains("at least one"));
         assert!(parse_members("0x0").unwrap_err().contains("GUID 0"));
+    }
+
+    #[test]
+    fn lids_as_opensms_guid2lid_file() {
+        let entry = |port_guid, base_lid, lmc| pb::LidEntry {
+            port_guid,
+            base_lid,
+            lmc,
+            description: String::new(),
+        };
+        let r = pb::GetLidsResponse {
+            source: "master".into(),
+            lids: vec![
+                entry(0x0002_c903_0000_0020, 0x40, 2),
+                entry(0x0002_c903_0000_0010, 0x11, 0),
+            ],
+        };
+        assert_eq!(
+            lids_guid2lid(&r),
+            "0x0002c90300000010 0x0011 0x0011\n\n0x0002c90300000020 0x0040 0x0043\n\n"
+        );
+        // What ibsmd's own --guid2lid reads back.
+        let mut lm = ibsm_fabric::lid::LidManager::default();
+        assert_eq!(lm.import_guid2lid(&lids_guid2lid(&r)), Ok(2));
+        assert_eq!(lm.lid_range(0x0002_c903_0000_0020), Some((0x40, 0x43)));
     }
 
     #[test]

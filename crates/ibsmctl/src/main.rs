@@ -21,6 +21,8 @@
 //! - `sa ...` is a Subnet Administration client of its own on a umad port
 //!   (`--fabric umad[:CA[:PORT]]`): every record type as whole tables, joins and
 //!   leaves, services, subscriptions, a load mode ([`sa`]). No daemon involved.
+//! - `import-opensm [opensm.conf]` converts an OpenSM configuration into ibsmd's
+//!   config file, listing what does not map and why ([`import_opensm`]). No daemon.
 //! - `drill SCENARIO` repeats a failover against `ibsmd demo` and judges it by the
 //!   demo's fabric-side SMInfo poller, not by what the SMs say ([`drill`]); it exits 5
 //!   when an invariant breaks (a LID changed, no new master, two masters).
@@ -43,6 +45,7 @@ mod control;
 mod discover;
 mod drill;
 mod fabric;
+mod import_opensm;
 mod render;
 mod sa;
 mod sa_lists;
@@ -160,7 +163,13 @@ enum Command {
     /// Nodes, switches, CAs and links, and every node with GUID, type, LID(s), ports (master's last sweep, or the replica).
     Topology,
     /// Port GUID -> base LID and LMC, as the master assigned them (or the replica).
-    Lids,
+    /// `--format guid2lid` prints OpenSM's guid2lid cache file (for /var/cache/opensm/guid2lid:
+    /// an OpenSM with honor_guid2lid_file TRUE then keeps every LID).
+    Lids {
+        /// text (a table), json (as --json) or guid2lid (OpenSM's cache file).
+        #[arg(long, value_enum, default_value_t = fabric::LidsFormat::Text)]
+        format: fabric::LidsFormat,
+    },
     /// The hops a packet from SRC to DST LID takes through the programmed LFTs.
     Route {
         /// Source LID (decimal or 0x-hex).
@@ -222,6 +231,16 @@ enum Command {
     /// Ask the fabric's Subnet Administrator directly from a umad port: records
     /// (whole tables), joins and leaves, services, subscriptions, load (no daemon).
     Sa(sa::SaArgs),
+    /// Convert an OpenSM configuration into an ibsmd config file (TOML, the keys of
+    /// deploy/ibsmd.toml) on stdout: every option that maps, then every one that does not,
+    /// with why, as comments. The root GUID file's GUIDs, the partitions file and OpenSM's
+    /// LID cache ($OSM_CACHE_DIR/guid2lid) are carried over. Bad lines: errors with line
+    /// numbers, exit 2. No daemon involved.
+    ImportOpensm {
+        /// The OpenSM config file.
+        #[arg(default_value = import_opensm::DEFAULT_OPENSM_CONF)]
+        opensm_conf: PathBuf,
+    },
     /// Print a shell completion script (e.g. `ibsmctl completions bash > /etc/bash_completion.d/ibsmctl`).
     Completions {
         /// bash, zsh, fish (also elvish, powershell).
@@ -287,7 +306,13 @@ fn main() -> ExitCode {
     let json = cli.json;
     let fabric_req = match &cli.command {
         Command::Topology => Some(fabric::FabricRequest::Topology),
-        Command::Lids => Some(fabric::FabricRequest::Lids),
+        Command::Lids { format } => Some(fabric::FabricRequest::Lids {
+            format: if json && *format == fabric::LidsFormat::Text {
+                fabric::LidsFormat::Json
+            } else {
+                *format
+            },
+        }),
         Command::Route { src, dst } => Some(fabric::FabricRequest::Route {
             src: *src,
             dst: *dst,
@@ -428,6 +453,9 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Command::ImportOpensm { opensm_conf } => {
+            return import_opensm_cmd(&opensm_conf);
+        }
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut out = std::io::stdout().lock();
@@ -443,7 +471,7 @@ fn main() -> ExitCode {
         Command::Sweep { heavy } => Request::Sweep { heavy },
         Command::Watch { count } => Request::Watch { count },
         Command::Topology
-        | Command::Lids
+        | Command::Lids { .. }
         | Command::Route { .. }
         | Command::Partitions { .. }
         | Command::Groups
@@ -481,6 +509,46 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!("ibsmctl: {err}");
             ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+/// `ibsmctl import-opensm`: the config on stdout, a summary on stderr; exit 2 on a
+/// file that cannot be read or converted.
+fn import_opensm_cmd(path: &std::path::Path) -> ExitCode {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("ibsmctl: import-opensm: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    match import_opensm::import(path, &text, &import_opensm::RealHost) {
+        Ok(got) => {
+            let mut out = std::io::stdout().lock();
+            if out
+                .write_all(got.toml.as_bytes())
+                .and_then(|()| out.flush())
+                .is_err()
+            {
+                return ExitCode::from(1);
+            }
+            eprintln!(
+                "ibsmctl: import-opensm: {} OpenSM options mapped, {} with no ibsmd key (listed, with why, at the end)",
+                got.mapped,
+                got.unmapped.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("ibsmctl: import-opensm: {e}");
+            }
+            eprintln!(
+                "ibsmctl: import-opensm: {} bad line(s); nothing converted",
+                errors.len()
+            );
+            ExitCode::from(2)
         }
     }
 }

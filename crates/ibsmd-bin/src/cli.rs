@@ -19,143 +19,160 @@ pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) cmd: Option<Cmd>,
     /// TOML file with any of these options (see deploy/ibsmd.toml); the command line wins.
+    /// OpenSM: -F/--config (convert an opensm.conf with `ibsmctl import-opensm`).
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
     /// Log lines as `text` (default) or `json` (one object per line, for log pipelines).
+    /// OpenSM: none (it writes its own log file, -f).
     #[arg(long, global = true, value_name = "FORMAT", value_parser = parse_log_format)]
     pub(crate) log_format: Option<LogFormat>,
-    /// umad[:CA[:PORT]] (kernel or umad2sim) or sim:NETFILE / gen:... (embedded fabric). Required.
+    /// umad[:CA[:PORT]] (kernel or umad2sim) or sim:NETFILE / gen:... (embedded fabric)
+    /// [default: umad, the first port whose link is up, as OpenSM picks one]. OpenSM: -g/--guid, guid.
     #[arg(long, value_parser = FabricSpec::parse)]
     pub(crate) fabric: Option<FabricSpec>,
-    /// SM priority, 0..=15 (higher wins). Required.
+    /// SM priority, 0..=15 (higher wins) [default: 0]. OpenSM: -p/--priority, sm_priority.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=15))]
     pub(crate) priority: Option<u8>,
-    /// SM_Key (decimal or 0x hex). Default 1 (OpenSM's default).
+    /// SM_Key (decimal or 0x hex) [default: 1]. OpenSM: -k/--smkey, sm_key.
     #[arg(long, value_parser = parse_sm_key)]
     pub(crate) sm_key: Option<u64>,
     /// Standby: interval between SMInfo polls of the master [default: 25].
+    /// OpenSM: sminfo_polling_timeout (10000 there).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub(crate) poll_interval_ms: Option<u64>,
     /// Standby: interval of the quick re-polls after a missed poll [default: 20].
+    /// OpenSM: none (it re-polls every sminfo_polling_timeout).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub(crate) repoll_interval_ms: Option<u64>,
     /// Standby: unanswered polls in a row before the master is declared dead [default: 3].
+    /// OpenSM: polling_retry_number + 1 (it gives up after 4 retries of the first poll).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) poll_retries: Option<u32>,
     /// Take MASTER when the subnet has had no master this long and the SM that
     /// outranks us still answers STANDBY (an OpenSM polling every 10 s), then hand it
     /// back with HANDOVER once that SM is ready; 0 waits for it however long
-    /// (IBA's rule alone) [default: 1000].
+    /// (IBA's rule alone) [default: 1000]. OpenSM: none.
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub(crate) masterless_takeover_ms: Option<u64>,
-    /// gRPC control API address [default: 127.0.0.1:50051].
+    /// gRPC control API address [default: 127.0.0.1:50051]. OpenSM: none (its console, console_port).
     #[arg(long)]
     pub(crate) grpc: Option<SocketAddr>,
-    /// Serve Prometheus metrics on http://ADDR/metrics (off unless given).
+    /// Serve Prometheus metrics on http://ADDR/metrics (off unless given). OpenSM: none.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics: Option<SocketAddr>,
     /// State directory (created); with --node-id it holds the replicated fabric state.
+    /// OpenSM: its cache dir, OSM_CACHE_DIR (/var/cache/opensm).
     #[arg(long)]
     pub(crate) data_dir: Option<PathBuf>,
-    /// This instance's id in the replication cluster (Raft on the --grpc port; needs --data-dir).
+    /// This instance's id in the replication cluster (Raft on the --grpc port; needs --data-dir). OpenSM: none.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) node_id: Option<u64>,
     /// A member of the first replication cluster, ID=HOST:PORT, this node included (repeat).
-    /// The lowest id bootstraps it once. Without --peer, --node-id waits for Cluster/AddMember.
+    /// The lowest id bootstraps it once. Without --peer, --node-id waits for Cluster/AddMember. OpenSM: none.
     #[arg(long = "peer", value_name = "ID=ADDR")]
     pub(crate) peers: Vec<ibsm_replica::PeerArg>,
-    /// Require `authorization: Bearer <token>` on gRPC calls; FILE holds the token (>= 16 visible ASCII chars).
+    /// Require `authorization: Bearer <token>` on gRPC calls; FILE holds the token (>= 16 visible ASCII chars). OpenSM: none.
     #[arg(long, value_name = "FILE")]
     pub(crate) auth_token_file: Option<PathBuf>,
-    /// A second token (FILE) that may only read: every Get/List/Watch, nothing that changes the fabric or the cluster.
+    /// A second token (FILE) that may only read: every Get/List/Watch, nothing that changes the fabric or the cluster. OpenSM: none.
     #[arg(long, value_name = "FILE")]
     pub(crate) read_only_token_file: Option<PathBuf>,
-    /// Client certificates whose subject CN or a DNS name is NAME are read-only (repeatable; needs mutual TLS).
+    /// Client certificates whose subject CN or a DNS name is NAME are read-only (repeatable; needs mutual TLS). OpenSM: none.
     #[arg(long = "read-only-client-name", value_name = "NAME")]
     pub(crate) read_only_client_names: Vec<String>,
-    /// The replication cluster's secret (FILE, >= 16 visible ASCII chars, never the control token): every Raft RPC carries it. With --node-id, this or mutual TLS is required.
+    /// The replication cluster's secret (FILE, >= 16 visible ASCII chars, never the control token): every Raft RPC carries it. With --node-id, this or mutual TLS is required. OpenSM: none.
     #[arg(long, value_name = "FILE")]
     pub(crate) cluster_secret_file: Option<PathBuf>,
-    /// Bootstrap a new replication cluster even though --data-dir says it was a member of one (its store was lost). Use once, then drop it.
+    /// Bootstrap a new replication cluster even though --data-dir says it was a member of one (its store was lost). Use once, then drop it. OpenSM: none.
     #[arg(long)]
     pub(crate) force_bootstrap: bool,
-    /// TLS certificate chain (PEM) of this server.
+    /// TLS certificate chain (PEM) of this server. OpenSM: none.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub(crate) tls_cert: Option<PathBuf>,
-    /// TLS private key (PEM) of this server.
+    /// TLS private key (PEM) of this server. OpenSM: none.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
-    /// CA (PEM) that client certificates must chain to: mutual TLS.
+    /// CA (PEM) that client certificates must chain to: mutual TLS. OpenSM: none.
     #[arg(long, value_name = "FILE")]
     pub(crate) tls_client_ca: Option<PathBuf>,
-    /// Run the gRPC API with no authentication at all (loud warning at start).
+    /// Run the gRPC API with no authentication at all (loud warning at start). OpenSM: none.
     #[arg(long)]
     pub(crate) insecure_plaintext: bool,
     /// Test facility, never for production: let an admin cut and heal this member's Raft
     /// traffic through ibsm.v1.FaultInjection/SetRaftIsolation; needs replication
-    /// (--node-id). The demo on ibsim starts its members with it for its Raft drills.
+    /// (--node-id). The demo on ibsim starts its members with it for its Raft drills. OpenSM: none.
     #[arg(long)]
     pub(crate) fault_injection: bool,
-    /// Master: LMC, 2^LMC LIDs per end port, 0..=7 [default: 0].
+    /// Master: LMC, 2^LMC LIDs per end port, 0..=7 [default: 0]. OpenSM: -l/--lmc, lmc.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
     pub(crate) lmc: Option<u8>,
-    /// Master: M_Key programmed on every port and carried on every SMP (decimal or 0x hex) [default: 0 = none].
+    /// Master: M_Key programmed on every port and carried on every SMP (decimal or 0x hex) [default: 0 = none]. OpenSM: m_key.
     #[arg(long, value_parser = parse_m_key)]
     pub(crate) m_key: Option<u64>,
-    /// Master: M_KeyProtectBits 0..=3 (1 hides the key from Gets, 2 refuses Gets without it) [default: 0].
+    /// Master: M_KeyProtectBits 0..=3 (1 hides the key from Gets, 2 refuses Gets without it) [default: 0]. OpenSM: m_key_protection_level.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub(crate) m_key_protection_level: Option<u8>,
-    /// Master: M_KeyLeasePeriod in seconds, 0 = protection never lapses [default: 0].
+    /// Master: M_KeyLeasePeriod in seconds, 0 = protection never lapses [default: 0]. OpenSM: m_key_lease_period.
     #[arg(long, value_parser = clap::value_parser!(u16))]
     pub(crate) m_key_lease_period: Option<u16>,
-    /// Master: routing engine, minhop or updown [default: minhop].
+    /// Master: routing engine, minhop or updown [default: minhop]. OpenSM: -R/--routing_engine, routing_engine (updn is updown).
     #[arg(long)]
     pub(crate) routing: Option<String>,
     /// Master: up/down root switch NodeGUID (repeatable; default: found automatically).
+    /// OpenSM: -a/--root_guid_file, root_guid_file (a file of these GUIDs).
     #[arg(long, value_name = "GUID")]
     pub(crate) root_guid: Vec<String>,
-    /// Master: seconds between light sweeps [default: 2].
+    /// Master: seconds between light sweeps [default: 2]. OpenSM: -s/--sweep, sweep_interval.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) sweep_interval_s: Option<u64>,
     /// Master: seconds between periodic heavy sweeps, 0 = only on change (traps, a light sweep that sees one) [default: 60].
+    /// OpenSM: none (force_heavy_sweep TRUE makes every sweep heavy).
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub(crate) heavy_sweep_interval_s: Option<u64>,
     /// Master: partition NAME=PKEY[,ipoib[,rate=R,mtu=M,sl=S,scope=C,Q_Key=Q]]:GUID[:full|limited],... (repeatable; ipoib: the partition's IPoIB broadcast group, as in OpenSM's partitions.conf).
+    /// OpenSM: one partition of -P/--Pconfig, partition_config_file.
     #[arg(long, value_name = "SPEC")]
     pub(crate) partition: Vec<String>,
-    /// Master: OpenSM's partitions.conf (the whole grammar of opensm(8)); read again on SIGHUP and by `ibsmctl partitions reload`. Not with --partition.
+    /// Master: OpenSM's partitions.conf (the whole grammar of opensm(8)); read again on SIGHUP and by `ibsmctl partitions reload`. Not with --partition. OpenSM: -P/--Pconfig, partition_config_file.
     #[arg(long, value_name = "FILE")]
     pub(crate) partitions_file: Option<std::path::PathBuf>,
-    /// Master: SMPs kept in flight, 1..=1024 [default: 64].
+    /// Master: SMPs kept in flight, 1..=1024 [default: 64]. OpenSM: -n/--maxsmps, max_wire_smps (4 there).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub(crate) smp_window: Option<u64>,
-    /// Master: a trap-triggered heavy sweep waits this long after the last one ended, 0 = no hold-down [default: 1000].
+    /// Master: a trap-triggered heavy sweep waits this long after the last one ended, 0 = no hold-down [default: 1000]. OpenSM: none.
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub(crate) trap_sweep_hold_down_ms: Option<u64>,
-    /// Master: topology cap, nodes one discovery records before it stops growing [default: 65536].
+    /// Master: topology cap, nodes one discovery records before it stops growing [default: 65536]. OpenSM: none.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub(crate) max_nodes: Option<u64>,
     /// Trust only these SMs (port GUID, repeatable; this SM's own port is always trusted):
-    /// any other is never followed nor handed over to, and reads SM_Key 0 [default: trust all].
+    /// any other is never followed nor handed over to, and reads SM_Key 0 [default: trust all]. OpenSM: none.
     #[arg(long = "trusted-sm-guid", value_name = "GUID", value_parser = parse_sm_guid)]
     pub(crate) trusted_sm_guids: Vec<u64>,
     /// Sticky mastership: on becoming MASTER, advertise this priority (0..=15) until we stop being
     /// master, so a returning higher-priority SM does not take the subnet back (OPA FM's
-    /// elevated priority; OpenSM has none) [default: off].
+    /// elevated priority) [default: off]. OpenSM: none.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=15))]
     pub(crate) sticky_priority: Option<u8>,
     /// Standby: declare a master lost when it answers SMInfo but its ActCount has not moved
-    /// for this long (a hung master), 0 = never [default: three light sweeps, 6000].
+    /// for this long (a hung master), 0 = never [default: three light sweeps, 6000]. OpenSM: none.
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub(crate) hung_master_window_ms: Option<u64>,
     /// How the SM_Key of incoming SMInfo control packets is checked: strict (ours only; zero
-    /// only in a HANDOVER from our own master, as OpenSM before 3.3.21 sends), allow-zero, off [default: strict].
+    /// only in a HANDOVER from our own master, as OpenSM before 3.3.21 sends), allow-zero, off [default: strict]. OpenSM: none.
     #[arg(long, value_parser = ibsmd::config::parse_sm_key_policy)]
     pub(crate) sm_key_policy: Option<ibsm_core::election::SmKeyPolicy>,
-    /// Master: do not make switch ports facing CAs enforce partitions (OpenSM's
-    /// no_partition_enforcement TRUE) [default: enforce].
+    /// Master: do not make switch ports facing CAs enforce partitions [default: enforce].
+    /// OpenSM: -N/--no_part_enforce, no_partition_enforcement TRUE (part_enforce off).
     #[arg(long)]
     pub(crate) no_partition_enforcement: bool,
+    /// Master: LIDs to start from, an OpenSM guid2lid file (`0x<port guid> <min lid> <max lid>`
+    /// a line, e.g. /var/cache/opensm/guid2lid): the first master of a cluster gives every
+    /// listed port exactly its LIDs, so ibsmd replacing an OpenSM master moves none. Used only
+    /// while the replica holds no LID assignment (then ignored: the replica is authoritative).
+    /// Checked at start: a bad line exits 2. OpenSM: -x/--honor_guid2lid, honor_guid2lid_file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) guid2lid: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -388,6 +388,14 @@ async fn run_daemon(
     cfg.sticky_priority = cli.sticky_priority;
     cfg.hung_master_window = cli.hung_master_window_ms.map(Duration::from_millis);
     cfg.sm_key_policy = cli.sm_key_policy;
+    if let Some(seed) = &cli.guid2lid {
+        tracing::info!(
+            file = %seed.path.display(),
+            ports = seed.ports,
+            "--guid2lid: a first master (no LIDs in the replica yet) assigns these LIDs"
+        );
+        cfg.guid2lid_seed = Some(seed.text.clone());
+    }
     cfg.replication = repl.clone();
     let metrics = Arc::clone(&cfg.metrics);
     let (dev, keepalive) = ibsmd::open_fabric(&fabric)?;

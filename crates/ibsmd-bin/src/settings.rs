@@ -38,6 +38,18 @@ pub(crate) struct DaemonSettings {
     pub(crate) sm_key_policy: ibsm_core::election::SmKeyPolicy,
     /// `--partitions-file`, read again on SIGHUP and `Fabric/ReloadPartitions`.
     pub(crate) partitions_file: Option<PathBuf>,
+    pub(crate) guid2lid: Option<Guid2LidSeed>,
+}
+
+/// `--fabric` when neither the command line nor the file names one: the first port
+/// whose link is up, as OpenSM picks one without a GUID.
+pub(crate) const DEFAULT_FABRIC: &str = "umad";
+
+/// A checked `--guid2lid` file.
+pub(crate) struct Guid2LidSeed {
+    pub(crate) path: PathBuf,
+    pub(crate) text: String,
+    pub(crate) ports: usize,
 }
 
 /// Whole milliseconds of a default interval.
@@ -46,14 +58,20 @@ fn ms_of(d: Duration) -> u64 {
 }
 
 pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String> {
-    let fabric = cli
-        .fabric
-        .or(file.fabric)
-        .ok_or("--fabric is required (or `fabric` in --config)")?;
-    let priority = cli
-        .priority
-        .or(file.priority)
-        .ok_or("--priority is required (or `priority` in --config)")?;
+    // OpenSM's defaults: the first active local port, priority 0.
+    let fabric = match cli.fabric.or(file.fabric) {
+        Some(f) => f,
+        None => FabricSpec::parse(DEFAULT_FABRIC).map_err(|e| e.to_string())?,
+    };
+    let priority = cli.priority.or(file.priority).unwrap_or(0);
+    // Checked now, before any device or port is opened: a bad line exits 2.
+    let guid2lid = match cli.guid2lid.or(file.guid2lid) {
+        None => None,
+        Some(path) => {
+            let (text, ports) = ibsmd::config::load_guid2lid(&path).map_err(|e| e.to_string())?;
+            Some(Guid2LidSeed { path, text, ports })
+        }
+    };
     let partitions_file = cli.partitions_file.or(file.partitions_file);
     let partitions_given =
         !cli.partition.is_empty() || file.partition.as_ref().is_some_and(|p| !p.is_empty());
@@ -116,6 +134,7 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
         Some(cli.trusted_sm_guids)
     };
     Ok(DaemonSettings {
+        guid2lid,
         partitions_file,
         sticky_priority: cli.sticky_priority.or(file.sticky_priority),
         hung_master_window_ms: cli.hung_master_window_ms.or(file.hung_master_window_ms),
@@ -168,4 +187,89 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
             insecure_plaintext: cli.insecure_plaintext || file.insecure_plaintext.unwrap_or(false),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    fn settings(args: &[&str], file: &str) -> Result<DaemonSettings, String> {
+        let cli = Cli::try_parse_from(std::iter::once("ibsmd").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        let file =
+            FileConfig::parse(std::path::Path::new("t.toml"), file).map_err(|e| e.to_string())?;
+        merge(cli, file)
+    }
+
+    #[test]
+    fn without_fabric_and_priority_the_defaults_are_opensms() {
+        let s = settings(&["--insecure-plaintext"], "").expect("no --fabric, no --priority");
+        // `umad`: the first port whose link is up (`ibsm_umad::PortSpec::FirstUp`).
+        assert_eq!(format!("{:?}", s.fabric), "Umad(FirstUp)");
+        assert_eq!(s.priority, 0);
+        assert!(s.guid2lid.is_none());
+        // Given ones still win, the command line over the file.
+        let s = settings(
+            &["--priority", "9"],
+            "priority = 3\nfabric = \"gen:fat-tree:4\"\n",
+        )
+        .expect("valid");
+        assert_eq!((s.priority, s.fabric), (9, FabricSpec::FatTree3(4)));
+    }
+
+    #[test]
+    fn a_guid2lid_file_is_read_and_a_bad_one_refused_with_its_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let good = dir.path().join("guid2lid");
+        std::fs::write(&good, "0x0002c90300000001 0x0011 0x0011\n").expect("write");
+        let g = good.display().to_string();
+        let s = settings(&["--guid2lid", &g], "").expect("valid");
+        let seed = s.guid2lid.expect("seed");
+        assert_eq!((seed.ports, seed.path), (1, good.clone()));
+        let s = settings(&[], &format!("guid2lid = {g:?}\n")).expect("from the file");
+        assert_eq!(s.guid2lid.map(|g| g.ports), Some(1));
+        let bad = dir.path().join("bad");
+        std::fs::write(&bad, "# cache\n0x0002c90300000001 0x0011\n").expect("write");
+        let err = settings(&["--guid2lid", &bad.display().to_string()], "")
+            .err()
+            .expect("refused");
+        assert!(
+            err.contains(&bad.display().to_string()) && err.contains("line 2"),
+            "{err}"
+        );
+        assert!(err.contains("found 2 field(s)"), "{err}");
+    }
+
+    #[test]
+    fn every_flag_names_its_opensm_counterpart() {
+        let cmd = Cli::command();
+        let missing: Vec<String> = cmd
+            .get_arguments()
+            .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+            .filter(|a| {
+                let help = a
+                    .get_long_help()
+                    .or(a.get_help())
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                !help.contains("OpenSM")
+            })
+            .map(|a| a.get_id().to_string())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "flags whose help names no OpenSM option: {missing:?}"
+        );
+        let help = |id: &str| {
+            cmd.get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_long_help().or(a.get_help()))
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        };
+        assert!(help("priority").contains("OpenSM: -p/--priority, sm_priority"));
+        assert!(help("guid2lid").contains("honor_guid2lid_file"));
+    }
 }

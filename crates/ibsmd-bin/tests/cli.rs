@@ -87,10 +87,25 @@ fn credentials_are_required_unless_insecure() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--insecure-plaintext"), "{err}");
     assert!(err.contains("--auth-token-file"), "{err}");
-    let (code, err) = run(&["--priority", "5", "--insecure-plaintext"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--fabric is required"), "{err}");
     let dir = tempfile::tempdir().expect("tempdir");
+    // No --fabric, no --priority: OpenSM's defaults (umad, 0). A malformed --guid2lid
+    // is refused with its path, line and why, exit 2, before the fabric (umad, which
+    // does not exist here) is opened.
+    let bad = write(
+        &dir,
+        "guid2lid",
+        "0x0002c90300000001 0x0011 0x0011\nbogus 1 1\n",
+    );
+    let (code, err) = run(&["--insecure-plaintext", "--guid2lid", &bad]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&bad) && err.contains("line 2") && err.contains("bad port GUID"),
+        "{err}"
+    );
+    assert!(
+        !err.to_lowercase().contains("umad"),
+        "the fabric was opened first: {err}"
+    );
     let short = write(&dir, "short", "abc\n");
     let (code, err) = run(&[
         "--fabric",

@@ -60,6 +60,46 @@ pub enum ConfigError {
     },
 }
 
+/// Why a `--guid2lid` file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Guid2LidFileError {
+    /// It could not be read.
+    #[error("--guid2lid {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A line is not `0x<port guid> <min lid> <max lid>` with a valid LID block.
+    #[error("--guid2lid {}: line {}: {}", path.display(), source.line, source.kind)]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The line and why.
+        source: ibsm_fabric::lid::Guid2LidError,
+    },
+}
+
+/// Read and check an OpenSM guid2lid file (`--guid2lid`, `guid2lid`): every line
+/// `0x<port guid> <min lid> <max lid>` (hex or decimal LIDs, `#` comments), unicast,
+/// 2^LMC-aligned, no GUID twice, no overlap. Returns the text for
+/// `InstanceConfig::guid2lid_seed` and the number of ports it lists.
+pub fn load_guid2lid(path: &Path) -> Result<(String, usize), Guid2LidFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| Guid2LidFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut check = ibsm_fabric::lid::LidManager::default();
+    let ports = check
+        .import_guid2lid(&text)
+        .map_err(|source| Guid2LidFileError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok((text, ports))
+}
+
 /// The daemon's settings from a file; `None` where the file says nothing.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +226,9 @@ pub struct FileConfig {
     /// `partition_enforcement = false` is `--no-partition-enforcement`.
     #[serde(default)]
     pub partition_enforcement: Option<bool>,
+    /// `--guid2lid`: an OpenSM guid2lid file a first master assigns LIDs from.
+    #[serde(default)]
+    pub guid2lid: Option<PathBuf>,
     /// `ibsmd demo` options.
     #[serde(default)]
     pub demo: DemoFileConfig,
@@ -623,6 +666,41 @@ mod tests {
         let c = parse("heavy_sweep_interval_s = 600\n").expect("valid");
         assert_eq!(c.heavy_sweep_interval_s, Some(600));
         assert_eq!(parse("").expect("empty").heavy_sweep_interval_s, None);
+    }
+
+    #[test]
+    fn a_guid2lid_file_is_checked_and_a_bad_line_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let good = dir.path().join("guid2lid");
+        std::fs::write(
+            &good,
+            "0x0002c90300000001 0x0011 0x0011\n# c\n0x0002c90300000002 40 41\n",
+        )
+        .expect("write");
+        let (text, ports) = load_guid2lid(&good).expect("valid");
+        assert_eq!(ports, 2);
+        assert!(text.contains("0x0011"));
+        let bad = dir.path().join("bad");
+        std::fs::write(
+            &bad,
+            "0x0002c90300000001 0x0011 0x0011\n0x0002c90300000002 0xc000 0xc000\n",
+        )
+        .expect("write");
+        let e = load_guid2lid(&bad).expect_err("multicast LID").to_string();
+        assert!(
+            e.contains("line 2") && e.contains("not a unicast range"),
+            "{e}"
+        );
+        assert!(e.contains(&bad.display().to_string()), "{e}");
+        let e = load_guid2lid(&dir.path().join("none"))
+            .expect_err("missing")
+            .to_string();
+        assert!(e.starts_with("--guid2lid "), "{e}");
+        let c = parse("guid2lid = \"/var/cache/opensm/guid2lid\"\n").expect("valid");
+        assert_eq!(
+            c.guid2lid,
+            Some(PathBuf::from("/var/cache/opensm/guid2lid"))
+        );
     }
 
     #[test]

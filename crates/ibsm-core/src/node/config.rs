@@ -71,6 +71,12 @@ pub struct NodeConfig {
     pub replicated: bool,
     /// The Subnet Administrator's settings (SA_Key, RMPP timing, limits).
     pub sa: SaConfig,
+    /// LID assignments to start from (OpenSM's guid2lid text, `--guid2lid`), as
+    /// OpenSM's `honor_guid2lid_file`: a new MASTER whose LID manager remembers
+    /// nothing yet and whose replica holds no LID assignment seeds it from this, so
+    /// every listed port gets exactly its listed LIDs. Once the replica holds LIDs it
+    /// is authoritative and this is ignored (logged). `None`: no file.
+    pub guid2lid_seed: Option<String>,
 }
 
 impl NodeConfig {
@@ -95,6 +101,7 @@ impl NodeConfig {
             },
             replicated: false,
             sa: SaConfig::default(),
+            guid2lid_seed: None,
         }
     }
 }

@@ -119,6 +119,8 @@ impl Running {
         if self.cfg.replicated {
             self.take_over(now);
         }
+        let rep = self.replicated.clone();
+        self.seed_lids_from_file(rep.as_deref());
         self.sync_ipoib_groups();
         if self.cfg.replicated {
             self.out.push_back(Output::ClaimMastership {
@@ -182,6 +184,35 @@ impl Running {
         }
         self.subnet.inherit(rep.inherited.clone());
         self.apply_partitions(now, &rep);
+    }
+
+    /// `--guid2lid` (OpenSM's `honor_guid2lid_file`): seed the LID manager from the
+    /// file given at start, but only while nothing better exists: the replica holds
+    /// no LID assignment (once it does, it is authoritative and the file is ignored,
+    /// said in the log) and this node's LID manager remembers none (a node that was
+    /// MASTER before keeps what it assigned since). The text was checked at start.
+    fn seed_lids_from_file(&mut self, rep: Option<&ReplicatedFabric>) {
+        let Some(seed) = self.cfg.guid2lid_seed.as_deref() else {
+            return;
+        };
+        if let Some(rep) = rep.filter(|r| !r.guid2lid_file.is_empty()) {
+            tracing::info!(
+                replica_ports = rep.guid2lid_ports,
+                epoch = rep.epoch,
+                "--guid2lid ignored: the replica already holds LID assignments and is authoritative"
+            );
+            return;
+        }
+        if self.subnet.remembered_lids() > 0 {
+            return;
+        }
+        match self.subnet.import_guid2lid(seed) {
+            Ok(n) => tracing::info!(
+                ports = n,
+                "new master: LIDs seeded from --guid2lid (no LID assignment replicated yet)"
+            ),
+            Err(e) => tracing::error!(%e, "--guid2lid refused; LIDs are kept from the fabric only"),
+        }
     }
 
     /// The replicated M_Key into the configurator: tried after the configured one, so
@@ -376,6 +407,7 @@ impl Running {
                 tracing::warn!(%e, "takeover preparation: replicated guid2lid refused");
             }
         }
+        self.seed_lids_from_file(Some(&rep));
         self.subnet.prepare_takeover(now, rep.inherited.clone());
         self.prepared = Some(Prepared {
             changes: self.fabric_changes,

@@ -20,7 +20,8 @@ use super::inherit::{lft_digest, links_of, InheritReport, Inherited, Readback};
 use super::light::sm_port_paths;
 use super::manager::SubnetManager;
 use super::routing_job::{compute_routing, RoutingJob};
-use super::sa_snapshot_job::{PendingSnapshot, ProgrammedTables, Retired, SaSnapshotJob};
+use super::sa_snapshot::ProgrammedTables;
+use super::sa_snapshot_job::{PendingSnapshot, Retired, SaSnapshotJob};
 use super::sweep::{Pipeline, Stage, Sweep};
 
 impl SubnetManager {

@@ -280,6 +280,11 @@ impl SubnetManager {
         self.lids.import_guid2lid(text)
     }
 
+    /// Number of port GUIDs the LID manager remembers LIDs for.
+    pub fn remembered_lids(&self) -> usize {
+        self.lids.remembered_len()
+    }
+
     /// What the last read-back of inherited LFTs found.
     pub fn last_inherit(&self) -> Option<&InheritReport> {
         self.inherit_report.as_ref()

@@ -20,8 +20,38 @@ use super::config::SubnetConfig;
 use super::program::{
     desired_port_info, end_port, pkey_table, sl2vl_table, vlarb_sections, vlarb_table,
 };
-use super::sa_snapshot_job::ProgrammedTables;
-use super::sweep::Sweep;
+use super::sweep::{Programmed, Sweep};
+
+/// The tables the switches and ports hold once a sweep is recorded (its part of
+/// [`Programmed`] the snapshot needs), owned so that a job can take them away.
+#[derive(Debug, Default)]
+pub(super) struct ProgrammedTables {
+    /// `lfts[i]`: the LFT switch `NodeIdx(i)` of the sweep's topology holds.
+    pub(super) lfts: Vec<Option<Arc<[u8]>>>,
+    /// P_Key block 0 per (node GUID, port), as [`Programmed::pkeys`].
+    pub(super) pkeys: HashMap<(u64, u8), [u16; 32]>,
+    /// OperationalVLs the QoS tables of (node GUID, port) were written for.
+    pub(super) qos: HashMap<(u64, u8), u8>,
+}
+
+impl ProgrammedTables {
+    /// What `prog` records for the nodes of `topo`.
+    pub(super) fn of(prog: &Programmed, topo: &ibsm_fabric::Topology) -> ProgrammedTables {
+        let lfts = topo
+            .iter()
+            .map(|(_, node)| {
+                prog.lfts
+                    .get(&node.node_guid)
+                    .map(|(_, lft)| Arc::clone(lft))
+            })
+            .collect();
+        ProgrammedTables {
+            lfts,
+            pkeys: prog.pkeys.clone(),
+            qos: prog.qos.clone(),
+        }
+    }
+}
 
 /// What the SA serves after `sweep` (the master's `sweep_no`-th heavy sweep), LFTs
 /// left out: [`fill_lfts`] adds them once the sweep's tables are recorded as

@@ -8,7 +8,6 @@
 //! new one, so nothing downstream of the sweep (a `Sweep` command's answer, the
 //! publication, the SA's reports) sees the fabric before the SA does.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::discovery::DiscoveryResult;
@@ -16,39 +15,8 @@ use crate::sa::SaFabric;
 
 use super::config::SubnetConfig;
 use super::events::SubnetEvent;
-use super::sa_snapshot::{fill_lfts, sa_snapshot};
-use super::sweep::{Programmed, Sweep};
-
-/// The tables the switches and ports hold once a sweep is recorded (its part of
-/// [`Programmed`] the snapshot needs), owned so that a job can take them away.
-#[derive(Debug, Default)]
-pub(super) struct ProgrammedTables {
-    /// `lfts[i]`: the LFT switch `NodeIdx(i)` of the sweep's topology holds.
-    pub(super) lfts: Vec<Option<Arc<[u8]>>>,
-    /// P_Key block 0 per (node GUID, port), as [`Programmed::pkeys`].
-    pub(super) pkeys: HashMap<(u64, u8), [u16; 32]>,
-    /// OperationalVLs the QoS tables of (node GUID, port) were written for.
-    pub(super) qos: HashMap<(u64, u8), u8>,
-}
-
-impl ProgrammedTables {
-    /// What `prog` records for the nodes of `topo`.
-    pub(super) fn of(prog: &Programmed, topo: &ibsm_fabric::Topology) -> ProgrammedTables {
-        let lfts = topo
-            .iter()
-            .map(|(_, node)| {
-                prog.lfts
-                    .get(&node.node_guid)
-                    .map(|(_, lft)| Arc::clone(lft))
-            })
-            .collect();
-        ProgrammedTables {
-            lfts,
-            pkeys: prog.pkeys.clone(),
-            qos: prog.qos.clone(),
-        }
-    }
-}
+use super::sa_snapshot::{fill_lfts, sa_snapshot, ProgrammedTables};
+use super::sweep::Sweep;
 
 /// What a dropped snapshot and discovery weigh: freed by the job that carries them,
 /// on the driver's worker, not on the thread answering SMInfo.

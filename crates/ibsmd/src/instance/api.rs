@@ -66,6 +66,10 @@ pub struct InstanceConfig {
     pub hung_master_window: Option<Duration>,
     /// `--sm-key-policy`: how incoming SMInfo control packets' SM_Key is checked.
     pub sm_key_policy: ibsm_core::election::SmKeyPolicy,
+    /// `--guid2lid`: OpenSM guid2lid text a first master assigns LIDs from (see
+    /// `ibsm_core::node::NodeConfig::guid2lid_seed`); check it with
+    /// [`crate::config::load_guid2lid`] before anything starts.
+    pub guid2lid_seed: Option<String>,
 }
 
 impl InstanceConfig {
@@ -104,6 +108,7 @@ impl InstanceConfig {
             sticky_priority: None,
             hung_master_window: None,
             sm_key_policy: ibsm_core::election::SmKeyPolicy::default(),
+            guid2lid_seed: None,
         }
     }
 }

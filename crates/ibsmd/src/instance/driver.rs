@@ -739,5 +739,6 @@ fn node_config(cfg: &InstanceConfig) -> NodeConfig {
             sa_key: cfg.sm_key,
             ..ibsm_core::sa::SaConfig::default()
         },
+        guid2lid_seed: cfg.guid2lid_seed.clone(),
     }
 }

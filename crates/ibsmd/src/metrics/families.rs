@@ -13,7 +13,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
-use super::{Metrics, ReplicationFigures, ROLES};
+use super::state::{Metrics, ReplicationFigures, ROLES};
 
 /// One series' value.
 #[derive(Debug, Clone, Copy)]

@@ -11,6 +11,7 @@ use ibsm_sim::{ClientId, Sim, SimConfig};
 use super::*;
 
 mod detection;
+mod lid_seed;
 mod sa;
 mod sa_ipoib;
 mod sa_mcast;
@@ -160,6 +161,8 @@ pub(super) struct Lab {
     /// This node's routing jobs are kept in `held` instead of run (a busy worker).
     pub(super) hold_routing: Option<usize>,
     pub(super) held: Vec<crate::subnet::RoutingJob>,
+    /// The nodes' `NodeConfig::guid2lid_seed` (`--guid2lid`).
+    pub(super) guid2lid_seed: Option<String>,
 }
 
 /// The longest two SMs may both be MASTER (a HANDOVER's round trip).
@@ -203,6 +206,7 @@ impl Lab {
             partitions,
             hold_routing: None,
             held: Vec::new(),
+            guid2lid_seed: None,
         };
         for (i, p) in priorities.iter().enumerate() {
             let at = cas[i * 2];
@@ -227,6 +231,7 @@ impl Lab {
         let mut c = cfg(m.priority);
         c.replicated = self.replicated;
         c.subnet.partitions = self.partitions.clone();
+        c.guid2lid_seed.clone_from(&self.guid2lid_seed);
         m.node = Some(Node::new(c, self.now));
         self.drain(i);
     }
