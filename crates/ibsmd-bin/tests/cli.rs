@@ -7,17 +7,8 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const IBSMD: &str = env!("CARGO_BIN_EXE_ibsmd");
-
-/// Kills the child on drop (also on panic).
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::{free_port, spawn, IBSMD};
 
 fn run(args: &[&str]) -> (i32, String) {
     let out = Command::new(IBSMD)
@@ -36,13 +27,6 @@ fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
     let mut f = std::fs::File::create(&p).expect("create");
     f.write_all(text.as_bytes()).expect("write");
     p.display().to_string()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 #[test]
@@ -164,14 +148,7 @@ fn config_file_starts_the_daemon_and_the_command_line_wins() {
              metrics = \"127.0.0.1:{metrics}\"\ninsecure_plaintext = true\n"
         ),
     );
-    let child = Command::new(IBSMD)
-        .args(["--config", &cfg, "--priority", "12"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut child = Reaped(child);
+    let mut child = spawn(&["--config", &cfg, "--priority", "12"]);
     let addr = SocketAddr::from(([127, 0, 0, 1], metrics));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -224,14 +201,7 @@ fn election_settings_from_file_and_flags_reach_the_running_sm() {
              sm_key_policy = \"off\"\npartition_enforcement = false\nsmp_window = 16\n"
         ),
     );
-    let child = Command::new(IBSMD)
-        .args(["--config", &cfg, "--sm-key-policy", "allow-zero"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut child = Reaped(child);
+    let mut child = spawn(&["--config", &cfg, "--sm-key-policy", "allow-zero"]);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -243,16 +213,9 @@ fn election_settings_from_file_and_flags_reach_the_running_sm() {
             if let Ok(Some(st)) = child.0.try_wait() {
                 panic!("ibsmd exited early: {st}");
             }
-            let c = ibsm_proto::v1::control_client::ControlClient::connect(format!(
-                "http://127.0.0.1:{grpc}"
-            ))
-            .await;
-            if let Ok(mut c) = c {
-                if let Ok(s) = c.get_status(ibsm_proto::v1::GetStatusRequest {}).await {
-                    let s = s.into_inner();
-                    if s.state == ibsm_proto::v1::SmState::Master as i32 {
-                        break s;
-                    }
+            if let Some(s) = common::status(grpc).await {
+                if s.state == ibsm_proto::v1::SmState::Master as i32 {
+                    break s;
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

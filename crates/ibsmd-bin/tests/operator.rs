@@ -4,45 +4,31 @@
 //! sweeps that changed nothing.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ibsm_proto::v1::control_client::ControlClient;
-use ibsm_proto::v1::{GetStatusRequest, SmState, Status, SweepRequest};
+use ibsm_proto::v1::{SmState, SweepRequest};
 
-const IBSMD: &str = env!("CARGO_BIN_EXE_ibsmd");
+mod common;
+use common::{free_port, status, Reaped, IBSMD};
 
-/// Kills the child on drop (also on panic).
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+/// A master on the embedded fabric with plaintext gRPC (the address is added per test).
+const EMBEDDED_MASTER: [&str; 5] = [
+    "--fabric",
+    "gen:fat-tree:4",
+    "--priority",
+    "5",
+    "--insecure-plaintext",
+];
 
 /// ibsmd on the embedded fabric with gRPC on `grpc`, plus `extra` flags; its stderr
 /// lines arrive on the returned channel.
 fn start(grpc: u16, extra: &[&str]) -> (Reaped, mpsc::Receiver<String>) {
     let mut child = Command::new(IBSMD)
-        .args([
-            "--fabric",
-            "gen:fat-tree:4",
-            "--priority",
-            "5",
-            "--insecure-plaintext",
-            "--grpc",
-            &format!("127.0.0.1:{grpc}"),
-        ])
+        .args(EMBEDDED_MASTER)
+        .args(["--grpc", &format!("127.0.0.1:{grpc}")])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -78,13 +64,6 @@ fn lines_until(rx: &mpsc::Receiver<String>, done: impl Fn(&str) -> bool) -> Vec<
             Err(e) => panic!("{e}: waited for a line; got:\n{}", lines.join("\n")),
         }
     }
-}
-
-async fn status(grpc: u16) -> Option<Status> {
-    let mut c = ControlClient::connect(format!("http://127.0.0.1:{grpc}"))
-        .await
-        .ok()?;
-    Some(c.get_status(GetStatusRequest {}).await.ok()?.into_inner())
 }
 
 #[test]
@@ -179,17 +158,8 @@ fn with_json_logs_the_exit_reason_is_a_json_line() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = busy.local_addr().expect("addr").to_string();
     let out = Command::new(IBSMD)
-        .args([
-            "--fabric",
-            "gen:fat-tree:4",
-            "--priority",
-            "5",
-            "--insecure-plaintext",
-            "--log-format",
-            "json",
-            "--grpc",
-            &addr,
-        ])
+        .args(EMBEDDED_MASTER)
+        .args(["--log-format", "json", "--grpc", &addr])
         .stdin(Stdio::null())
         .output()
         .expect("run");

@@ -262,21 +262,27 @@ impl Running {
             .set_partitions(now, want)
             .map_err(|e| CommandError::InvalidArgument(e.to_string()))?;
         if changed && self.subnet.is_active() {
-            self.sync_ipoib_groups();
-            let pkeys: Vec<String> = self
-                .subnet
-                .partitions()
-                .iter()
-                .map(|p| format!("{:#06x}", p.p_key))
-                .collect();
-            let text = format!(
-                "configured partitions reloaded: programming P_Keys [{}] (heavy sweep)",
-                pkeys.join(", ")
-            );
-            tracing::info!("{text}");
-            self.emit(NodeEvent::record("sweep", text));
+            self.partitions_changed("configured partitions reloaded");
         }
         Ok(CommandReply::Done)
+    }
+
+    /// The partitions to program changed (`why`) while MASTER: their IPoIB groups
+    /// follow, and the P_Keys the coming heavy sweep programs are logged and recorded.
+    fn partitions_changed(&mut self, why: &str) {
+        self.sync_ipoib_groups();
+        let pkeys: Vec<String> = self
+            .subnet
+            .partitions()
+            .iter()
+            .map(|p| format!("{:#06x}", p.p_key))
+            .collect();
+        let text = format!(
+            "{why}: programming P_Keys [{}] (heavy sweep)",
+            pkeys.join(", ")
+        );
+        tracing::info!("{text}");
+        self.emit(NodeEvent::record("sweep", text));
     }
 
     /// Hand the partitions to program (start-up plus replicated) to the configurator
@@ -329,19 +335,7 @@ impl Running {
             return;
         }
         if self.apply_partitions(now, &rep) {
-            self.sync_ipoib_groups();
-            let pkeys: Vec<String> = self
-                .subnet
-                .partitions()
-                .iter()
-                .map(|p| format!("{:#06x}", p.p_key))
-                .collect();
-            let text = format!(
-                "partitions changed in the replica: programming P_Keys [{}] (heavy sweep)",
-                pkeys.join(", ")
-            );
-            tracing::info!("{text}");
-            self.emit(NodeEvent::record("sweep", text));
+            self.partitions_changed("partitions changed in the replica");
         }
     }
 
