@@ -269,10 +269,7 @@ async fn demo_metrics_move() {
     let members = demo.members();
     let eps: Vec<SocketAddr> = members.iter().map(|m| m.endpoint).collect();
     let (addr, serve) = ibsmd::metrics::bind(
-        members
-            .iter()
-            .map(|m| (m.name.clone(), m.metrics.clone()))
-            .collect(),
+        demo.metrics_instances(),
         SocketAddr::from(([127, 0, 0, 1], 0)),
         std::future::pending(),
     )

@@ -272,10 +272,7 @@ async fn metrics_parse_and_agree_with_the_cluster() {
     let mut demo = Demo::start(&spec, 0).await.expect("demo starts");
     let members_info = demo.members();
     let (addr, serve) = ibsmd::metrics::bind(
-        members_info
-            .iter()
-            .map(|m| (m.name.clone(), m.metrics.clone()))
-            .collect(),
+        demo.metrics_instances(),
         SocketAddr::from(([127, 0, 0, 1], 0)),
         std::future::pending(),
     )

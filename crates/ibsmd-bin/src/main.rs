@@ -507,14 +507,7 @@ async fn run_demo(
     let token = opts.security.token.is_some();
     let mut demo = Demo::start_with(&fabric, opts).await?;
     let members = demo.members();
-    start_metrics(
-        metrics,
-        members
-            .iter()
-            .map(|m| (m.name.clone(), Arc::clone(&m.metrics)))
-            .collect(),
-    )
-    .await?;
+    start_metrics(metrics, demo.metrics_instances()).await?;
     println!("ibsmd demo: three SM instances on one embedded fabric (one process: the simulator is in-process)");
     for m in &members {
         println!(

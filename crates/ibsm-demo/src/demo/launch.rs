@@ -220,6 +220,15 @@ impl Demo {
         self.shared.members()
     }
 
+    /// Every member's metrics under its name, as `ibsmd::metrics::bind` serves them
+    /// (each instance's series labelled `sm="<name>"`).
+    pub fn metrics_instances(&self) -> Vec<(String, Arc<ibsmd::metrics::Metrics>)> {
+        self.members()
+            .into_iter()
+            .map(|m| (m.name, m.metrics))
+            .collect()
+    }
+
     /// The members' replicas, in member order (`sm1` is node 1).
     pub fn replicas(&self) -> &[Arc<Replication>] {
         &self.replicas
