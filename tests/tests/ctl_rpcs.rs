@@ -331,3 +331,48 @@ fn fabric_rpcs_through_ibsmctl() -> Result<()> {
     assert_eq!(lid_map(&demo.json(m, &["lids", "--json"])?)?, map);
     Ok(())
 }
+
+/// `Control/StepDown` through `ibsmctl step-down`: the master advertises priority 0
+/// and another SM is MASTER during the hold; when the hold ends its priority comes
+/// back and (no sticky priority in the demo) it takes the subnet back; a standby and a
+/// bad hold are refused without changing anything.
+#[test]
+fn step_down_yields_for_the_hold_then_the_priority_comes_back() -> Result<()> {
+    let demo = Demo::start()?;
+    let m = demo.master()?;
+    let before = demo.json(m, &["status", "--json"])?;
+    let prio = before["priority"].as_u64().context("priority")?;
+    assert!(prio > 0, "{before}");
+    let standby = (m + 1) % 3;
+    let (code, err) = demo.fails(standby, &["step-down", "--hold-s", "1"])?;
+    assert_eq!(code, Some(4), "{err}");
+    assert!(err.contains("only the master steps down"), "{err}");
+    let (code, err) = demo.fails(m, &["step-down", "--hold-s", "0"])?;
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("hold_ms 0 is out of range"), "{err}");
+    assert_eq!(demo.json(m, &["status", "--json"])?["state"], "MASTER");
+
+    let r = demo.json(m, &["--json", "step-down", "--hold-s", "4"])?;
+    assert_eq!(r["restored_priority"].as_u64(), Some(prio), "{r}");
+    let during = demo.json(m, &["status", "--json"])?;
+    assert_eq!(during["priority"], 0, "{during}");
+    assert_ne!(during["state"], "MASTER", "{during}");
+    let other = demo.master()?;
+    assert_ne!(other, m);
+    // After the hold: the priority is back, and with it the mastership.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = demo.json(m, &["status", "--json"])?;
+        if s["priority"].as_u64() == Some(prio) && s["state"] == "MASTER" {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "after the hold, sm{} did not get priority {prio} and the subnet back: {s}",
+                m + 1
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}

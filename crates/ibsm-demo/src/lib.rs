@@ -16,12 +16,16 @@
 //! - [`poller`]: the independent SMInfo observer on a spare CA port, in-process on the
 //!   embedded fabric or as the `ibsmd sminfo-poll` process on ibsim: the judge of
 //!   "no master" and "two masters" as another node of the subnet sees them.
+//! - [`judge`]: `ibsmd judge`, the same poller on a host of a deployed fabric, serving
+//!   the read-only part of the Demo service (and LIDs with ibnetdiscover) to a drill
+//!   against a deployed cluster.
 //! - [`service`]: `ibsm.demo.v1.Demo`, the gRPC face of the drills that `ibsmctl
 //!   drill` drives, added to each endpoint through
 //!   `ibsmd::server::ServeOptions::extra_services`.
 
 pub mod demo;
 pub mod ibsim;
+pub mod judge;
 pub mod poller;
 pub mod service;
 

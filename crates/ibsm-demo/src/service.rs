@@ -63,6 +63,37 @@ pub fn serve_on(opts: &mut ServeOptions, demo: DemoHandle) {
     opts.security.extra_read_only_methods = READ_ONLY_METHODS;
 }
 
+/// `PollSmInfo`'s answer from a poller's view (the demo's and `ibsmd judge`'s).
+pub(crate) fn poll_response(view: crate::poller::PollView) -> pb::PollSmInfoResponse {
+    let now_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    pb::PollSmInfoResponse {
+        samples: view
+            .samples
+            .into_iter()
+            .map(|s| pb::SmInfoSample {
+                seq: s.seq,
+                at_unix_ms: s.at_unix_ms,
+                name: s.name,
+                guid: s.guid,
+                answered: s.state.is_some(),
+                state: match s.state {
+                    Some(ibsm_mad::SmState::Discovering) => pb_v1::SmState::Discovering,
+                    Some(ibsm_mad::SmState::Standby) => pb_v1::SmState::Standby,
+                    Some(ibsm_mad::SmState::Master) => pb_v1::SmState::Master,
+                    Some(ibsm_mad::SmState::NotActive) | None => pb_v1::SmState::Notactive,
+                } as i32,
+            })
+            .collect(),
+        next_seq: view.next_seq,
+        now_unix_ms,
+        interval_ms: u32::try_from(crate::poller::INTERVAL.as_millis()).unwrap_or(10),
+        rounds: view.rounds,
+    }
+}
+
 fn status_of(e: DemoError) -> Status {
     match e {
         DemoError::NotFound(m) => Status::not_found(m),
@@ -188,33 +219,7 @@ impl DemoRpc for DemoService {
             None => demo.poll_sm_info(after_seq),
         }
         .map_err(status_of)?;
-        let now_unix_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
-        Ok(Response::new(pb::PollSmInfoResponse {
-            samples: view
-                .samples
-                .into_iter()
-                .map(|s| pb::SmInfoSample {
-                    seq: s.seq,
-                    at_unix_ms: s.at_unix_ms,
-                    name: s.name,
-                    guid: s.guid,
-                    answered: s.state.is_some(),
-                    state: match s.state {
-                        Some(ibsm_mad::SmState::Discovering) => pb_v1::SmState::Discovering,
-                        Some(ibsm_mad::SmState::Standby) => pb_v1::SmState::Standby,
-                        Some(ibsm_mad::SmState::Master) => pb_v1::SmState::Master,
-                        Some(ibsm_mad::SmState::NotActive) | None => pb_v1::SmState::Notactive,
-                    } as i32,
-                })
-                .collect(),
-            next_seq: view.next_seq,
-            now_unix_ms,
-            interval_ms: u32::try_from(crate::poller::INTERVAL.as_millis()).unwrap_or(10),
-            rounds: view.rounds,
-        }))
+        Ok(Response::new(poll_response(view)))
     }
 
     async fn set_link_state(

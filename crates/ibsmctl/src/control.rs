@@ -100,10 +100,23 @@ pub enum Request {
     Status,
     Sms,
     SetPriority(u8),
-    Handover { to: Option<u64> },
-    Control { packet: Packet, guid: u64 },
-    Sweep { heavy: bool },
-    Watch { count: Option<u64> },
+    Handover {
+        to: Option<u64>,
+    },
+    /// `hold_ms` 0 (a bad --hold-s) is sent as is: the server names the range.
+    StepDown {
+        hold_ms: u64,
+    },
+    Control {
+        packet: Packet,
+        guid: u64,
+    },
+    Sweep {
+        heavy: bool,
+    },
+    Watch {
+        count: Option<u64>,
+    },
 }
 
 /// Where and how to talk to ibsmd.
@@ -221,6 +234,30 @@ pub async fn run(target: &Target, req: Request) -> Result<(), CtlError> {
                 );
             } else {
                 println!("handover to {}: {}", fmt_guid(r.target_guid), r.outcome);
+            }
+        }
+        Request::StepDown { hold_ms } => {
+            let r = unary(
+                target,
+                "StepDown",
+                client.step_down(ibsm_proto::v1::StepDownRequest { hold_ms }),
+            )
+            .await?;
+            if json_out {
+                println!(
+                    "{}",
+                    json!({"target_guid": fmt_guid(r.target_guid), "outcome": r.outcome,
+                           "restored_priority": r.restored_priority,
+                           "until_unix_ms": r.until_unix_ms})
+                );
+            } else {
+                println!(
+                    "stepped down: handover to {}: {}; priority {} comes back in {:.1} s",
+                    fmt_guid(r.target_guid),
+                    r.outcome,
+                    r.restored_priority,
+                    Duration::from_millis(hold_ms).as_secs_f64()
+                );
             }
         }
         Request::Control { packet, guid } => {

@@ -4,7 +4,7 @@
 //! - `discover --fabric <spec>` walks a fabric by directed route itself (embedded
 //!   simulator `sim:NETFILE`, `gen:fat-tree:K`, ..., or a umad port, also under
 //!   ibsim's umad2sim) and prints what it found. No daemon involved.
-//! - `status`, `sms`, `set-priority`, `handover`, `control`, `sweep`, `watch` talk to
+//! - `status`, `sms`, `set-priority`, `handover`, `step-down`, `control`, `sweep`, `watch` talk to
 //!   an ibsmd over its gRPC control API (`ibsm.v1.Control`) at `--endpoint`
 //!   (default `http://127.0.0.1:50051`, or `$IBSM_ENDPOINT`).
 //!
@@ -23,8 +23,9 @@
 //!   leaves, services, subscriptions, a load mode ([`sa`]). No daemon involved.
 //! - `import-opensm [opensm.conf]` converts an OpenSM configuration into ibsmd's
 //!   config file, listing what does not map and why ([`import_opensm`]). No daemon.
-//! - `drill SCENARIO` repeats a failover against `ibsmd demo` and judges it by the
-//!   demo's fabric-side SMInfo poller, not by what the SMs say ([`drill`]); it exits 5
+//! - `drill SCENARIO` repeats a failover against `ibsmd demo`, or a deployed cluster
+//!   (`--members`, `--judge`), and judges it by a fabric-side SMInfo poller (the demo's
+//!   or `ibsmd judge`), not by what the SMs say ([`drill`]); it exits 5
 //!   when an invariant breaks (a LID changed, no new master, two masters).
 //!
 //! Every command prints a human table by default and JSON with `--json` (GUIDs as
@@ -139,6 +140,13 @@ enum Command {
         #[arg(long, value_parser = args::parse_guid)]
         to: Option<u64>,
     },
+    /// Make the MASTER yield for a while: it advertises priority 0 and hands over to the
+    /// best caught-up standby; its priority comes back when the hold ends.
+    StepDown {
+        /// How long it stays at priority 0, in seconds (up to 3600).
+        #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+        hold_s: f64,
+    },
     /// Send an SMInfo control packet (DISABLE, STANDBY or DISCOVER) to another SM.
     Control {
         /// The control packet.
@@ -227,6 +235,8 @@ enum Command {
         /// Start no new cycle after this many seconds (the report says it stopped early).
         #[arg(long, value_name = "SECONDS")]
         deadline_s: Option<u64>,
+        #[command(flatten)]
+        cluster: drill::ClusterArgs,
     },
     /// Ask the fabric's Subnet Administrator directly from a umad port: records
     /// (whole tables), joins and leaves, services, subscriptions, load (no daemon).
@@ -368,7 +378,9 @@ fn main() -> ExitCode {
             fabric,
             seed,
             deadline_s,
+            cluster,
         } => Some(drill::DrillArgs {
+            cluster: cluster.clone(),
             seed: *seed,
             deadline: deadline_s.map(std::time::Duration::from_secs),
             fabric: fabric.clone(),
@@ -467,6 +479,13 @@ fn main() -> ExitCode {
         Command::Sms => Request::Sms,
         Command::SetPriority { priority } => Request::SetPriority(priority),
         Command::Handover { to } => Request::Handover { to },
+        Command::StepDown { hold_s } => Request::StepDown {
+            hold_ms: if hold_s.is_finite() && hold_s > 0.0 {
+                (hold_s * 1000.0).round().min(u64::MAX as f64) as u64
+            } else {
+                0
+            },
+        },
         Command::Control { packet, guid } => Request::Control { packet, guid },
         Command::Sweep { heavy } => Request::Sweep { heavy },
         Command::Watch { count } => Request::Watch { count },

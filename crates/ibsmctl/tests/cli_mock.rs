@@ -12,7 +12,7 @@ use ibsm_proto::v1::control_server::{Control, ControlServer};
 use ibsm_proto::v1::{
     ControlPacket, Event, GetStatusRequest, HandoverRequest, HandoverResponse, ListSmsRequest,
     ListSmsResponse, SendControlRequest, SendControlResponse, SetPriorityRequest, SmEntry, SmState,
-    Status, SweepRequest, SweepResponse, WatchRequest,
+    Status, StepDownRequest, StepDownResponse, SweepRequest, SweepResponse, WatchRequest,
 };
 use tonic::{Request, Response};
 
@@ -122,6 +122,25 @@ impl Control for MockSm {
         Ok(Response::new(HandoverResponse {
             target_guid: if to == 0 { PEER_GUID } else { to },
             outcome: "acknowledged".into(),
+        }))
+    }
+
+    async fn step_down(
+        &self,
+        req: Request<StepDownRequest>,
+    ) -> Result<Response<StepDownResponse>, tonic::Status> {
+        let hold = req.into_inner().hold_ms;
+        let mut r = self.rec();
+        r.calls.push(format!("StepDown {hold}"));
+        if r.state != SmState::Master as i32 {
+            return Err(tonic::Status::failed_precondition("not MASTER"));
+        }
+        r.state = SmState::Standby as i32;
+        Ok(Response::new(StepDownResponse {
+            target_guid: PEER_GUID,
+            outcome: "acknowledged".into(),
+            restored_priority: 12,
+            until_unix_ms: 1,
         }))
     }
 
@@ -355,6 +374,20 @@ fn handover_needs_master_exit_4() {
     assert_eq!(o.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not MASTER"));
     assert_eq!(mock.rec().calls, vec!["Handover 0x0", "Handover 0x100004"]);
+}
+
+#[test]
+fn step_down_sends_the_hold_in_ms_and_says_when_the_priority_returns() {
+    let (addr, mock) = start_mock(SmState::Master);
+    let o = ctl(Some(addr), &["step-down", "--hold-s", "2.5"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("handover to 0x0000000000100004"), "{out}");
+    assert!(out.contains("priority 12 comes back in 2.5 s"), "{out}");
+    // Not MASTER any more: refused, exit 4.
+    let o = ctl(Some(addr), &["step-down", "--json"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(mock.rec().calls, vec!["StepDown 2500", "StepDown 60000"]);
 }
 
 #[test]

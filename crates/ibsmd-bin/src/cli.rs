@@ -201,6 +201,30 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,
     },
+    /// The judge of a drill against a deployed cluster: read every SM port's SMInfo by directed
+    /// route every 10 ms from this host's HCA port and serve what it sees (and LIDs read with
+    /// ibnetdiscover here) to `ibsmctl drill --judge ADDR`. Acts on nothing. OpenSM: none.
+    Judge {
+        /// umad[:CA[:PORT]]: this host's port.
+        #[arg(long, default_value = "umad", value_parser = FabricSpec::parse)]
+        fabric: FabricSpec,
+        /// Where to serve (gRPC, the read-only part of ibsm.demo.v1.Demo).
+        #[arg(long, value_name = "ADDR")]
+        listen: SocketAddr,
+        /// NAME=P1,P2,...: an SM port's name and directed route from here (egress ports, ours
+        /// first, as `sminfo -D`/`smpquery -D` take them). Repeat per SM.
+        #[arg(long = "target", value_name = "NAME=PATH", value_parser = ibsm_demo::ibsim::parse_target, required = true)]
+        targets: Vec<(String, Vec<u8>)>,
+        /// Bearer token callers must present (as for the API).
+        #[arg(long, value_name = "FILE")]
+        auth_token_file: Option<PathBuf>,
+        /// A second token that may only read (every judge method reads).
+        #[arg(long, value_name = "FILE")]
+        read_only_token_file: Option<PathBuf>,
+        /// Serve with no authentication.
+        #[arg(long)]
+        insecure_plaintext: bool,
+    },
     /// Internal (ibsmd demo --fabric ibsim:): read SM ports' SMInfo by directed route every 10 ms
     /// from this umad port and print one JSON line per change on stdout.
     #[command(hide = true)]

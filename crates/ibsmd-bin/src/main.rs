@@ -40,6 +40,7 @@ fn main() -> std::process::ExitCode {
         Demo(FabricSpec, DemoOptions, Option<SocketAddr>),
         IbsimDemo(ibsm_demo::ibsim::IbsimDemoOptions),
         SminfoPoll(FabricSpec, Vec<(String, Vec<u8>)>),
+        Judge(ibsm_demo::judge::JudgeOptions),
     }
     let mut log_format = cli.log_format;
     let plan = match cli.cmd {
@@ -116,6 +117,33 @@ fn main() -> std::process::ExitCode {
             }
         }
         Some(Cmd::SminfoPoll { fabric, targets }) => Plan::SminfoPoll(fabric, targets),
+        Some(Cmd::Judge {
+            fabric,
+            listen,
+            targets,
+            auth_token_file,
+            read_only_token_file,
+            insecure_plaintext,
+        }) => {
+            let opts = ibsmd::auth::SecurityOptions {
+                auth_token_file,
+                read_only_token_file,
+                insecure_plaintext,
+                ..Default::default()
+            };
+            match opts.load() {
+                Ok(security) => Plan::Judge(ibsm_demo::judge::JudgeOptions {
+                    fabric,
+                    listen,
+                    targets,
+                    security,
+                }),
+                Err(e) => {
+                    eprintln!("ibsmd judge: {e}");
+                    return std::process::ExitCode::from(EXIT_USAGE);
+                }
+            }
+        }
         None => {
             let file = match load_config(cli.config.as_ref()) {
                 Ok(f) => f,
@@ -185,6 +213,7 @@ fn main() -> std::process::ExitCode {
             Plan::Demo(fabric, opts, metrics) => run_demo(fabric, opts, metrics).await,
             Plan::IbsimDemo(opts) => run_ibsim_demo(opts).await,
             Plan::SminfoPoll(..) => Ok(()),
+            Plan::Judge(opts) => ibsm_demo::judge::run(opts).await,
             Plan::Daemon(settings, security, peer_auth) => {
                 run_daemon(*settings, security, peer_auth).await
             }

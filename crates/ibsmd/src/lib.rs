@@ -126,12 +126,14 @@ pub mod fabric_service;
 pub mod fabric_view;
 pub mod fault_injection;
 pub mod instance;
+mod listener_limits;
 pub mod metrics;
 pub mod partitions_file;
 pub mod replication;
 pub mod sa_status;
 pub mod server;
 pub mod slot;
+pub mod step_down;
 pub mod subnet_opts;
 pub mod wire;
 

@@ -35,6 +35,7 @@ use crate::auth::Security;
 use crate::cluster_service::ClusterService;
 use crate::error::DaemonError;
 use crate::instance::{Command, CommandError, EventRecord, Instance, Snapshot};
+use crate::listener_limits::limited_incoming;
 use crate::replication::Replication;
 
 pub use crate::slot::{followed_sm, slot, InstanceSlot};
@@ -43,6 +44,9 @@ pub use crate::slot::{followed_sm, slot, InstanceSlot};
 const OUTCOME_WAIT: Duration = Duration::from_secs(5);
 /// How long a planned handover waits for the target's replica to catch up.
 const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
+/// How long a stepping-down master at priority 0 waits for the election to hand over
+/// by itself before it sends HANDOVER to the best standby.
+const STEP_DOWN_SELF_WAIT: Duration = Duration::from_secs(2);
 /// How long Sweep waits for the sweep to finish.
 const SWEEP_WAIT: Duration = Duration::from_secs(120);
 /// Most TCP connections one endpoint serves at once; more are closed at accept.
@@ -51,90 +55,6 @@ pub const MAX_CONNECTIONS: usize = 256;
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 64;
 /// Most Watch streams one endpoint serves at once.
 pub const MAX_WATCH_STREAMS: usize = 64;
-
-/// A TCP connection counted against [`MAX_CONNECTIONS`] until it is dropped.
-struct CountedStream {
-    inner: tokio::net::TcpStream,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl tonic::transport::server::Connected for CountedStream {
-    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.inner.connect_info()
-    }
-}
-
-impl tokio::io::AsyncRead for CountedStream {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for CountedStream {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-    fn poll_flush(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// Accepted connections, at most `max` open at once: a connection over the cap is
-/// closed at once (logged), so a flood of idle connections cannot exhaust the server.
-fn limited_incoming(
-    listener: tokio::net::TcpListener,
-    max: usize,
-) -> impl Stream<Item = std::io::Result<CountedStream>> + Send + 'static {
-    let slots = Arc::new(tokio::sync::Semaphore::new(max));
-    let (tx, rx) = mpsc::channel::<std::io::Result<CountedStream>>(16);
-    tokio::spawn(async move {
-        loop {
-            let conn = listener.accept().await;
-            let item = match conn {
-                Ok((stream, peer)) => match Arc::clone(&slots).try_acquire_owned() {
-                    Ok(permit) => {
-                        let _ = stream.set_nodelay(true);
-                        Ok(CountedStream {
-                            inner: stream,
-                            _permit: permit,
-                        })
-                    }
-                    Err(_) => {
-                        tracing::warn!(%peer, max, "gRPC: connection limit reached, closing a new connection");
-                        continue;
-                    }
-                },
-                Err(e) => {
-                    tracing::debug!(%e, "gRPC accept");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            if tx.send(item).await.is_err() {
-                return;
-            }
-        }
-    });
-    tokio_stream::wrappers::ReceiverStream::new(rx)
-}
 
 /// Keep `grpc.health.v1` honest: SERVING only while the instance in `slot` runs.
 fn spawn_health_watch(health: tonic_health::server::HealthReporter, slot: InstanceSlot) {
@@ -271,6 +191,8 @@ pub struct ControlService {
     repl: Option<Arc<Replication>>,
     /// Caps concurrent Watch streams ([`MAX_WATCH_STREAMS`]).
     watch_slots: Arc<tokio::sync::Semaphore>,
+    /// The StepDown hold in force.
+    holds: Arc<crate::step_down::Holds>,
 }
 
 impl ControlService {
@@ -282,6 +204,7 @@ impl ControlService {
             name,
             repl: None,
             watch_slots: Arc::new(tokio::sync::Semaphore::new(MAX_WATCH_STREAMS)),
+            holds: Arc::default(),
         }
     }
 
@@ -292,6 +215,7 @@ impl ControlService {
             name: name.into(),
             repl: None,
             watch_slots: Arc::new(tokio::sync::Semaphore::new(MAX_WATCH_STREAMS)),
+            holds: Arc::default(),
         }
     }
 
@@ -410,6 +334,8 @@ impl Control for ControlService {
         self.ask(|reply| Command::SetPriority { priority, reply })
             .await?
             .map_err(grpc_err)?;
+        // The operator's priority wins over a StepDown's restore.
+        self.holds.cancel();
         // The thread publishes after each round; give it one.
         tokio::time::sleep(Duration::from_millis(30)).await;
         Ok(Response::new(status_of(
@@ -456,6 +382,103 @@ impl Control for ControlService {
         Ok(Response::new(pb::HandoverResponse {
             target_guid: target,
             outcome,
+        }))
+    }
+
+    async fn step_down(
+        &self,
+        req: Request<pb::StepDownRequest>,
+    ) -> Result<Response<pb::StepDownResponse>, tonic::Status> {
+        let hold = crate::step_down::hold_of(req.into_inner().hold_ms)
+            .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+        let s = self.inst()?.status();
+        if s.state != SmState::Master {
+            return Err(tonic::Status::failed_precondition(format!(
+                "this SM is {}, not MASTER: only the master steps down",
+                s.state
+            )));
+        }
+        // As a planned handover: only to a standby whose replica has caught up.
+        let best = best_standby(&s);
+        if let (Some(repl), true) = (&self.repl, best != 0) {
+            repl.wait_caught_up(best, CATCH_UP_WAIT)
+                .await
+                .map_err(|e| tonic::Status::failed_precondition(e.to_string()))?;
+        }
+        let (restore, id) = self.holds.begin(s.priority);
+        let set = |priority| self.ask(move |reply| Command::SetPriority { priority, reply });
+        set(0).await?.map_err(grpc_err)?;
+        // At priority 0 any standby outranks us: the election hands over by itself as
+        // soon as it reads a standby's SMInfo (an explicit Handover now would race
+        // it). Only if none outranks us (ties go to the lower GUID) do we ask.
+        let t0 = tokio::time::Instant::now();
+        let mut asked = false;
+        let target = loop {
+            let now = self.inst()?.status();
+            if now.state != SmState::Master {
+                break now.master_guid;
+            }
+            let waited = t0.elapsed();
+            if !asked && waited >= STEP_DOWN_SELF_WAIT {
+                asked = true;
+                let r = self.ask(|reply| Command::Handover { to: 0, reply }).await?;
+                if let Err(e) = r {
+                    let e = grpc_err(e);
+                    let handing = e.message().contains("in progress")
+                        || self.inst()?.status().state != SmState::Master;
+                    if !handing {
+                        if self.holds.end(id).is_some() {
+                            set(restore).await?.map_err(grpc_err)?;
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            if waited >= STEP_DOWN_SELF_WAIT + OUTCOME_WAIT {
+                if self.holds.end(id).is_some() {
+                    set(restore).await?.map_err(grpc_err)?;
+                }
+                return Err(tonic::Status::deadline_exceeded(
+                    "no standby took the subnet: this SM is still MASTER, its priority restored",
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let until = std::time::SystemTime::now() + hold;
+        tracing::info!(hold_ms = ms(hold), restore, to = target, "stepped down");
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(hold).await;
+            if let Some(p) = me.holds.end(id) {
+                let back = me.ask(move |reply| Command::SetPriority { priority: p, reply });
+                match back.await {
+                    Ok(Ok(_)) => {
+                        tracing::info!(priority = p, "step-down hold over: priority restored")
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(%e, priority = p, "step-down hold over: cannot restore the priority")
+                    }
+                    Err(e) => {
+                        tracing::warn!(%e, priority = p, "step-down hold over: cannot restore the priority")
+                    }
+                }
+            }
+        });
+        Ok(Response::new(pb::StepDownResponse {
+            target_guid: target,
+            outcome: format!(
+                "{} is MASTER{}",
+                format_args!("{target:#018x}"),
+                if asked {
+                    " (asked by HANDOVER)"
+                } else {
+                    " (handed over at priority 0)"
+                }
+            ),
+            restored_priority: u32::from(restore),
+            until_unix_ms: until
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         }))
     }
 
@@ -772,54 +795,4 @@ pub async fn serve_listener(
             .map_err(|e| DaemonError::Serve(e.to_string()))
     };
     Ok((local, fut))
-}
-
-#[cfg(test)]
-mod limit_tests {
-    use super::*;
-    use tokio::io::AsyncReadExt;
-    use tokio_stream::StreamExt;
-
-    /// A connection over the cap is closed at once; one that closes frees its slot.
-    #[tokio::test]
-    async fn connections_over_the_cap_are_closed_and_a_freed_slot_is_reused() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let mut incoming = Box::pin(limited_incoming(listener, 2));
-        let wait = Duration::from_secs(10);
-        let mut clients = Vec::new();
-        let mut accepted = Vec::new();
-        for _ in 0..2 {
-            clients.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
-            let conn = tokio::time::timeout(wait, incoming.next())
-                .await
-                .expect("accepted in time")
-                .expect("stream open")
-                .expect("accepted");
-            accepted.push(conn);
-        }
-        // The third is closed by the server: EOF (or a reset) on the client.
-        let mut third = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let mut buf = [0u8; 8];
-        match tokio::time::timeout(wait, third.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => {}
-            other => panic!("a connection over the cap stayed open: {other:?}"),
-        }
-        assert!(
-            tokio::time::timeout(Duration::from_millis(200), incoming.next())
-                .await
-                .is_err(),
-            "a connection over the cap reached the server"
-        );
-        // One accepted connection ends: a new one is accepted again.
-        drop(accepted.pop());
-        let _fourth = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let conn = tokio::time::timeout(wait, incoming.next())
-            .await
-            .expect("accepted after a slot was freed")
-            .expect("stream open");
-        assert!(conn.is_ok());
-    }
 }

@@ -58,5 +58,6 @@ mod tests;
 pub use launch::{IbsimDemo, IbsimMemberInfo};
 pub use members::IbsimShared;
 pub use options::{IbsimDemoOptions, IBSIM_PREFIX};
+pub(crate) use read_fabric::read_fabric_by;
 pub use read_fabric::{parse_ibnetdiscover_links, parse_ibnetdiscover_ports, parse_ibroute};
 pub use sminfo_poll::{format_target, parse_target, run_sminfo_poll};

@@ -36,20 +36,32 @@ pub(super) fn read_fabric_with(
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
-    let mut commands = vec![format!("SIM_HOST={host} ibnetdiscover -p")];
+    read_fabric_by(&run, &format!("SIM_HOST={host} "), multicast, false)
+}
+
+/// The same reads through `run` (a tool and its arguments to its output): on ibsim
+/// above, on the judge's own host in `ibsmd judge`. `prefix` goes before each command
+/// in the report's list; `lids_only` stops after `ibnetdiscover -p` (LIDs and cables).
+pub(crate) fn read_fabric_by(
+    run: &dyn Fn(&[&str]) -> Result<String, String>,
+    prefix: &str,
+    multicast: bool,
+    lids_only: bool,
+) -> Result<pb::ReadFabricResponse, String> {
+    let mut commands = vec![format!("{prefix}ibnetdiscover -p")];
     let disc = run(&["ibnetdiscover", "-p"])?;
     let lids = parse_ibnetdiscover_ports(&disc);
     let mut switches = Vec::new();
-    for l in lids.iter().filter(|l| l.kind == "SW") {
+    for l in lids.iter().filter(|l| l.kind == "SW" && !lids_only) {
         let lid = l.lid.to_string();
-        commands.push(format!("SIM_HOST={host} ibroute {lid}"));
+        commands.push(format!("{prefix}ibroute {lid}"));
         let text = run(&["ibroute", &lid])?;
         let mut mft = Vec::new();
         if multicast {
-            commands.push(format!("SIM_HOST={host} ibroute -M {lid}"));
+            commands.push(format!("{prefix}ibroute -M {lid}"));
             let text = run(&["ibroute", "-M", &lid])?;
             let parsed = ibsm_labkit::parse_ibroute_mft(&text)
-                .map_err(|e| format!("ibroute -M {lid} on {host}: {e}"))?;
+                .map_err(|e| format!("{prefix}ibroute -M {lid}: {e}"))?;
             mft = parsed
                 .entries
                 .into_iter()

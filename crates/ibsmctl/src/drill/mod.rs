@@ -15,6 +15,13 @@
 //! cable is ibsim's `Unlink`, and `raft-partition` asks the member process itself
 //! (the demo starts its members with `--fault-injection`, see `ibsmd::demo_service`).
 //!
+//! Against a deployed cluster (`--members EP,... --judge ADDR`, no Demo service) the
+//! judge is `ibsmd judge` on a host of the fabric (the same poller, served as the
+//! read-only part of the Demo service), members are named after the judge's targets
+//! by port GUID, LIDs are read by the judge's `ibnetdiscover -p` rather than asked of
+//! the SMs, a kill and a restart are the operator's `--kill-cmd`/`--restart-cmd`, and
+//! `master-step-down` uses `Control/StepDown`; see [`ClusterArgs`] and `session`.
+//!
 //! `soak` (ibsim only, module `soak`) mixes six actions cycle by cycle from a seeded
 //! RNG (master kill, standby kill, Raft isolation, 5 % SMP loss on a cable, a link
 //! flap, a planned handover) and after every cycle reads LIDs and LFTs back from the
@@ -87,7 +94,7 @@ mod soak;
 mod summary;
 mod timeline;
 
-pub use options::{DrillArgs, DrillError, Scenario};
+pub use options::{ClusterArgs, DrillArgs, DrillError, Scenario};
 
 use launch::{find_ibsmd, start_demo};
 use report::{report, report_text};
@@ -111,7 +118,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
         _demo = Some(p);
         target.endpoint = eps.first().cloned().unwrap_or_default();
     }
-    let mut d = Drill::connect(&target).await?;
+    let mut d = Drill::connect(&target, &args.cluster).await?;
     let mut cycles = Vec::new();
     let mut marks = Vec::new();
     let mut aborted = None;

@@ -27,6 +27,10 @@ pub enum Scenario {
     RaftPartition,
     /// Raise the lowest standby to priority 15, then give it its priority back.
     PriorityFlap,
+    /// Control/StepDown on the MASTER: it drops to priority 0 and hands over to the best
+    /// standby for --step-down-hold-s; then its priority returns (and with it, unless
+    /// sticky, the subnet through a HANDOVER).
+    MasterStepDown,
     /// On ibsim only: a seeded mix of master kill, standby kill, Raft isolation, 5 %
     /// SMP loss on a cable, a link flap and a planned handover, with LIDs and LFTs read
     /// back from the fabric (ibnetdiscover, ibroute) and every replica checked after
@@ -42,6 +46,7 @@ impl Scenario {
             Scenario::MasterPortDown => "master-port-down",
             Scenario::RaftPartition => "raft-partition",
             Scenario::PriorityFlap => "priority-flap",
+            Scenario::MasterStepDown => "master-step-down",
             Scenario::Soak => "soak",
         }
     }
@@ -62,6 +67,41 @@ pub struct DrillArgs {
     pub seed: Option<u64>,
     /// Stop starting cycles after this long (the report says so); `None`: no bound.
     pub deadline: Option<Duration>,
+    /// A deployed cluster instead of a demo.
+    pub cluster: ClusterArgs,
+}
+
+/// `ibsmctl drill` against a deployed cluster: no Demo service; the members' own APIs
+/// for the actions they have, operator commands for the rest, and `ibsmd judge` on a
+/// host of the fabric as the judge.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClusterArgs {
+    /// A deployed cluster: every member's API endpoint (comma-separated or repeated); the
+    /// drill then uses no Demo service (not with --start-demo).
+    #[arg(long = "members", value_name = "ENDPOINT", value_delimiter = ',')]
+    pub members: Vec<String>,
+    /// With --members: the `ibsmd judge` serving what a host of the fabric reads (SMInfo of
+    /// every SM port every 10 ms, LIDs from PortInfo through ibnetdiscover).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub judge: Option<String>,
+    /// With --members, kill-master: the command that kills an SM, run with `sh -c`, e.g.
+    /// `ssh {host} systemctl kill -s KILL ibsmd`. {name} {endpoint} {host} {guid} are replaced.
+    #[arg(long, value_name = "COMMAND")]
+    pub kill_cmd: Option<String>,
+    /// With --members, kill-master: the command that starts it again (same placeholders),
+    /// e.g. `ssh {host} systemctl start ibsmd`.
+    #[arg(long, value_name = "COMMAND")]
+    pub restart_cmd: Option<String>,
+    /// master-step-down: how long the master stays at priority 0.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    pub step_down_hold_s: u64,
+}
+
+impl ClusterArgs {
+    /// Whether the drill runs against a deployed cluster.
+    pub fn deployed(&self) -> bool {
+        !self.members.is_empty()
+    }
 }
 
 /// The `--fabric` prefix of the demo on ibsim.
@@ -77,6 +117,7 @@ impl DrillArgs {
 
     /// Refuse combinations that cannot work, before anything starts.
     pub fn check(&self) -> Result<(), DrillError> {
+        self.check_cluster()?;
         if self.fabric.is_some() && !self.start_demo {
             return Err(DrillError::Setup(
                 "--fabric is for the demo --start-demo starts; without --start-demo, \
@@ -93,6 +134,60 @@ impl DrillArgs {
             ));
         }
         Ok(())
+    }
+}
+
+impl DrillArgs {
+    fn check_cluster(&self) -> Result<(), DrillError> {
+        let c = &self.cluster;
+        if !c.deployed() {
+            if c.judge.is_some() || c.kill_cmd.is_some() || c.restart_cmd.is_some() {
+                return Err(DrillError::Setup(
+                    "--judge, --kill-cmd and --restart-cmd are for a deployed cluster: give its \
+                     members with --members EP1,EP2,..."
+                        .into(),
+                ));
+            }
+            return Ok(());
+        }
+        if self.start_demo {
+            return Err(DrillError::Setup(
+                "--members names a deployed cluster; --start-demo starts a demo: give one".into(),
+            ));
+        }
+        if c.members.len() < 2 {
+            return Err(DrillError::Setup(format!(
+                "a drill needs at least two SMs; --members names {}",
+                c.members.len()
+            )));
+        }
+        if c.judge.is_none() {
+            return Err(DrillError::Setup(
+                "a drill against a deployed cluster is judged from the fabric, not by the SMs: \
+                 run `ibsmd judge --listen ADDR --target NAME=DR-PATH ...` on a host of the \
+                 fabric and give --judge ADDR"
+                    .into(),
+            ));
+        }
+        match self.scenario {
+            Scenario::KillMaster if c.kill_cmd.is_none() || c.restart_cmd.is_none() => {
+                Err(DrillError::Setup(
+                    "kill-master against a deployed cluster needs --kill-cmd and --restart-cmd \
+                     (e.g. 'ssh {host} systemctl kill -s KILL ibsmd' and 'ssh {host} systemctl \
+                     start ibsmd')"
+                        .into(),
+                ))
+            }
+            Scenario::MasterPortDown | Scenario::RaftPartition | Scenario::Soak => {
+                Err(DrillError::Setup(format!(
+                    "{} pulls cables or cuts Raft traffic through the demo's fault injection; \
+                     against a deployed cluster the drill runs kill-master, planned-handover, \
+                     master-step-down and priority-flap",
+                    self.scenario.name()
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -133,6 +228,7 @@ mod tests {
             fabric: Some("ibsim:/n".into()),
             seed: None,
             deadline: None,
+            cluster: ClusterArgs::default(),
         };
         assert!(args.on_ibsim());
         // raft-partition runs on ibsim too now (--fault-injection on the members).
@@ -152,5 +248,60 @@ mod tests {
         assert!(e.contains("ibsim only"), "{e}");
         args.scenario = Scenario::RaftPartition;
         assert!(args.check().is_ok());
+    }
+
+    #[test]
+    fn a_deployed_cluster_needs_a_judge_and_operator_commands_to_kill() {
+        let msg = |a: &DrillArgs| a.check().err().map(|e| e.to_string()).unwrap_or_default();
+        let mut a = DrillArgs {
+            scenario: Scenario::KillMaster,
+            cycles: 1,
+            start_demo: false,
+            ibsmd: None,
+            report_dir: PathBuf::from("x"),
+            dual_master_bound_ms: 0,
+            fabric: None,
+            seed: None,
+            deadline: None,
+            cluster: ClusterArgs {
+                members: vec!["a:1".into(), "b:2".into()],
+                ..ClusterArgs::default()
+            },
+        };
+        assert!(msg(&a).contains("ibsmd judge"), "{}", msg(&a));
+        a.cluster.judge = Some("j:3".into());
+        assert!(
+            msg(&a).contains("--kill-cmd and --restart-cmd"),
+            "{}",
+            msg(&a)
+        );
+        a.cluster.kill_cmd = Some("k".into());
+        a.cluster.restart_cmd = Some("r".into());
+        assert!(a.check().is_ok());
+        for s in [
+            Scenario::MasterStepDown,
+            Scenario::PlannedHandover,
+            Scenario::PriorityFlap,
+        ] {
+            a.scenario = s;
+            assert!(a.check().is_ok(), "{s:?}");
+        }
+        for s in [
+            Scenario::MasterPortDown,
+            Scenario::RaftPartition,
+            Scenario::Soak,
+        ] {
+            a.scenario = s;
+            assert!(msg(&a).contains("fault injection"), "{s:?}: {}", msg(&a));
+        }
+        a.scenario = Scenario::KillMaster;
+        a.start_demo = true;
+        assert!(msg(&a).contains("give one"), "{}", msg(&a));
+        a.start_demo = false;
+        a.cluster.members.truncate(1);
+        assert!(msg(&a).contains("at least two"), "{}", msg(&a));
+        // Cluster flags without --members are refused, not ignored.
+        a.cluster.members.clear();
+        assert!(msg(&a).contains("--members"), "{}", msg(&a));
     }
 }

@@ -96,18 +96,34 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
         "heal_ms": stats(&collect(|c| c.heal_ms)),
         "invariants_ok": broken.is_empty(),
         "broken": broken,
-        "poller": if args.on_ibsim() {
-            "ibsm.demo.v1.Demo/PollSmInfo: the `ibsmd sminfo-poll` process under umad2sim on a spare HCA of ibsim, SMInfo by directed route every 10 ms"
-        } else {
-            "ibsm.demo.v1.Demo/PollSmInfo: SMInfo by directed route from a spare CA port every 10 ms"
+        "poller": poller_of(args),
+        "fabric": match &args.cluster.judge {
+            Some(_) => format!("deployed cluster: {}", args.cluster.members.join(", ")),
+            None => args.fabric.clone().unwrap_or_else(|| "demo default (embedded)".into()),
         },
-        "fabric": args.fabric.as_deref().unwrap_or("demo default (embedded)"),
+        "lids_read_from": if args.cluster.deployed() {
+            "the judge's ibnetdiscover -p (PortInfo on the wire)"
+        } else {
+            "the SMs' GetLids"
+        },
     });
     if let (Some(Value::Object(part)), Value::Object(map)) = (soak_part, &mut v) {
         map.extend(part);
     }
     let why = (!broken.is_empty()).then(|| broken.join("; "));
     (v, why)
+}
+
+/// Who judged the drill, for the report.
+fn poller_of(args: &DrillArgs) -> String {
+    if let Some(j) = &args.cluster.judge {
+        format!("ibsm.demo.v1.Demo/PollSmInfo of `ibsmd judge` at {j}: SMInfo by directed route from its host every 10 ms")
+    } else if args.on_ibsim() {
+        "ibsm.demo.v1.Demo/PollSmInfo: the `ibsmd sminfo-poll` process under umad2sim on a spare HCA of ibsim, SMInfo by directed route every 10 ms".into()
+    } else {
+        "ibsm.demo.v1.Demo/PollSmInfo: SMInfo by directed route from a spare CA port every 10 ms"
+            .into()
+    }
 }
 
 fn fmt_opt(v: Option<u64>) -> String {
@@ -204,6 +220,7 @@ mod tests {
             fabric: None,
             seed: None,
             deadline: None,
+            cluster: super::super::options::ClusterArgs::default(),
         };
         let ok = Cycle {
             index: 1,
@@ -241,6 +258,7 @@ mod tests {
             fabric: None,
             seed: None,
             deadline: None,
+            cluster: super::super::options::ClusterArgs::default(),
         };
         let lost = Cycle {
             index: 1,

@@ -18,9 +18,14 @@ use crate::control::{unary, CtlError};
 /// is not ready yet.
 const HANDOVER_RETRY_MS: u64 = 10_000;
 
+/// How long an operator's --kill-cmd or --restart-cmd may run.
+const OPERATOR_CMD_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How a scenario's action is undone.
 pub(super) enum Restore {
     Nothing,
+    /// A StepDown's hold ends at this unix ms (the SM gets its priority back itself).
+    HoldEnds(u64),
     Restart(String),
     LinkUp(String),
     Priority(String, u32),
@@ -35,6 +40,56 @@ impl Drill {
     ) -> Result<(String, Restore), DrillError> {
         let t = self.target.clone();
         match scenario {
+            Scenario::KillMaster if self.cluster.is_some() => {
+                let cmd = self.cluster.as_ref().and_then(|c| c.kill_cmd.clone());
+                self.run_operator_cmd("--kill-cmd", cmd.as_deref(), master)
+                    .await?;
+                Ok((
+                    format!("killed {master} (--kill-cmd)"),
+                    Restore::Restart(master.to_string()),
+                ))
+            }
+            Scenario::MasterStepDown => {
+                let hold_ms = self
+                    .cluster
+                    .as_ref()
+                    .map_or(5, |c| c.step_down_hold_s)
+                    .saturating_mul(1000);
+                let m = self.member(master)?;
+                let mt = m.target.clone();
+                let deadline = now_ms() + HANDOVER_RETRY_MS;
+                let mut attempt_at;
+                let r = loop {
+                    attempt_at = now_ms();
+                    match unary(
+                        &mt,
+                        "StepDown",
+                        m.control.step_down(pb::StepDownRequest { hold_ms }),
+                    )
+                    .await
+                    {
+                        Err(CtlError::Rpc { status, .. })
+                            if status.code() == tonic::Code::FailedPrecondition
+                                && (status.message().contains("retry")
+                                    || status.message().contains("in progress"))
+                                && now_ms() < deadline =>
+                        {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        other => break other?,
+                    }
+                };
+                self.acted_at = Some(attempt_at);
+                Ok((
+                    format!(
+                        "{master} stepped down for {} s, handover to {}: {}",
+                        hold_ms / 1000,
+                        fmt_guid(r.target_guid),
+                        r.outcome
+                    ),
+                    Restore::HoldEnds(r.until_unix_ms),
+                ))
+            }
             Scenario::KillMaster => {
                 unary(
                     &t,
@@ -69,7 +124,8 @@ impl Drill {
                     {
                         Err(CtlError::Rpc { status, .. })
                             if status.code() == tonic::Code::FailedPrecondition
-                                && status.message().contains("retry")
+                                && (status.message().contains("retry")
+                                    || status.message().contains("in progress"))
                                 && now_ms() < deadline =>
                         {
                             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -147,6 +203,17 @@ impl Drill {
         let t = self.target.clone();
         match r {
             Restore::Nothing => {}
+            Restore::HoldEnds(at) => {
+                // The master gets its priority back by itself; the next stable cluster
+                // must come after that, not during the hold.
+                let wait = at.saturating_sub(now_ms()) + 200;
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
+            Restore::Restart(name) if self.cluster.is_some() => {
+                let cmd = self.cluster.as_ref().and_then(|c| c.restart_cmd.clone());
+                self.run_operator_cmd("--restart-cmd", cmd.as_deref(), &name)
+                    .await?;
+            }
             Restore::Restart(name) => {
                 unary(
                     &t,
@@ -190,5 +257,86 @@ impl Drill {
             }
         }
         Ok(())
+    }
+}
+
+impl Drill {
+    /// Run an operator's command for member `name` (`sh -c`, placeholders {name}
+    /// {endpoint} {host} {guid} replaced), bounded by [`OPERATOR_CMD_TIMEOUT`]; a
+    /// failure stops the drill with the command's exit status and stderr.
+    async fn run_operator_cmd(
+        &mut self,
+        flag: &str,
+        template: Option<&str>,
+        name: &str,
+    ) -> Result<(), DrillError> {
+        let template = template
+            .ok_or_else(|| DrillError::Setup(format!("{flag} is needed for this drill")))?;
+        let m = self.member(name)?;
+        let endpoint = m
+            .target
+            .endpoint
+            .split_once("://")
+            .map_or(m.target.endpoint.as_str(), |(_, r)| r)
+            .to_string();
+        let cmd = expand(template, name, &endpoint, m.guid);
+        let out = tokio::time::timeout(
+            OPERATOR_CMD_TIMEOUT,
+            tokio::process::Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .map_err(|_| {
+            DrillError::Setup(format!(
+                "{flag} `{cmd}` did not finish within {OPERATOR_CMD_TIMEOUT:?}"
+            ))
+        })?
+        .map_err(|e| DrillError::Setup(format!("{flag} `{cmd}`: cannot run sh: {e}")))?;
+        if !out.status.success() {
+            return Err(DrillError::Setup(format!(
+                "{flag} `{cmd}` failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        eprintln!("{flag}: ran `{cmd}`");
+        Ok(())
+    }
+}
+
+/// A --kill-cmd/--restart-cmd template with its placeholders replaced: {name} (the
+/// judge's name of the SM), {endpoint} (host:port of its API), {host} (the endpoint's
+/// host), {guid} (its port GUID, 0x-hex).
+pub(super) fn expand(template: &str, name: &str, endpoint: &str, guid: u64) -> String {
+    let host = endpoint
+        .rsplit_once(':')
+        .map_or(endpoint, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    template
+        .replace("{name}", name)
+        .replace("{endpoint}", endpoint)
+        .replace("{host}", host)
+        .replace("{guid}", &fmt_guid(guid))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn operator_commands_get_the_member_they_act_on() {
+        assert_eq!(
+            super::expand(
+                "ssh {host} systemctl kill -s KILL ibsmd # {name} {endpoint} {guid}",
+                "sm2",
+                "10.0.0.2:50051",
+                0x1a
+            ),
+            "ssh 10.0.0.2 systemctl kill -s KILL ibsmd # sm2 10.0.0.2:50051 0x000000000000001a"
+        );
+        assert_eq!(super::expand("{host}", "a", "[::1]:7", 0), "::1");
     }
 }

@@ -16,7 +16,7 @@ use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::control_client::ControlClient;
 use ibsm_proto::v1::fabric_client::FabricClient;
 
-use super::options::DrillError;
+use super::options::{ClusterArgs, DrillError};
 use super::timeline::{now_ms, state_of, Change};
 use crate::control::{channel, unary, AuthChannel, Target};
 
@@ -37,6 +37,8 @@ pub(super) struct Member {
     pub(super) target: Target,
     pub(super) control: ControlClient<AuthChannel>,
     pub(super) fabric: FabricClient<AuthChannel>,
+    /// Its port GUID as the judge last read it (0: not yet).
+    pub(super) guid: u64,
 }
 
 pub(super) struct Drill {
@@ -48,10 +50,18 @@ pub(super) struct Drill {
     pub(super) started: u64,
     /// When an action that had to be retried finally went through (unix ms).
     pub(super) acted_at: Option<u64>,
+    /// A deployed cluster (`--members`): `demo` is then the `ibsmd judge`.
+    pub(super) cluster: Option<ClusterArgs>,
 }
 
 impl Drill {
-    pub(super) async fn connect(target: &Target) -> Result<Drill, DrillError> {
+    pub(super) async fn connect(
+        target: &Target,
+        cluster: &ClusterArgs,
+    ) -> Result<Drill, DrillError> {
+        if cluster.deployed() {
+            return Drill::connect_cluster(target, cluster).await;
+        }
         let ch = channel(target).await?;
         let mut demo = DemoClient::new(ch);
         let list = unary(
@@ -75,6 +85,7 @@ impl Drill {
                 target: t,
                 control: ControlClient::new(ch.clone()),
                 fabric: FabricClient::new(ch),
+                guid: inst.guid,
             });
         }
         if members.len() < 2 {
@@ -91,7 +102,110 @@ impl Drill {
             changes: Vec::new(),
             started: now_ms(),
             acted_at: None,
+            cluster: None,
         })
+    }
+
+    /// A deployed cluster: each member's API from `--members`, named after the judge's
+    /// target whose port GUID it has (the judge must have read every member's SMInfo
+    /// within [`STEP_TIMEOUT`]).
+    async fn connect_cluster(target: &Target, cluster: &ClusterArgs) -> Result<Drill, DrillError> {
+        let mut jt = target.clone();
+        jt.endpoint = with_scheme(cluster.judge.as_deref().unwrap_or_default());
+        let mut demo = DemoClient::new(channel(&jt).await?);
+        let mut members = Vec::new();
+        for ep in &cluster.members {
+            let mut t = target.clone();
+            t.endpoint = with_scheme(ep);
+            let ch = channel(&t).await?;
+            let mut control = ControlClient::new(ch.clone());
+            let s = unary(&t, "GetStatus", control.get_status(pb::GetStatusRequest {})).await?;
+            members.push(Member {
+                name: ep.clone(),
+                priority: s.priority,
+                target: t,
+                control,
+                fabric: FabricClient::new(ch),
+                guid: s.guid,
+            });
+        }
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        loop {
+            let list = unary(
+                &jt,
+                "ListInstances",
+                demo.list_instances(dpb::ListInstancesRequest {}),
+            )
+            .await?;
+            let named: BTreeMap<u64, String> = list
+                .instances
+                .iter()
+                .filter(|i| i.guid != 0)
+                .map(|i| (i.guid, i.name.clone()))
+                .collect();
+            let missing: Vec<String> = members
+                .iter()
+                .filter(|m| !named.contains_key(&m.guid))
+                .map(|m| format!("{} (port GUID {})", m.name, crate::args::fmt_guid(m.guid)))
+                .collect();
+            if missing.is_empty() {
+                for m in &mut members {
+                    m.name = named.get(&m.guid).cloned().unwrap_or_default();
+                }
+                break;
+            }
+            if now_ms() > deadline {
+                let seen: Vec<String> = list
+                    .instances
+                    .iter()
+                    .map(|i| format!("{}={}", i.name, crate::args::fmt_guid(i.guid)))
+                    .collect();
+                return Err(DrillError::Setup(format!(
+                    "the judge does not see these members' ports answer SMInfo: {}; it sees [{}]: \
+                     give `ibsmd judge` a --target NAME=DR-PATH for each SM port",
+                    missing.join(", "),
+                    seen.join(", ")
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(Drill {
+            target: jt,
+            demo,
+            members,
+            cursor: 0,
+            changes: Vec::new(),
+            started: now_ms(),
+            acted_at: None,
+            cluster: Some(cluster.clone()),
+        })
+    }
+
+    /// The instances running: the demo's word, or for a deployed cluster the members
+    /// whose API answers (a process that is up, whatever its SM state).
+    async fn running(&mut self) -> Result<Vec<String>, DrillError> {
+        if self.cluster.is_some() {
+            let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
+            let mut up = Vec::new();
+            for n in names {
+                if self.status(&n).await.is_ok() {
+                    up.push(n);
+                }
+            }
+            return Ok(up);
+        }
+        let list = unary(
+            &self.target,
+            "ListInstances",
+            self.demo.list_instances(dpb::ListInstancesRequest {}),
+        )
+        .await?;
+        Ok(list
+            .instances
+            .into_iter()
+            .filter(|i| i.running)
+            .map(|i| i.name)
+            .collect())
     }
 
     pub(super) async fn poll(&mut self) -> Result<u64, DrillError> {
@@ -140,23 +254,16 @@ impl Drill {
         let mut good_once: Option<String> = None;
         loop {
             self.poll().await?;
-            let list = unary(
-                &self.target,
-                "ListInstances",
-                self.demo.list_instances(dpb::ListInstancesRequest {}),
-            )
-            .await?;
+            let running = self.running().await?;
             let states = self.wire_states();
             let masters: Vec<&String> = states
                 .iter()
                 .filter(|(_, s)| **s == Some("MASTER"))
                 .map(|(n, _)| n)
                 .collect();
-            let running_ok = list
-                .instances
+            let running_ok = running
                 .iter()
-                .filter(|i| i.running)
-                .all(|i| matches!(states.get(&i.name), Some(Some("MASTER" | "STANDBY"))));
+                .all(|n| matches!(states.get(n), Some(Some("MASTER" | "STANDBY"))));
             let mut ok = None;
             if let ([m], true) = (masters.as_slice(), running_ok) {
                 let m = (*m).clone();
@@ -186,10 +293,36 @@ impl Drill {
         }
     }
 
+    /// The LIDs: for a deployed cluster as the judge reads them on the wire (PortInfo,
+    /// through `ibnetdiscover -p` on its host; LMC not read, 0); else as `name` lists them.
     pub(super) async fn lids(
         &mut self,
         name: &str,
     ) -> Result<BTreeMap<u64, (u32, u32)>, DrillError> {
+        if self.cluster.is_some() {
+            let r = unary(
+                &self.target,
+                "ReadFabric",
+                self.demo.read_fabric(dpb::ReadFabricRequest {
+                    multicast: false,
+                    lids_only: true,
+                }),
+            )
+            .await?;
+            let lids: BTreeMap<u64, (u32, u32)> =
+                r.lids.iter().map(|l| (l.port_guid, (l.lid, 0))).collect();
+            // An SM's port keeps its LID whether its SM runs or not (its SMA answers):
+            // a read that lacks one is no read of this fabric.
+            if let Some(m) = self.members.iter().find(|m| !lids.contains_key(&m.guid)) {
+                return Err(DrillError::Setup(format!(
+                    "the judge's {} lists no LID for {} (port GUID {}): is the judge on this fabric?",
+                    r.commands.first().map_or("ibnetdiscover -p", String::as_str),
+                    m.name,
+                    crate::args::fmt_guid(m.guid)
+                )));
+            }
+            return Ok(lids);
+        }
         let m = self.member(name)?;
         let t = m.target.clone();
         let r = unary(&t, "GetLids", m.fabric.get_lids(pb::GetLidsRequest {})).await?;
@@ -275,7 +408,7 @@ impl Drill {
         }
     }
 
-    async fn status(&mut self, name: &str) -> Result<pb::Status, DrillError> {
+    pub(super) async fn status(&mut self, name: &str) -> Result<pb::Status, DrillError> {
         let m = self.member(name)?;
         let t = m.target.clone();
         Ok(unary(
@@ -332,5 +465,14 @@ impl Drill {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+/// `host:port` as an http URL (an endpoint given with its scheme is kept).
+fn with_scheme(ep: &str) -> String {
+    if ep.contains("://") {
+        ep.to_string()
+    } else {
+        format!("http://{ep}")
     }
 }

@@ -122,8 +122,10 @@ impl Drill {
         let rf = unary(
             &t,
             "ReadFabric",
-            self.demo
-                .read_fabric(dpb::ReadFabricRequest { multicast: false }),
+            self.demo.read_fabric(dpb::ReadFabricRequest {
+                multicast: false,
+                lids_only: false,
+            }),
         )
         .await?;
         let mut s = FabricSnap::default();

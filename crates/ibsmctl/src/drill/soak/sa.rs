@@ -214,8 +214,10 @@ impl Drill {
         let rf = unary(
             &t,
             "ReadFabric",
-            self.demo
-                .read_fabric(dpb::ReadFabricRequest { multicast: true }),
+            self.demo.read_fabric(dpb::ReadFabricRequest {
+                multicast: true,
+                lids_only: false,
+            }),
         )
         .await?;
         into.names = rf
