@@ -13,6 +13,24 @@ fn parse_log_format(s: &str) -> Result<LogFormat, String> {
     s.parse()
 }
 
+/// A StatefulSet pod name `NAME-ORDINAL` to the node id `ORDINAL + 1` (node ids start
+/// at 1, ordinals at 0).
+pub(crate) fn parse_ordinal_node_id(pod: &str) -> Result<u64, String> {
+    let ordinal = pod
+        .rsplit_once('-')
+        .map(|(_, o)| o)
+        .filter(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| {
+            format!("{pod:?} is not a StatefulSet pod name NAME-ORDINAL (e.g. ibsmd-0)")
+        })?;
+    ordinal
+        .parse::<u64>()
+        .ok()
+        .and_then(|o| o.checked_add(1))
+        .filter(|id| *id <= i64::MAX as u64)
+        .ok_or_else(|| format!("ordinal {ordinal:?} of {pod:?} is out of range"))
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "ibsmd", version, args_conflicts_with_subcommands = true)]
 pub(crate) struct Cli {
@@ -71,6 +89,10 @@ pub(crate) struct Cli {
     /// The lowest id bootstraps it once. Without --peer, --node-id waits for Cluster/AddMember. OpenSM: none.
     #[arg(long = "peer", value_name = "ID=ADDR")]
     pub(crate) peers: Vec<ibsm_replica::PeerArg>,
+    /// Take --node-id from a Kubernetes StatefulSet pod name NAME-ORDINAL: node id ORDINAL + 1
+    /// (deploy/k8s passes `$(POD_NAME)`, so pod ibsmd-0 is node 1). OpenSM: none.
+    #[arg(long, value_name = "POD_NAME", conflicts_with = "node_id", value_parser = parse_ordinal_node_id)]
+    pub(crate) node_id_from_ordinal: Option<u64>,
     /// Require `authorization: Bearer <token>` on gRPC calls; FILE holds the token (>= 16 visible ASCII chars). OpenSM: none.
     #[arg(long, value_name = "FILE")]
     pub(crate) auth_token_file: Option<PathBuf>,
@@ -211,6 +233,19 @@ pub(crate) enum Cmd {
         /// NAME=P1,P2,...: an SM port's name and directed route (egress ports, ours first). Repeat.
         #[arg(long = "target", value_name = "NAME=PATH", value_parser = ibsm_demo::ibsim::parse_target, required = true)]
         targets: Vec<(String, Vec<u8>)>,
+    },
+    /// Print a shell completion script (e.g. `ibsmd completions bash > /usr/share/bash-completion/completions/ibsmd`).
+    Completions {
+        /// bash, zsh, fish (also elvish, powershell).
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Packaging: write the man pages generated from these definitions (ibsmd.1 and one
+    /// page per subcommand, ibsmd-demo.1, ...) into DIR (deploy/debian/build.sh runs it).
+    #[command(hide = true)]
+    Man {
+        /// Output directory (created).
+        dir: PathBuf,
     },
 }
 
