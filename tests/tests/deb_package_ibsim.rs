@@ -95,7 +95,11 @@ fn build_deb(out: &Path) -> Result<PathBuf> {
         );
     let stdout = run_ok(&mut cmd, Duration::from_secs(900))?;
     let deb = PathBuf::from(stdout.lines().last().context("build.sh printed nothing")?);
-    ensure!(deb.is_file(), "build.sh named {} which is not a file", deb.display());
+    ensure!(
+        deb.is_file(),
+        "build.sh named {} which is not a file",
+        deb.display()
+    );
     Ok(deb)
 }
 
@@ -115,8 +119,9 @@ fn require_free(addr: &str) -> Result<()> {
 #[test]
 fn deb_package_installs_and_its_unit_starts_a_master_on_ibsim() -> Result<()> {
     ibsm_labkit::require_lab()?;
-    let systemd_analyze = require_tool("systemd-analyze")
-        .context("systemd-analyze is needed to verify the installed unit: apt-get install systemd")?;
+    let systemd_analyze = require_tool("systemd-analyze").context(
+        "systemd-analyze is needed to verify the installed unit: apt-get install systemd",
+    )?;
     let work = tempfile::tempdir()?;
     let deb = build_deb(&work.path().join("deb"))?;
 
@@ -168,7 +173,10 @@ fn deb_package_installs_and_its_unit_starts_a_master_on_ibsim() -> Result<()> {
         "the config is not a conffile: {conffiles:?}"
     );
     let postinst = std::fs::read_to_string(ctrl.join("postinst")).context("postinst")?;
-    ensure!(postinst.contains("systemd-sysusers ibsm.conf"), "{postinst}");
+    ensure!(
+        postinst.contains("systemd-sysusers ibsm.conf"),
+        "{postinst}"
+    );
 
     // Install into a scratch root.
     let root = work.path().join("root");
@@ -194,11 +202,18 @@ fn deb_package_installs_and_its_unit_starts_a_master_on_ibsim() -> Result<()> {
         std::fs::read_to_string(&page)?
     };
     // Generated from the clap definitions: flags and their help are in it.
-    for flag in ["node\\-id\\-from\\-ordinal", "guid2lid", "partitions\\-file"] {
+    for flag in [
+        "node\\-id\\-from\\-ordinal",
+        "guid2lid",
+        "partitions\\-file",
+    ] {
         ensure!(page_text.contains(flag), "{flag} not in ibsmd.1");
     }
     let bash = std::fs::read_to_string(root.join("usr/share/bash-completion/completions/ibsmctl"))?;
-    ensure!(bash.contains("import-opensm") && bash.contains("complete "), "bash completion");
+    ensure!(
+        bash.contains("import-opensm") && bash.contains("complete "),
+        "bash completion"
+    );
 
     // The installed unit, verified by systemd. `verify --root=` would look for
     // sysinit.target inside the scratch root (no systemd there), so the host's systemd
@@ -270,10 +285,7 @@ fn deb_package_installs_and_its_unit_starts_a_master_on_ibsim() -> Result<()> {
     std::fs::write(&config_path, rerooted_config)?;
     let token = root.join("etc/ibsm/token");
     std::fs::write(&token, "deb-test-token-0123456789abcdef\n")?;
-    std::fs::set_permissions(
-        &token,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )?;
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     // StateDirectory=ibsm.
     std::fs::create_dir_all(root.join("var/lib/ibsm"))?;
     let grpc = "127.0.0.1:50051";
@@ -323,7 +335,10 @@ fn deb_package_installs_and_its_unit_starts_a_master_on_ibsim() -> Result<()> {
         std::thread::sleep(Duration::from_millis(200));
     };
     eprintln!("installed ibsmctl status: {status}");
-    let sminfo = run_ok(&mut sim.command_on("Hca3", "sminfo"), Duration::from_secs(20))?;
+    let sminfo = run_ok(
+        &mut sim.command_on("Hca3", "sminfo"),
+        Duration::from_secs(20),
+    )?;
     eprintln!("sminfo from Hca3: {sminfo}");
     ensure!(
         sminfo.contains("SMINFO_MASTER") && sminfo.contains("priority 10"),
