@@ -267,3 +267,37 @@ fn parse_demo_fabric(s: &str) -> Result<DemoFabric, String> {
             .map_err(|e| e.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statefulset_pod_names_give_ordinal_plus_one() {
+        assert_eq!(parse_ordinal_node_id("ibsmd-0"), Ok(1));
+        assert_eq!(parse_ordinal_node_id("my-sm-set-12"), Ok(13));
+        for bad in ["ibsmd", "ibsmd-", "ibsmd-x", "ibsmd-+1", "-", ""] {
+            let e = parse_ordinal_node_id(bad).expect_err(bad);
+            assert!(e.contains("NAME-ORDINAL"), "{bad}: {e}");
+        }
+        let e = parse_ordinal_node_id("s-99999999999999999999").expect_err("overflow");
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    #[test]
+    fn node_id_from_ordinal_reaches_the_settings_and_conflicts_with_node_id() {
+        let cli =
+            Cli::try_parse_from(["ibsmd", "--node-id-from-ordinal", "ibsmd-2"]).expect("parses");
+        assert_eq!(cli.node_id_from_ordinal, Some(3));
+        let s = crate::settings::merge(cli, ibsmd::config::FileConfig::default()).expect("merge");
+        assert_eq!(s.node_id, Some(3));
+        assert!(Cli::try_parse_from([
+            "ibsmd",
+            "--node-id",
+            "1",
+            "--node-id-from-ordinal",
+            "ibsmd-0"
+        ])
+        .is_err());
+    }
+}
