@@ -122,8 +122,13 @@ fn deb_package_installs_and_its_unit_starts_a_master_on_ibsim() -> Result<()> {
     let systemd_analyze = require_tool("systemd-analyze").context(
         "systemd-analyze is needed to verify the installed unit: apt-get install systemd",
     )?;
+    // The binaries every integration test uses, built once by the same cargo command
+    // build.sh runs: its own build is then a no-op.
+    ibsm_integration::binary("ibsmd")?;
     let work = tempfile::tempdir()?;
+    let t0 = Instant::now();
     let deb = build_deb(&work.path().join("deb"))?;
+    eprintln!("built {} in {:?}", deb.display(), t0.elapsed());
 
     // Contents.
     let listing = dpkg_deb(&["-c"], &deb)?;
