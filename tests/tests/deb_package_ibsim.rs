@@ -160,9 +160,12 @@ fn deb_package_installs_and_its_unit_starts_a_master_on_ibsim() -> Result<()> {
     }
     // The hidden packaging subcommand has no page of its own.
     ensure!(!has("./usr/share/man/man1/ibsmd-man.1"), "{listing}");
+    let fields = dpkg_deb(&["-f"], &deb)?;
+    ensure!(fields.contains("Package: ibsm\n"), "package name: {fields}");
+    let version = env!("CARGO_PKG_VERSION");
     ensure!(
-        dpkg_deb(&["-f"], &deb)?.contains("Package: ibsm\n"),
-        "package name"
+        fields.contains(&format!("Version: {version}-")),
+        "package version is not the workspace's {version}: {fields}"
     );
     let ctrl = work.path().join("control");
     run_ok(
@@ -214,6 +217,14 @@ fn deb_package_installs_and_its_unit_starts_a_master_on_ibsim() -> Result<()> {
     ] {
         ensure!(page_text.contains(flag), "{flag} not in ibsmd.1");
     }
+    let v = run_ok(
+        Command::new(rerooted(&root, "/usr/bin/ibsmd")).arg("--version"),
+        Duration::from_secs(10),
+    )?;
+    ensure!(
+        v.trim() == format!("ibsmd {version}"),
+        "installed ibsmd --version: {v}"
+    );
     let bash = std::fs::read_to_string(root.join("usr/share/bash-completion/completions/ibsmctl"))?;
     ensure!(
         bash.contains("import-opensm") && bash.contains("complete "),
