@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # What the test command needs beyond cargo, installed when missing: ibsim, OpenSM and
 # infiniband-diags from Debian's packages (apt-get, as root), rustfmt and clippy, the
-# nightly toolchain and cargo-fuzz for tests/fuzz-smoke.sh. Run by tests/run-all.sh
+# nightly toolchain and cargo-fuzz for tests/fuzz-smoke.sh; for the deploy tests
+# systemd-analyze (Debian's systemd) and dpkg-deb, cargo-deb (the package test) and
+# kubectl (renders deploy/k8s: apt-get where a Kubernetes apt repository is
+# configured, else the official binary from dl.k8s.io, checksum verified). Run by tests/run-all.sh
 # first (and so by .ci/run), so the README's one test command works on a fresh
 # machine. Fails loudly, naming the command to run, when something is missing and
 # cannot be installed here (not root, no apt-get). IBSM_NO_INSTALL=1: check only.
@@ -51,3 +54,43 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     echo "setup: installing cargo-fuzz" >&2
     cargo install cargo-fuzz --locked
 fi
+
+# Deploy tests (crates/ibsmd-bin/tests/deploy.rs, tests/tests/deb_package_ibsim.rs,
+# tests/tests/k8s_statefulset_ibsim.rs): they fail, never skip, without these.
+apt_install() {
+    if [ -n "${IBSM_NO_INSTALL:-}" ] || [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        return 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y "$@" || { apt-get update && apt-get install -y "$@"; }
+}
+if ! command -v systemd-analyze >/dev/null; then
+    echo "setup: installing systemd (systemd-analyze)" >&2
+    apt_install systemd || { echo "FATAL: systemd-analyze missing (apt-get install -y systemd)" >&2; exit 1; }
+fi
+command -v dpkg-deb >/dev/null || { echo "FATAL: dpkg-deb missing (a Debian system has it: apt-get install -y dpkg)" >&2; exit 1; }
+# cargo-deb pinned: deploy/debian/build.sh --profile dev (the tests) relies on 3.x
+# accepting a dev profile, with a warning.
+CARGO_DEB_VERSION=3.8.0
+if ! cargo deb --version 2>/dev/null | grep -q "$CARGO_DEB_VERSION"; then
+    [ -n "${IBSM_NO_INSTALL:-}" ] && { echo "FATAL: cargo-deb $CARGO_DEB_VERSION missing (cargo install cargo-deb --locked --version $CARGO_DEB_VERSION)" >&2; exit 1; }
+    echo "setup: installing cargo-deb $CARGO_DEB_VERSION" >&2
+    cargo install cargo-deb --locked --version "$CARGO_DEB_VERSION"
+fi
+if ! command -v kubectl >/dev/null; then
+    echo "setup: installing kubectl (renders deploy/k8s for its test)" >&2
+    if ! apt_install kubectl 2>/dev/null; then
+        if [ -n "${IBSM_NO_INSTALL:-}" ] || [ "$(id -u)" != 0 ] || ! command -v curl >/dev/null; then
+            echo "FATAL: kubectl missing: https://kubernetes.io/docs/tasks/tools/install-kubectl-linux/" >&2
+            exit 1
+        fi
+        v="$(curl -fsSL https://dl.k8s.io/release/stable.txt)"
+        tmp="$(mktemp -d)"
+        curl -fsSL -o "$tmp/kubectl" "https://dl.k8s.io/release/$v/bin/linux/amd64/kubectl"
+        curl -fsSL -o "$tmp/kubectl.sha256" "https://dl.k8s.io/release/$v/bin/linux/amd64/kubectl.sha256"
+        echo "$(cat "$tmp/kubectl.sha256")  $tmp/kubectl" | sha256sum --check --quiet
+        install -m 0755 "$tmp/kubectl" /usr/local/bin/kubectl
+        rm -rf "$tmp"
+    fi
+fi
+kubectl kustomize --help >/dev/null 2>&1 || { echo "FATAL: kubectl has no kustomize (kubectl >= 1.14 needed)" >&2; exit 1; }

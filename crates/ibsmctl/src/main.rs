@@ -257,6 +257,13 @@ enum Command {
         #[arg(value_enum)]
         shell: Shell,
     },
+    /// Packaging: write the man pages generated from these definitions (ibsmctl.1 and one
+    /// page per subcommand) into DIR (deploy/debian/build.sh runs it).
+    #[command(hide = true)]
+    Man {
+        /// Output directory (created).
+        dir: PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -467,6 +474,17 @@ fn main() -> ExitCode {
         }
         Command::ImportOpensm { opensm_conf } => {
             return import_opensm_cmd(&opensm_conf);
+        }
+        Command::Man { dir } => {
+            let written = std::fs::create_dir_all(&dir)
+                .and_then(|()| clap_mangen::generate_to(Cli::command(), &dir));
+            return match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ibsmctl man: writing man pages into {}: {e}", dir.display());
+                    ExitCode::from(1)
+                }
+            };
         }
         Command::Completions { shell } => {
             let mut cmd = Cli::command();

@@ -13,6 +13,24 @@ fn parse_log_format(s: &str) -> Result<LogFormat, String> {
     s.parse()
 }
 
+/// A StatefulSet pod name `NAME-ORDINAL` to the node id `ORDINAL + 1` (node ids start
+/// at 1, ordinals at 0).
+pub(crate) fn parse_ordinal_node_id(pod: &str) -> Result<u64, String> {
+    let ordinal = pod
+        .rsplit_once('-')
+        .map(|(_, o)| o)
+        .filter(|o| !o.is_empty() && o.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| {
+            format!("{pod:?} is not a StatefulSet pod name NAME-ORDINAL (e.g. ibsmd-0)")
+        })?;
+    ordinal
+        .parse::<u64>()
+        .ok()
+        .and_then(|o| o.checked_add(1))
+        .filter(|id| *id <= i64::MAX as u64)
+        .ok_or_else(|| format!("ordinal {ordinal:?} of {pod:?} is out of range"))
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "ibsmd", version, args_conflicts_with_subcommands = true)]
 pub(crate) struct Cli {
@@ -71,6 +89,10 @@ pub(crate) struct Cli {
     /// The lowest id bootstraps it once. Without --peer, --node-id waits for Cluster/AddMember. OpenSM: none.
     #[arg(long = "peer", value_name = "ID=ADDR")]
     pub(crate) peers: Vec<ibsm_replica::PeerArg>,
+    /// Take --node-id from a Kubernetes StatefulSet pod name NAME-ORDINAL: node id ORDINAL + 1
+    /// (deploy/k8s passes `$(POD_NAME)`, so pod ibsmd-0 is node 1). OpenSM: none.
+    #[arg(long, value_name = "POD_NAME", conflicts_with = "node_id", value_parser = parse_ordinal_node_id)]
+    pub(crate) node_id_from_ordinal: Option<u64>,
     /// Require `authorization: Bearer <token>` on gRPC calls; FILE holds the token (>= 16 visible ASCII chars). OpenSM: none.
     #[arg(long, value_name = "FILE")]
     pub(crate) auth_token_file: Option<PathBuf>,
@@ -236,6 +258,19 @@ pub(crate) enum Cmd {
         #[arg(long = "target", value_name = "NAME=PATH", value_parser = ibsm_demo::ibsim::parse_target, required = true)]
         targets: Vec<(String, Vec<u8>)>,
     },
+    /// Print a shell completion script (e.g. `ibsmd completions bash > /usr/share/bash-completion/completions/ibsmd`).
+    Completions {
+        /// bash, zsh, fish (also elvish, powershell).
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Packaging: write the man pages generated from these definitions (ibsmd.1 and one
+    /// page per subcommand, ibsmd-demo.1, ...) into DIR (deploy/debian/build.sh runs it).
+    #[command(hide = true)]
+    Man {
+        /// Output directory (created).
+        dir: PathBuf,
+    },
 }
 
 /// What `ibsmd demo --fabric` names.
@@ -254,5 +289,39 @@ fn parse_demo_fabric(s: &str) -> Result<DemoFabric, String> {
         None => FabricSpec::parse(s)
             .map(DemoFabric::Embedded)
             .map_err(|e| e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statefulset_pod_names_give_ordinal_plus_one() {
+        assert_eq!(parse_ordinal_node_id("ibsmd-0"), Ok(1));
+        assert_eq!(parse_ordinal_node_id("my-sm-set-12"), Ok(13));
+        for bad in ["ibsmd", "ibsmd-", "ibsmd-x", "ibsmd-+1", "-", ""] {
+            let e = parse_ordinal_node_id(bad).expect_err(bad);
+            assert!(e.contains("NAME-ORDINAL"), "{bad}: {e}");
+        }
+        let e = parse_ordinal_node_id("s-99999999999999999999").expect_err("overflow");
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    #[test]
+    fn node_id_from_ordinal_reaches_the_settings_and_conflicts_with_node_id() {
+        let cli =
+            Cli::try_parse_from(["ibsmd", "--node-id-from-ordinal", "ibsmd-2"]).expect("parses");
+        assert_eq!(cli.node_id_from_ordinal, Some(3));
+        let s = crate::settings::merge(cli, ibsmd::config::FileConfig::default()).expect("merge");
+        assert_eq!(s.node_id, Some(3));
+        assert!(Cli::try_parse_from([
+            "ibsmd",
+            "--node-id",
+            "1",
+            "--node-id-from-ordinal",
+            "ibsmd-0"
+        ])
+        .is_err());
     }
 }

@@ -21,6 +21,16 @@ use settings::{merge, DaemonSettings};
 /// Exit code for a bad command line or config file.
 const EXIT_USAGE: u8 = 2;
 
+/// The man pages of `ibsmd` and its visible subcommands (clap_mangen, from the clap
+/// definitions), into `dir`.
+fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    clap_mangen::generate_to(cmd, dir)
+        .with_context(|| format!("writing man pages into {}", dir.display()))
+}
+
 fn load_config(path: Option<&PathBuf>) -> Result<FileConfig, std::process::ExitCode> {
     match path {
         None => Ok(FileConfig::default()),
@@ -34,6 +44,26 @@ fn load_config(path: Option<&PathBuf>) -> Result<FileConfig, std::process::ExitC
 fn main() -> std::process::ExitCode {
     ibsmd::install_panic_exit();
     let cli = Cli::parse();
+    match &cli.cmd {
+        Some(Cmd::Completions { shell }) => {
+            use std::io::Write;
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(*shell, &mut cmd, "ibsmd", &mut out);
+            let _ = out.flush();
+            return std::process::ExitCode::SUCCESS;
+        }
+        Some(Cmd::Man { dir }) => {
+            return match write_man_pages(dir) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ibsmd man: {e:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
+    }
     // Everything from files and flags is checked before anything starts.
     enum Plan {
         Daemon(Box<DaemonSettings>, Security, ibsm_replica::PeerAuth),
@@ -144,6 +174,7 @@ fn main() -> std::process::ExitCode {
                 }
             }
         }
+        Some(Cmd::Completions { .. } | Cmd::Man { .. }) => return std::process::ExitCode::SUCCESS,
         None => {
             let file = match load_config(cli.config.as_ref()) {
                 Ok(f) => f,
@@ -255,6 +286,12 @@ fn replication_auth(
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .map_err(|e| format!("--cluster-secret-file {}: {e}", p.display()))?;
+            if text.trim().starts_with("CHANGE-ME") {
+                return Err(format!(
+                    "--cluster-secret-file {}: it holds the placeholder shipped in deploy/: generate a real secret (e.g. `openssl rand -hex 32`)",
+                    p.display()
+                ));
+            }
             let secret = ibsm_replica::ClusterSecret::new(text.trim())
                 .map_err(|why| format!("--cluster-secret-file {}: {why}", p.display()))?;
             let same_as = |t: &Option<Token>| {

@@ -165,7 +165,7 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
         metrics: cli.metrics.or(file.metrics),
         data_dir: cli.data_dir.or(file.data_dir),
-        node_id: cli.node_id.or(file.node_id),
+        node_id: cli.node_id.or(cli.node_id_from_ordinal).or(file.node_id),
         peers: if cli.peers.is_empty() {
             file.peers.unwrap_or_default()
         } else {

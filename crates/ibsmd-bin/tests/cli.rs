@@ -329,6 +329,11 @@ fn every_option_is_documented_in_the_example_config() {
         if flag == "fault-injection" {
             continue;
         }
+        // Per pod by definition (the StatefulSet passes its own pod name); the file
+        // is shared by every pod, and node_id is its key.
+        if flag == "node-id-from-ordinal" {
+            continue;
+        }
         let key = flag.replace('-', "_");
         // Repeatable flags whose key is the plural list.
         let key = match key.as_str() {
@@ -369,6 +374,22 @@ fn replication_without_member_credentials_is_refused_at_start() {
     let (code, err) = run(&args);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("must not be a control API token"), "{err}");
+    // The placeholder cluster secret of deploy/k8s is refused.
+    let k8s = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/k8s/configmap.yaml"),
+    )
+    .expect("configmap.yaml");
+    let shipped = k8s
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("cluster-secret: "))
+        .expect("the Secret's cluster-secret")
+        .trim_matches('"');
+    let secret = write(&dir, "cluster-secret", &format!("{shipped}\n"));
+    let mut args = base.to_vec();
+    args.extend(["--cluster-secret-file", &secret]);
+    let (code, err) = run(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("placeholder"), "{err}");
     // The placeholder token of deploy/ is refused.
     let placeholder = write(
         &dir,
