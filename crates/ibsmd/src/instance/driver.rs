@@ -2,7 +2,7 @@
 //! what it emits, runs its routing and SA snapshot jobs on a worker, and turns its
 //! outputs into the snapshot, events, metrics, command replies and replication writes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use ibsm_core::election::SmState;
 use ibsm_core::node::{
     CommandReply, Input, Node, NodeCommand, NodeConfig, NodeEvent, Output, ReplicatedFabric,
 };
+use ibsm_core::sa::{SaReader, SaTransmit};
 use ibsm_core::subnet::storm::LogSampler;
 use ibsm_core::subnet::{RoutingDone, RoutingJob, SaSnapshotDone, SaSnapshotJob};
 use ibsm_mad::MAD_SIZE;
@@ -29,6 +30,9 @@ const SLOW_STEP: Duration = Duration::from_millis(30);
 const MAX_WAIT: Duration = Duration::from_millis(20);
 /// How often the instance looks for a job's result while one is out.
 const JOB_RESULT_POLL: Duration = Duration::from_millis(2);
+/// At most this many MADs read ahead of their turn (see [`Driver::read_ahead`]); the
+/// rest wait in the device.
+const MAX_PENDING: usize = 4096;
 /// Send-error log lines: at most [`STORM_LOG_LINES`] per window, then one line with
 /// the count held back.
 const STORM_LOG_WINDOW: Duration = Duration::from_secs(10);
@@ -159,6 +163,14 @@ pub(super) struct Driver {
     last_change_at: Option<Duration>,
     /// The node ended (start-up failed): the error the thread ends with.
     failed: Option<String>,
+    /// While MASTER: answers SubnAdmGet of fabric records from the node's current SA
+    /// snapshot as they are read (`Driver::read_ahead`), refreshed after every batch
+    /// of the node's outputs.
+    sa_reader: Option<SaReader>,
+    /// MADs read ahead of their turn (not answered by `sa_reader`), handled in order.
+    pending: VecDeque<ReceivedMad>,
+    /// What `sa_reader` answered: requests, answers with an error status.
+    sa_reader_counts: (u64, u64),
 }
 
 impl Driver {
@@ -191,6 +203,9 @@ impl Driver {
             send_errors: 0,
             send_error_log: LogSampler::new(STORM_LOG_WINDOW, STORM_LOG_LINES),
             failed: None,
+            sa_reader: None,
+            pending: VecDeque::new(),
+            sa_reader_counts: (0, 0),
         })
     }
 
@@ -227,9 +242,8 @@ impl Driver {
             // long batch) the master's answer to a standby poll may be waiting in the
             // device, and the timers below must not count that poll as missed.
             if self.node.poll_timeout().is_some_and(|t| t <= now) {
-                while let Some(r) = self.dev.recv(Duration::ZERO)? {
-                    self.mad(now, &r);
-                }
+                self.read_ahead()?;
+                self.handle_pending()?;
             }
             let now = self.now();
             if self.node.poll_timeout().is_some_and(|t| t <= now) {
@@ -257,13 +271,97 @@ impl Driver {
             }
             if let Some(r) = self.dev.recv(until.saturating_sub(now))? {
                 self.feed_replicated();
-                let now = self.now();
-                self.mad(now, &r);
-                // Drain what else is already there before the next round of timers.
-                while let Some(r) = self.dev.recv(Duration::ZERO)? {
-                    self.mad(now, &r);
-                }
+                self.take(r);
+                // Handle what else is already there before the next round of timers.
+                self.read_ahead()?;
+                self.handle_pending()?;
             }
+        }
+    }
+
+    /// Read what the device holds now, without waiting: a SubnAdmGet of a fabric
+    /// record is answered at once (`take`), anything else is queued for its turn. So
+    /// an SA query waits behind at most the one MAD being handled, never behind a
+    /// batch of SMP answers (a light sweep's, a trap burst) read before it.
+    fn read_ahead(&mut self) -> Result<(), DaemonError> {
+        while self.pending.len() < MAX_PENDING {
+            let Some(r) = self.dev.recv(Duration::ZERO)? else {
+                break;
+            };
+            self.take(r);
+        }
+        Ok(())
+    }
+
+    /// One MAD read: answered now by the SA reader, or queued.
+    fn take(&mut self, r: ReceivedMad) {
+        if !r.is_smp() && self.sa_read(&r) {
+            return;
+        }
+        self.pending.push_back(r);
+    }
+
+    /// Handle the queued MADs in order, reading ahead after each.
+    fn handle_pending(&mut self) -> Result<(), DaemonError> {
+        while let Some(r) = self.pending.pop_front() {
+            let now = self.now();
+            self.mad(now, &r);
+            self.read_ahead()?;
+        }
+        Ok(())
+    }
+
+    /// Answer `r` from the SA snapshot if it is a SubnAdmGet of a fabric record and
+    /// this SM is MASTER ([`SaReader`]); false: the node handles it (in its turn).
+    fn sa_read(&mut self, r: &ReceivedMad) -> bool {
+        let Some(reader) = &self.sa_reader else {
+            return false;
+        };
+        if !SaReader::is_reader_query(&r.mad) {
+            return false;
+        }
+        let t = Instant::now();
+        let Some(a) = reader.answer(&r.mad, r.from) else {
+            return false;
+        };
+        count_received(&self.cfg.metrics, r);
+        self.sa_reader_counts.0 += 1;
+        self.sa_reader_counts.1 += u64::from(a.error);
+        tracing::trace!(
+            lid = r.from.lid,
+            error = a.error,
+            queued = self.pending.len(),
+            "SA: Get answered from the snapshot as read"
+        );
+        self.send_gmp(&a.transmit);
+        slow_step("SA Get", t);
+        true
+    }
+
+    /// Put one GMP on the device; a send error is counted, never fatal.
+    fn send_gmp(&mut self, t: &SaTransmit) {
+        if let Err(err) = self.dev.send_gmp(&t.to, t.wire()) {
+            self.send_errors = self.send_errors.saturating_add(1);
+            tracing::debug!(%err, lid = t.to.lid, qpn = t.to.qpn, "SA answer not sent");
+        }
+    }
+
+    /// Follow the node's SA snapshot and mastership: a reader of the snapshot the
+    /// node's SA answers from while MASTER, none otherwise.
+    fn refresh_sa_reader(&mut self) {
+        match self.node.sa_reader_snapshot() {
+            Some(f)
+                if self
+                    .sa_reader
+                    .as_ref()
+                    .is_some_and(|r| Arc::ptr_eq(r.fabric(), f)) => {}
+            Some(f) => {
+                self.sa_reader = self
+                    .node
+                    .sa()
+                    .map(|sa| SaReader::new(sa.config().clone(), Arc::clone(f)));
+            }
+            None => self.sa_reader = None,
         }
     }
 
@@ -388,12 +486,7 @@ impl Driver {
                 Output::Transmit(o) => {
                     self.device_send(o.dlid, &o.mad);
                 }
-                Output::TransmitGmp(t) => {
-                    if let Err(err) = self.dev.send_gmp(&t.to, t.wire()) {
-                        self.send_errors = self.send_errors.saturating_add(1);
-                        tracing::debug!(%err, lid = t.to.lid, qpn = t.to.qpn, "SA answer not sent");
-                    }
-                }
+                Output::TransmitGmp(t) => self.send_gmp(&t),
                 Output::Event(ev) => self.event(ev),
                 Output::RoutingJob(job) => self.job(Job::Routing(job)),
                 Output::SaSnapshotJob(job) => self.job(Job::SaSnapshot(job)),
@@ -436,6 +529,7 @@ impl Driver {
                 }
             }
         }
+        self.refresh_sa_reader();
     }
 
     /// Hand `job` to the worker (or, should it be gone, run it here).
@@ -622,12 +716,14 @@ impl Driver {
                 services: sa.services().len() as u64,
                 subscriptions: sa.informs().len() as u64,
             };
+            let (reads, read_errors) = self.sa_reader_counts;
             m.set_sa(
                 size,
-                sm.requests,
-                sm.errors,
+                sm.requests + reads,
+                sm.errors + read_errors,
                 sub.metrics().client_reregisters,
             );
+            m.set_sa_reader_answers(reads);
         }
         if let Ok(s) = self.status.read() {
             m.set_sa_replica(s.sa_replica.current, s.sa_replica.changed_unix_ms);
