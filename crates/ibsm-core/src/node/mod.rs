@@ -255,6 +255,24 @@ impl Node {
         }
     }
 
+    /// The snapshot an [`crate::sa::SaReader`] may answer SubnAdmGet of fabric
+    /// records from, ahead of this node's other work: the one its SA answers from,
+    /// while this node is MASTER with an active subnet (when its SA answers queries at
+    /// all); `None` otherwise, and then every SA MAD goes to [`Node::handle_input`]
+    /// (a standby redirects). A driver checks it after each batch of outputs: a new
+    /// `Arc` means a new snapshot.
+    pub fn sa_reader_snapshot(&self) -> Option<&std::sync::Arc<crate::sa::SaFabric>> {
+        match &self.phase {
+            NodePhase::Running(r)
+                if r.election.state() == crate::election::SmState::Master
+                    && r.subnet.is_active() =>
+            {
+                r.subnet.sa_fabric()
+            }
+            _ => None,
+        }
+    }
+
     /// The election (state, peers, ActCount), once the node runs.
     pub fn election(&self) -> Option<&crate::election::Election> {
         match &self.phase {

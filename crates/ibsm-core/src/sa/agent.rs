@@ -380,69 +380,18 @@ impl SaAgent {
         }
     }
 
-    /// Get/GetTable of a fabric record.
+    /// Get/GetTable of a record: the fabric's ([`fabric_query`]), or the SA's own
+    /// tables and the SMs and MFTs the master knows.
     fn query(&mut self, ctx: &SaContext<'_>, req: &Requester, m: &SaMad) -> Answer {
+        if let Some(a) = fabric_query(ctx, req, m, &self.cfg) {
+            return a;
+        }
         let mask = m.component_mask;
         match m.attribute_id() {
-            SaAttributeId::NODE_RECORD => encode_all(records::node_records(
-                ctx,
-                req,
-                &template::<NodeRecord>(m)?,
-                mask,
-            )),
-            SaAttributeId::PORT_INFO_RECORD => encode_all(records::port_info_records(
-                ctx,
-                req,
-                &template::<PortInfoRecord>(m)?,
-                mask,
-            )),
-            SaAttributeId::LINK_RECORD => encode_all(records::link_records(
-                ctx,
-                req,
-                &template::<LinkRecord>(m)?,
-                mask,
-            )),
             SaAttributeId::SM_INFO_RECORD => encode_all(records::sm_info_records(
                 ctx,
                 req,
                 &template::<SmInfoRecord>(m)?,
-                mask,
-            )),
-            // Switch and port tables (`tables`).
-            SaAttributeId::SWITCH_INFO_RECORD => encode_all(tables::switch_info_records(
-                ctx,
-                req,
-                &template::<SwitchInfoRecord>(m)?,
-                mask,
-            )),
-            SaAttributeId::GUID_INFO_RECORD => encode_all(tables::guid_info_records(
-                ctx,
-                req,
-                &template::<GuidInfoRecord>(m)?,
-                mask,
-            )),
-            SaAttributeId::P_KEY_TABLE_RECORD => encode_all(tables::pkey_table_records(
-                ctx,
-                req,
-                &template::<PKeyTableRecord>(m)?,
-                mask,
-            )?),
-            SaAttributeId::SL_TO_VL_MAPPING_TABLE_RECORD => encode_all(tables::sl2vl_records(
-                ctx,
-                req,
-                &template::<SlToVlMappingTableRecord>(m)?,
-                mask,
-            )),
-            SaAttributeId::VL_ARBITRATION_TABLE_RECORD => encode_all(tables::vlarb_records(
-                ctx,
-                req,
-                &template::<VlArbitrationTableRecord>(m)?,
-                mask,
-            )),
-            SaAttributeId::LINEAR_FORWARDING_TABLE_RECORD => encode_all(tables::lft_records(
-                ctx,
-                req,
-                &template::<LinearForwardingTableRecord>(m)?,
                 mask,
             )),
             SaAttributeId::MULTICAST_FORWARDING_TABLE_RECORD => encode_all(tables::mft_records(
@@ -457,14 +406,6 @@ impl SaAgent {
                 &template::<McMemberRecord>(m)?,
                 mask,
             )),
-            SaAttributeId::PATH_RECORD => encode_all(path::path_records(
-                ctx,
-                req,
-                &template::<PathRecord>(m)?,
-                mask,
-                m.method(),
-                self.cfg.packet_life_time,
-            )?),
             SaAttributeId::SERVICE_RECORD => encode_all(self.services.query(
                 ctx.fabric,
                 req,
@@ -665,18 +606,8 @@ impl SaAgent {
             }
             return;
         }
-        // C15-0.1.30: a Get answers exactly one record.
-        let status = match recs.len() {
-            0 => SaStatus::ERR_NO_RECORDS,
-            1 => SaStatus::SUCCESS,
-            _ => SaStatus::ERR_TOO_MANY_RECORDS,
-        };
-        let mut resp = req.response(resp_method(method), status);
-        if let (true, Some(r)) = (status.is_success(), recs.first()) {
-            resp.set_data(r);
-            resp.attribute_offset = u16::try_from(ibsm_mad::sa::padded(r.len()) / 8).unwrap_or(0);
-            self.metrics.records_sent += 1;
-        }
+        let (resp, sent) = get_response(req, &recs);
+        self.metrics.records_sent += sent;
         self.reply(from, &resp);
     }
 
@@ -699,9 +630,66 @@ impl SaAgent {
     }
 }
 
+/// The fabric records (no SA state, no SMs, no MFTs: the heavy sweep's snapshot
+/// alone, so an immutable snapshot answers them on any thread, `super::reader`):
+/// NodeRecord, PortInfoRecord, LinkRecord, the switch and port tables but the MFTs,
+/// and PathRecord. `None` for any other attribute.
+pub(super) fn fabric_query(
+    ctx: &SaContext<'_>,
+    req: &Requester,
+    m: &SaMad,
+    cfg: &SaConfig,
+) -> Option<Answer> {
+    let mask = m.component_mask;
+    Some(match m.attribute_id() {
+        SaAttributeId::NODE_RECORD => template::<NodeRecord>(m)
+            .and_then(|t| encode_all(records::node_records(ctx, req, &t, mask))),
+        SaAttributeId::PORT_INFO_RECORD => template::<PortInfoRecord>(m)
+            .and_then(|t| encode_all(records::port_info_records(ctx, req, &t, mask))),
+        SaAttributeId::LINK_RECORD => template::<LinkRecord>(m)
+            .and_then(|t| encode_all(records::link_records(ctx, req, &t, mask))),
+        // Switch and port tables (`tables`).
+        SaAttributeId::SWITCH_INFO_RECORD => template::<SwitchInfoRecord>(m)
+            .and_then(|t| encode_all(tables::switch_info_records(ctx, req, &t, mask))),
+        SaAttributeId::GUID_INFO_RECORD => template::<GuidInfoRecord>(m)
+            .and_then(|t| encode_all(tables::guid_info_records(ctx, req, &t, mask))),
+        SaAttributeId::P_KEY_TABLE_RECORD => template::<PKeyTableRecord>(m)
+            .and_then(|t| tables::pkey_table_records(ctx, req, &t, mask))
+            .and_then(encode_all),
+        SaAttributeId::SL_TO_VL_MAPPING_TABLE_RECORD => template::<SlToVlMappingTableRecord>(m)
+            .and_then(|t| encode_all(tables::sl2vl_records(ctx, req, &t, mask))),
+        SaAttributeId::VL_ARBITRATION_TABLE_RECORD => template::<VlArbitrationTableRecord>(m)
+            .and_then(|t| encode_all(tables::vlarb_records(ctx, req, &t, mask))),
+        SaAttributeId::LINEAR_FORWARDING_TABLE_RECORD => template::<LinearForwardingTableRecord>(m)
+            .and_then(|t| encode_all(tables::lft_records(ctx, req, &t, mask))),
+        SaAttributeId::PATH_RECORD => template::<PathRecord>(m)
+            .and_then(|t| path::path_records(ctx, req, &t, mask, m.method(), cfg.packet_life_time))
+            .and_then(encode_all),
+        _ => return None,
+    })
+}
+
+/// The answer to a SubnAdmGet with these records (C15-0.1.30: exactly one record, else
+/// ERR_NO_RECORDS or ERR_TOO_MANY_RECORDS), and how many records it carries.
+pub(super) fn get_response(req: &SaMad, recs: &[Vec<u8>]) -> (SaMad, u64) {
+    let status = match recs.len() {
+        0 => SaStatus::ERR_NO_RECORDS,
+        1 => SaStatus::SUCCESS,
+        _ => SaStatus::ERR_TOO_MANY_RECORDS,
+    };
+    let mut resp = req.response(resp_method(req.method()), status);
+    let mut sent = 0;
+    if let (true, Some(r)) = (status.is_success(), recs.first()) {
+        resp.set_data(r);
+        resp.attribute_offset = u16::try_from(ibsm_mad::sa::padded(r.len()) / 8).unwrap_or(0);
+        sent = 1;
+    }
+    (resp, sent)
+}
+
 /// The response method of a request method (Set is answered with GetResp, IBA
 /// 13.4.5).
-fn resp_method(m: Method) -> Method {
+pub(super) fn resp_method(m: Method) -> Method {
     match m {
         Method::SET | Method::GET => Method::GET_RESP,
         Method::GET_TABLE => Method::GET_TABLE_RESP,
@@ -715,7 +703,7 @@ fn resp_method(m: Method) -> Method {
 
 /// Where an answer to a request from `from` goes: the requester's LID and QP, with the
 /// GSI Q_Key, its SL and P_Key index, and a GRH back if it sent one.
-fn reply_address(from: &MadAddress) -> MadAddress {
+pub(super) fn reply_address(from: &MadAddress) -> MadAddress {
     MadAddress {
         qkey: GSI_QKEY,
         ..*from

@@ -16,7 +16,8 @@
 //! (ServiceRecords and their leases), `inform` (InformInfo subscriptions and Reports),
 //! `notices` (notices in their SA form), `replicated` (the tables a successor loads), `path/` (PathRecord queries, in `multipath`
 //! the MultiPathRecord queries of SubnAdmGetMulti, and in `params` the numbers of one path), `context` (what a request is answered against and
-//! partition visibility), `fabric` (the snapshot and its path table), `config`.
+//! partition visibility), `reader` (SubnAdmGet of fabric records answered from a
+//! snapshot alone, ahead of the node's other work), `fabric` (the snapshot and its path table), `config`.
 
 mod agent;
 mod config;
@@ -27,6 +28,7 @@ mod inform;
 mod ipoib;
 mod notices;
 mod path;
+mod reader;
 mod records;
 mod replicated;
 mod services;
@@ -44,6 +46,7 @@ pub use ipoib::{
     IpoibGroup, IPOIB_Q_KEY,
 };
 pub use notices::{group_notice, sa_notice};
+pub use reader::{ReaderAnswer, SaReader};
 pub use records::class_port_info;
 pub use replicated::{SaTableKind, SaTables};
 pub use services::{lease_end, Service, ServiceKey, Services};

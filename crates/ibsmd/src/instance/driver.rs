@@ -2,7 +2,7 @@
 //! what it emits, runs its routing and SA snapshot jobs on a worker, and turns its
 //! outputs into the snapshot, events, metrics, command replies and replication writes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use ibsm_core::election::SmState;
 use ibsm_core::node::{
     CommandReply, Input, Node, NodeCommand, NodeConfig, NodeEvent, Output, ReplicatedFabric,
 };
+use ibsm_core::sa::SaReader;
 use ibsm_core::subnet::storm::LogSampler;
 use ibsm_core::subnet::{RoutingDone, RoutingJob, SaSnapshotDone, SaSnapshotJob};
 use ibsm_mad::MAD_SIZE;
@@ -18,6 +19,8 @@ use ibsm_transport::{MadDevice, ReceivedMad};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::error::DaemonError;
+
+mod reads;
 
 use super::api::{record, Command, CommandError, EventRecord, InstanceConfig, Snapshot};
 
@@ -159,6 +162,14 @@ pub(super) struct Driver {
     last_change_at: Option<Duration>,
     /// The node ended (start-up failed): the error the thread ends with.
     failed: Option<String>,
+    /// While MASTER: answers SubnAdmGet of fabric records from the node's current SA
+    /// snapshot as they are read (`Driver::read_ahead`), refreshed after every batch
+    /// of the node's outputs.
+    sa_reader: Option<SaReader>,
+    /// MADs read ahead of their turn (not answered by `sa_reader`), handled in order.
+    pending: VecDeque<ReceivedMad>,
+    /// What `sa_reader` answered: requests, answers with an error status.
+    sa_reader_counts: (u64, u64),
 }
 
 impl Driver {
@@ -191,6 +202,9 @@ impl Driver {
             send_errors: 0,
             send_error_log: LogSampler::new(STORM_LOG_WINDOW, STORM_LOG_LINES),
             failed: None,
+            sa_reader: None,
+            pending: VecDeque::new(),
+            sa_reader_counts: (0, 0),
         })
     }
 
@@ -227,9 +241,8 @@ impl Driver {
             // long batch) the master's answer to a standby poll may be waiting in the
             // device, and the timers below must not count that poll as missed.
             if self.node.poll_timeout().is_some_and(|t| t <= now) {
-                while let Some(r) = self.dev.recv(Duration::ZERO)? {
-                    self.mad(now, &r);
-                }
+                self.read_ahead()?;
+                self.handle_pending()?;
             }
             let now = self.now();
             if self.node.poll_timeout().is_some_and(|t| t <= now) {
@@ -257,12 +270,10 @@ impl Driver {
             }
             if let Some(r) = self.dev.recv(until.saturating_sub(now))? {
                 self.feed_replicated();
-                let now = self.now();
-                self.mad(now, &r);
-                // Drain what else is already there before the next round of timers.
-                while let Some(r) = self.dev.recv(Duration::ZERO)? {
-                    self.mad(now, &r);
-                }
+                self.take(r);
+                // Handle what else is already there before the next round of timers.
+                self.read_ahead()?;
+                self.handle_pending()?;
             }
         }
     }
@@ -388,12 +399,7 @@ impl Driver {
                 Output::Transmit(o) => {
                     self.device_send(o.dlid, &o.mad);
                 }
-                Output::TransmitGmp(t) => {
-                    if let Err(err) = self.dev.send_gmp(&t.to, t.wire()) {
-                        self.send_errors = self.send_errors.saturating_add(1);
-                        tracing::debug!(%err, lid = t.to.lid, qpn = t.to.qpn, "SA answer not sent");
-                    }
-                }
+                Output::TransmitGmp(t) => self.send_gmp(&t),
                 Output::Event(ev) => self.event(ev),
                 Output::RoutingJob(job) => self.job(Job::Routing(job)),
                 Output::SaSnapshotJob(job) => self.job(Job::SaSnapshot(job)),
@@ -436,6 +442,7 @@ impl Driver {
                 }
             }
         }
+        self.refresh_sa_reader();
     }
 
     /// Hand `job` to the worker (or, should it be gone, run it here).
@@ -622,12 +629,14 @@ impl Driver {
                 services: sa.services().len() as u64,
                 subscriptions: sa.informs().len() as u64,
             };
+            let (reads, read_errors) = self.sa_reader_counts;
             m.set_sa(
                 size,
-                sm.requests,
-                sm.errors,
+                sm.requests + reads,
+                sm.errors + read_errors,
                 sub.metrics().client_reregisters,
             );
+            m.set_sa_reader_answers(reads);
         }
         if let Ok(s) = self.status.read() {
             m.set_sa_replica(s.sa_replica.current, s.sa_replica.changed_unix_ms);

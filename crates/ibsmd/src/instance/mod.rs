@@ -8,7 +8,11 @@
 //! Why a plain thread and not tokio: umad2sim hands out fake descriptors that epoll
 //! cannot watch, and the embedded simulator's device blocks on a condvar; both are
 //! driven by `recv(timeout)`. The thread wakes at least every `MAX_WAIT` to read its
-//! command channel, so commands are served within that time.
+//! command channel, so commands are served within that time. It reads ahead: after
+//! each MAD it handles it reads what the device holds, answers a SubnAdmGet of a
+//! fabric record (PathRecord, NodeRecord, ...) at once from the SA snapshot
+//! ([`ibsm_core::sa::SaReader`], while MASTER) and queues the rest in order, so an SA
+//! query never waits behind a batch of SMP answers read before it.
 //!
 //! Routing is the one long computation (~1.6 s for 48k LIDs): it runs on a second
 //! thread per instance (`RoutingWorker`), so this thread keeps answering SMInfo polls

@@ -327,6 +327,12 @@ const FAMILIES: &[Family] = &[
         },
     },
     Family {
+        name: "ibsm_sa_reader_answers_total",
+        kind: COUNTER,
+        help: "SubnAdmGet of fabric records (PathRecord, NodeRecord, ...) answered from the SA snapshot as they were read, ahead of the SM's queued work (also in ibsm_sa_requests_total).",
+        read: |m| one(&m.sa_reader_answers),
+    },
+    Family {
         name: "ibsm_sa_errors_total",
         kind: COUNTER,
         help: "SA answers with a non-zero status.",

@@ -61,6 +61,7 @@ pub struct Metrics {
     pub(super) sa_members: AtomicU64,
     pub(super) sa_requests: AtomicU64,
     pub(super) sa_errors: AtomicU64,
+    pub(super) sa_reader_answers: AtomicU64,
     pub(super) sa_services: AtomicU64,
     pub(super) sa_subscriptions: AtomicU64,
     pub(super) sa_replica_current: AtomicU64,
@@ -236,6 +237,13 @@ impl Metrics {
         self.sa_requests.store(requests, Ordering::Relaxed);
         self.sa_errors.store(errors, Ordering::Relaxed);
         self.client_reregisters.store(rereg, Ordering::Relaxed);
+    }
+
+    /// SubnAdmGets of fabric records the instance thread answered as it read them,
+    /// ahead of its other work (`ibsm_sa_reader_answers_total`; also counted in
+    /// `ibsm_sa_requests_total`).
+    pub fn set_sa_reader_answers(&self, n: u64) {
+        self.sa_reader_answers.store(n, Ordering::Relaxed);
     }
 
     /// The replica's freshness for the SA: whether it holds exactly the SA state this

@@ -15,6 +15,7 @@ mod lid_seed;
 mod sa;
 mod sa_ipoib;
 mod sa_mcast;
+mod sa_reader;
 mod sa_services;
 mod sa_tables;
 use crate::election::SmState;
