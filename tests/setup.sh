@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What the test command needs beyond cargo, installed when missing: ibsim, OpenSM and
-# infiniband-diags from Debian's packages (apt-get, as root), rustfmt and clippy, the
+# What the test command needs beyond cargo, installed when missing: ibsim, OpenSM,
+# infiniband-diags and chromium (the web console's browser test, headless) from
+# Debian's packages (apt-get, as root), rustfmt and clippy, the
 # nightly toolchain and cargo-fuzz for tests/fuzz-smoke.sh. Run by tests/run-all.sh
 # first (and so by .ci/run), so the README's one test command works on a fresh
 # machine. Fails loudly, naming the command to run, when something is missing and
@@ -8,8 +9,8 @@
 set -euo pipefail
 
 UMAD2SIM=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
-LAB_TOOLS=(ibsim opensm ibnetdiscover sminfo smpquery ibtracert smpdump saquery ibroute)
-PACKAGES="ibsim-utils opensm infiniband-diags"
+LAB_TOOLS=(ibsim opensm ibnetdiscover sminfo smpquery ibtracert smpdump saquery ibroute chromium)
+PACKAGES="ibsim-utils opensm infiniband-diags chromium"
 
 lab_missing() {
     local t

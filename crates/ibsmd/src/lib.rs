@@ -133,6 +133,7 @@ pub mod sa_status;
 pub mod server;
 pub mod slot;
 pub mod subnet_opts;
+pub mod web;
 pub mod wire;
 
 /// Exit code of a process that a panic ended (see [`install_panic_exit`]).
