@@ -13,6 +13,8 @@
 //! watched by epoll, and the simulator blocks on a condvar, so both are driven with
 //! `recv(timeout)`. The async world (the gRPC server in [`server`]) talks to it through
 //! a command channel, a shared status snapshot and a broadcast of events (`Watch`).
+//! The web console ([`web`], `--web ADDR`) is a client of the same gRPC handlers,
+//! called in-process under the same credentials, so it shows what the API answers.
 //!
 //! # Polling defaults and their trade-off
 //!

@@ -53,11 +53,9 @@ impl App {
         })
     }
 
-    /// The caller's role, or the 401 to answer.
-    fn role(&self, headers: &HeaderMap) -> Result<Role, Response> {
-        self.security
-            .role_of(headers, None)
-            .map_err(|s| status_response(&s))
+    /// The caller's role, or why it has none (answered 401).
+    fn role(&self, headers: &HeaderMap) -> Result<Role, tonic::Status> {
+        self.security.role_of(headers, None)
     }
 }
 
@@ -166,13 +164,13 @@ async fn whoami(State(app): Shared, headers: HeaderMap) -> Response {
                     "authenticates": app.security.authenticates(),
                     "instances": app.fabrics.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>()}),
         ),
-        Err(r) => r,
+        Err(s) => status_response(&s),
     }
 }
 
 async fn cluster(State(app): Shared, headers: HeaderMap) -> Response {
-    if let Err(r) = app.role(&headers) {
-        return r;
+    if let Err(s) = app.role(&headers) {
+        return status_response(&s);
     }
     let view = app.recorder.view().borrow().clone();
     let (entries, _) = app.recorder.entries_after(0, usize::MAX);
@@ -184,8 +182,8 @@ async fn cluster(State(app): Shared, headers: HeaderMap) -> Response {
 
 /// The live view: `data: {"cluster": ..., "timeline": [new entries]}` messages.
 async fn stream(State(app): Shared, headers: HeaderMap) -> Response {
-    if let Err(r) = app.role(&headers) {
-        return r;
+    if let Err(s) = app.role(&headers) {
+        return status_response(&s);
     }
     let Ok(permit) = Arc::clone(&app.streams).try_acquire_owned() else {
         return status_response(&tonic::Status::resource_exhausted(format!(
@@ -272,17 +270,14 @@ async fn pick(app: &App, q: &[(String, String)]) -> Result<usize, Response> {
         .unwrap_or(0))
 }
 
-fn lid(q: &[(String, String)], key: &str) -> Result<u32, Response> {
-    let v = param(q, key).ok_or_else(|| bad_request(format!("?{key}=LID is missing")))?;
+fn lid(q: &[(String, String)], key: &str) -> Result<u32, String> {
+    let v = param(q, key).ok_or_else(|| format!("?{key}=LID is missing"))?;
     let n = v.strip_prefix("0x").map_or_else(
         || v.parse::<u32>().ok(),
         |h| u32::from_str_radix(h, 16).ok(),
     );
-    n.filter(|n| (1..0xc000).contains(n)).ok_or_else(|| {
-        bad_request(format!(
-            "?{key}={v}: not a unicast LID (1..0xbfff, decimal or 0x hex)"
-        ))
-    })
+    n.filter(|n| (1..0xc000).contains(n))
+        .ok_or_else(|| format!("?{key}={v}: not a unicast LID (1..0xbfff, decimal or 0x hex)"))
 }
 
 async fn fabric(
@@ -291,8 +286,8 @@ async fn fabric(
     uri: Uri,
     axum::extract::Path(what): axum::extract::Path<String>,
 ) -> Response {
-    if let Err(r) = app.role(&headers) {
-        return r;
+    if let Err(s) = app.role(&headers) {
+        return status_response(&s);
     }
     let q = query(&uri);
     let i = match pick(&app, &q).await {
@@ -329,7 +324,7 @@ async fn fabric(
         "route" => {
             let (src_lid, dst_lid) = match (lid(&q, "src"), lid(&q, "dst")) {
                 (Ok(s), Ok(d)) => (s, d),
-                (Err(r), _) | (_, Err(r)) => return r,
+                (Err(e), _) | (_, Err(e)) => return bad_request(e),
             };
             f.get_route(tonic::Request::new(pb::GetRouteRequest {
                 src_lid,
@@ -375,7 +370,7 @@ fn guid_arg(v: &Value) -> Result<u64, String> {
 async fn action(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
     let role = match app.role(&headers) {
         Ok(r) => r,
-        Err(r) => return r,
+        Err(s) => return status_response(&s),
     };
     let req: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,

@@ -22,7 +22,7 @@ pub fn state_name(s: i32) -> &'static str {
 
 /// One instance of ours: its `GetStatus`.
 pub fn status_json(name: &str, s: &pb::Status) -> Value {
-    let sa = s.sa.clone().unwrap_or_default();
+    let sa = s.sa.unwrap_or_default();
     json!({
         "name": name, "running": true, "node_name": s.node_name,
         "guid": guid_hex(s.guid), "lid": s.lid, "state": state_name(s.state),
