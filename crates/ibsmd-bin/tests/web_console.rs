@@ -266,6 +266,21 @@ async fn the_console_shows_the_cluster_follows_a_failover_and_hides_actions_from
         "the page was reloaded"
     );
     let new_master = b.eval(&tab, "document.body.dataset.master");
+    // An admin action goes through its confirmation dialog.
+    b.eval(&tab, "document.querySelector('#instances tr[data-state=MASTER] button[data-action=sweep]').click(); true");
+    b.wait_for(
+        &tab,
+        "the confirmation dialog",
+        "document.getElementById('confirm').open",
+        LIMIT,
+    );
+    b.eval(&tab, "document.getElementById('confirm-ok').click(); true");
+    b.wait_for(
+        &tab,
+        "the sweep's outcome",
+        "document.getElementById('action-result').textContent.includes('heavy sweep')",
+        LIMIT,
+    );
     b.screenshot(&tab, &shots.join("3-after-failover.png"));
     b.eval(&tab, "window.ibsm.showTab('timeline'); true");
     b.wait_for(&tab, "the failover on the timeline", "!!document.querySelector('#changes tr[data-kind=failover]') && !!document.querySelector('#timeline line.failover')", LIMIT);
@@ -300,4 +315,66 @@ async fn the_console_shows_the_cluster_follows_a_failover_and_hides_actions_from
         "a reader sees action buttons"
     );
     b.screenshot(&ro, &shots.join("5-cluster-read-only.png"));
+}
+
+/// `ibsmd --web` on a daemon (not the demo): the console answers for its one instance
+/// under the daemon's token, and nothing without it.
+#[test]
+fn the_daemon_serves_its_console_under_its_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin");
+    std::fs::write(&token, ADMIN).expect("token file");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let (grpc, web) = (free_port(), free_port());
+    let child = Command::new(IBSMD)
+        .args(["--fabric", "gen:fat-tree:4", "--priority", "5"])
+        .args([
+            "--grpc",
+            &format!("127.0.0.1:{grpc}"),
+            "--web",
+            &format!("127.0.0.1:{web}"),
+        ])
+        .arg("--auth-token-file")
+        .arg(&token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ibsmd");
+    let _daemon = Reaped(child);
+    let addr = format!("127.0.0.1:{web}");
+    let start = std::time::Instant::now();
+    let cluster = loop {
+        if let Ok(body) = http_body(&addr, "/api/cluster", ADMIN) {
+            if body.contains("\"state\":\"MASTER\"") {
+                break body;
+            }
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "the console never showed the daemon as MASTER"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let v: serde_json::Value = serde_json::from_str(&cluster).expect("JSON");
+    assert_eq!(v["cluster"]["instances"][0]["name"], "ibsmd", "{v}");
+    assert_eq!(
+        v["cluster"]["master"]["guid"], v["cluster"]["instances"][0]["guid"],
+        "{v}"
+    );
+    assert_eq!(http_status(&addr, "GET", "/api/cluster", None), 401);
+    assert_eq!(http_status(&addr, "GET", "/", None), 200);
+}
+
+/// The body of a GET with `token` (Connection: close, so read to the end).
+fn http_body(addr: &str, path: &str, token: &str) -> std::io::Result<String> {
+    let mut c = std::net::TcpStream::connect(addr)?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n")?;
+    let mut out = String::new();
+    c.read_to_string(&mut out)?;
+    Ok(out
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_string()))
 }
