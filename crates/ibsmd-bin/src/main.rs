@@ -595,7 +595,10 @@ async fn run_demo(
         let (bound, serve) =
             ibsmd::web::serve_on(demo.web_sources(), security, l, std::future::pending())?;
         tokio::spawn(serve);
-        println!("  web console (all three)                  http://{bound}/");
+        println!(
+            "  {:<49} http://{bound}/",
+            "web console of all three (open in a browser)"
+        );
     }
     if !token {
         println!("  (plaintext, no authentication: loopback only; --auth-token-file FILE to require a token)");
