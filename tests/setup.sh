@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# What the test command needs beyond cargo, installed when missing: ibsim, OpenSM and
-# infiniband-diags from Debian's packages (apt-get, as root), rustfmt and clippy, the
-# nightly toolchain and cargo-fuzz for tests/fuzz-smoke.sh; for the deploy tests
-# systemd-analyze (Debian's systemd) and dpkg-deb, cargo-deb (the package test) and
-# kubectl (renders deploy/k8s: apt-get where a Kubernetes apt repository is
-# configured, else the official binary from dl.k8s.io, checksum verified). Run by tests/run-all.sh
+# What the test command needs beyond cargo, installed when missing: ibsim, OpenSM,
+# infiniband-diags and chromium (the web console's browser test, headless) from
+# Debian's packages (apt-get, as root), rustfmt and clippy, the nightly toolchain and
+# cargo-fuzz for tests/fuzz-smoke.sh; for the deploy tests systemd-analyze (Debian's
+# systemd) and dpkg-deb, cargo-deb (the package test) and kubectl (renders deploy/k8s:
+# apt-get where a Kubernetes apt repository is configured, else the official binary
+# from dl.k8s.io, checksum verified). Run by tests/run-all.sh
 # first (and so by .ci/run), so the README's one test command works on a fresh
 # machine. Fails loudly, naming the command to run, when something is missing and
 # cannot be installed here (not root, no apt-get). IBSM_NO_INSTALL=1: check only.
 set -euo pipefail
 
 UMAD2SIM=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
-LAB_TOOLS=(ibsim opensm ibnetdiscover sminfo smpquery ibtracert smpdump saquery ibroute)
-PACKAGES="ibsim-utils opensm infiniband-diags"
+LAB_TOOLS=(ibsim opensm ibnetdiscover sminfo smpquery ibtracert smpdump saquery ibroute chromium)
+PACKAGES="ibsim-utils opensm infiniband-diags chromium"
 
 lab_missing() {
     local t

@@ -78,6 +78,11 @@ pub(crate) struct Cli {
     /// Serve Prometheus metrics on http://ADDR/metrics (off unless given). OpenSM: none.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics: Option<SocketAddr>,
+    /// Serve the web console on http://ADDR/ (off unless given): the cluster, the fabric
+    /// and the last hour's timeline, live, under the API's credentials (token login in
+    /// the browser; read-only tokens see no actions). OpenSM: none.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) web: Option<SocketAddr>,
     /// State directory (created); with --node-id it holds the replicated fabric state.
     /// OpenSM: its cache dir, OSM_CACHE_DIR (/var/cache/opensm).
     #[arg(long)]
@@ -216,9 +221,18 @@ pub(crate) enum Cmd {
         /// Serve Prometheus metrics of all three instances on http://ADDR/metrics.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
-        /// Require a bearer token on the demo's endpoints too.
+        /// Web console address [default: 127.0.0.1:8080, or a free port when that one is taken].
+        #[arg(long, value_name = "ADDR", conflicts_with = "no_web")]
+        web: Option<SocketAddr>,
+        /// Do not serve the web console.
+        #[arg(long)]
+        no_web: bool,
+        /// Require a bearer token on the demo's endpoints (and its web console) too.
         #[arg(long, value_name = "FILE")]
         auth_token_file: Option<PathBuf>,
+        /// A second token that may only read (Get/List/Watch; no actions in the console).
+        #[arg(long, value_name = "FILE", requires = "auth_token_file")]
+        read_only_token_file: Option<PathBuf>,
         /// Where the three replicas live (sm1/ sm2/ sm3/ under it) [default: a temp dir removed at exit].
         #[arg(long, value_name = "DIR")]
         data_dir: Option<PathBuf>,

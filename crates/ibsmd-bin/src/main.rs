@@ -67,7 +67,7 @@ fn main() -> std::process::ExitCode {
     // Everything from files and flags is checked before anything starts.
     enum Plan {
         Daemon(Box<DaemonSettings>, Security, ibsm_replica::PeerAuth),
-        Demo(FabricSpec, DemoOptions, Option<SocketAddr>),
+        Demo(FabricSpec, DemoOptions, Option<SocketAddr>, DemoWeb),
         IbsimDemo(ibsm_demo::ibsim::IbsimDemoOptions),
         SminfoPoll(FabricSpec, Vec<(String, Vec<u8>)>),
         Judge(ibsm_demo::judge::JudgeOptions),
@@ -79,7 +79,10 @@ fn main() -> std::process::ExitCode {
             fabric,
             base_port,
             metrics,
+            web,
+            no_web,
             auth_token_file,
+            read_only_token_file,
             data_dir,
         }) => {
             let file = match load_config(config.as_ref()) {
@@ -94,8 +97,8 @@ fn main() -> std::process::ExitCode {
                     eprintln!("ibsmd: demo on ibsim: --auth-token-file is not supported (the members run --insecure-plaintext on loopback)");
                     return std::process::ExitCode::from(EXIT_USAGE);
                 }
-                if metrics.is_some() {
-                    eprintln!("ibsmd: demo on ibsim: --metrics is not supported (the members are separate processes)");
+                if metrics.is_some() || web.is_some() {
+                    eprintln!("ibsmd: demo on ibsim: --metrics and --web are not supported (the members are separate processes)");
                     return std::process::ExitCode::from(EXIT_USAGE);
                 }
                 let ibsmd = match std::env::current_exe() {
@@ -128,22 +131,27 @@ fn main() -> std::process::ExitCode {
                         }
                     },
                 };
-                let security = match auth_token_file.or(file.auth_token_file) {
-                    Some(p) => match Token::from_file(&p) {
-                        Ok(t) => Security::token(t),
-                        Err(e) => {
-                            eprintln!("ibsmd: {e}");
-                            return std::process::ExitCode::from(EXIT_USAGE);
-                        }
-                    },
-                    None => Security::plaintext(),
+                let security = match demo_security(
+                    auth_token_file.or(file.auth_token_file),
+                    read_only_token_file.or(file.read_only_token_file),
+                ) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        eprintln!("ibsmd: {e}");
+                        return std::process::ExitCode::from(EXIT_USAGE);
+                    }
+                };
+                let web = match (no_web || file.no_web, web.or(file.web)) {
+                    (true, _) => DemoWeb::Off,
+                    (false, Some(a)) => DemoWeb::At(a),
+                    (false, None) => DemoWeb::Default,
                 };
                 let opts = DemoOptions {
                     base_port: base_port.or(file.base_port).unwrap_or(50051),
                     security,
                     data_dir: data_dir.or(file.data_dir),
                 };
-                Plan::Demo(fabric, opts, metrics.or(file.metrics))
+                Plan::Demo(fabric, opts, metrics.or(file.metrics), web)
             }
         }
         Some(Cmd::SminfoPoll { fabric, targets }) => Plan::SminfoPoll(fabric, targets),
@@ -241,7 +249,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = rt.block_on(async move {
         match plan {
-            Plan::Demo(fabric, opts, metrics) => run_demo(fabric, opts, metrics).await,
+            Plan::Demo(fabric, opts, metrics, web) => run_demo(fabric, opts, metrics, web).await,
             Plan::IbsimDemo(opts) => run_ibsim_demo(opts).await,
             Plan::SminfoPoll(..) => Ok(()),
             Plan::Judge(opts) => ibsm_demo::judge::run(opts).await,
@@ -390,6 +398,22 @@ fn reload_partitions_on_sighup(
     Ok(())
 }
 
+/// The demo's credentials: none, an admin token, or an admin and a read-only token.
+fn demo_security(
+    admin: Option<PathBuf>,
+    read_only: Option<PathBuf>,
+) -> Result<Security, ibsmd::auth::AuthError> {
+    if admin.is_none() && read_only.is_none() {
+        return Ok(Security::plaintext());
+    }
+    ibsmd::auth::SecurityOptions {
+        auth_token_file: admin,
+        read_only_token_file: read_only,
+        ..ibsmd::auth::SecurityOptions::default()
+    }
+    .load()
+}
+
 /// Serve metrics in the background if asked.
 async fn start_metrics(
     addr: Option<SocketAddr>,
@@ -440,6 +464,17 @@ async fn run_daemon(
         ),
         None => None,
     };
+    let web_listener = match cli.web {
+        Some(a) => {
+            ibsmd::web::check(&security)?;
+            Some(
+                ibsmd::web::listen(a)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}; the fabric was not opened"))?,
+            )
+        }
+        None => None,
+    };
     let repl = start_replication(&cli, peer_auth).await?;
     let mut cfg = InstanceConfig::new("ibsmd", priority);
     cfg.sm_key = cli.sm_key;
@@ -479,6 +514,17 @@ async fn run_daemon(
     if let Some(r) = &repl {
         r.set_metrics(Arc::clone(&metrics));
         r.follow(ibsmd::server::followed_sm(Arc::clone(&slot)));
+    }
+    if let Some(l) = web_listener {
+        let source = ibsmd::web::WebSource {
+            name: "ibsmd".into(),
+            slot: Arc::clone(&slot),
+            repl: repl.clone(),
+        };
+        let (bound, serve) =
+            ibsmd::web::serve_on(vec![source], security.clone(), l, std::future::pending())?;
+        tracing::info!(addr = %bound, "web console on http://{bound}/");
+        tokio::spawn(serve);
     }
     let (addr, serve) = ibsmd::server::serve_listener(
         slot,
@@ -565,12 +611,42 @@ async fn start_replication(
     Ok(Some(r))
 }
 
+/// Where the demo's web console goes: off, an address the user chose (a busy one is an
+/// error), or the default (a free port when the default one is taken).
+#[derive(Debug, Clone, Copy)]
+enum DemoWeb {
+    Off,
+    At(SocketAddr),
+    Default,
+}
+
+/// The default address of the demo's web console.
+const DEMO_WEB: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
+
+async fn demo_web_listener(web: DemoWeb) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    Ok(match web {
+        DemoWeb::Off => None,
+        DemoWeb::At(a) => Some(ibsmd::web::listen(a).await?),
+        DemoWeb::Default => match ibsmd::web::listen(DEMO_WEB).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::info!(%e, "demo: the web console's default port is taken; using a free one");
+                Some(ibsmd::web::listen(SocketAddr::new(DEMO_WEB.ip(), 0)).await?)
+            }
+        },
+    })
+}
+
 async fn run_demo(
     fabric: FabricSpec,
     opts: DemoOptions,
     metrics: Option<SocketAddr>,
+    web: DemoWeb,
 ) -> anyhow::Result<()> {
     let token = opts.security.token.is_some();
+    let security = opts.security.clone();
+    let web_listener = demo_web_listener(web).await?;
     let mut demo = Demo::start_with(&fabric, opts).await?;
     let members = demo.members();
     start_metrics(metrics, demo.metrics_instances()).await?;
@@ -579,6 +655,15 @@ async fn run_demo(
         println!(
             "  {} on {:<24} priority {:>2}  gRPC http://{}",
             m.name, m.host, m.priority, m.endpoint
+        );
+    }
+    if let Some(l) = web_listener {
+        let (bound, serve) =
+            ibsmd::web::serve_on(demo.web_sources(), security, l, std::future::pending())?;
+        tokio::spawn(serve);
+        println!(
+            "  {:<49} http://{bound}/",
+            "web console of all three (open in a browser)"
         );
     }
     if !token {

@@ -22,6 +22,7 @@ pub(crate) struct DaemonSettings {
     pub(crate) masterless_takeover_ms: u64,
     pub(crate) grpc: SocketAddr,
     pub(crate) metrics: Option<SocketAddr>,
+    pub(crate) web: Option<SocketAddr>,
     pub(crate) data_dir: Option<PathBuf>,
     pub(crate) node_id: Option<u64>,
     pub(crate) peers: Vec<ibsm_replica::PeerArg>,
@@ -164,6 +165,7 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
             .or(file.grpc)
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
         metrics: cli.metrics.or(file.metrics),
+        web: cli.web.or(file.web),
         data_dir: cli.data_dir.or(file.data_dir),
         node_id: cli.node_id.or(cli.node_id_from_ordinal).or(file.node_id),
         peers: if cli.peers.is_empty() {

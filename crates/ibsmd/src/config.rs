@@ -131,6 +131,9 @@ pub struct FileConfig {
     /// `--metrics`.
     #[serde(default, deserialize_with = "de_addr")]
     pub metrics: Option<SocketAddr>,
+    /// `--web`: the web console's address.
+    #[serde(default, deserialize_with = "de_addr")]
+    pub web: Option<SocketAddr>,
     /// `--log-format` (for the daemon and the demo).
     #[serde(default)]
     pub log_format: Option<LogFormat>,
@@ -247,9 +250,18 @@ pub struct DemoFileConfig {
     /// `demo --metrics`.
     #[serde(default, deserialize_with = "de_addr")]
     pub metrics: Option<SocketAddr>,
+    /// `demo --web`.
+    #[serde(default, deserialize_with = "de_addr")]
+    pub web: Option<SocketAddr>,
+    /// `demo --no-web`.
+    #[serde(default)]
+    pub no_web: bool,
     /// `demo --auth-token-file`.
     #[serde(default)]
     pub auth_token_file: Option<PathBuf>,
+    /// `demo --read-only-token-file`.
+    #[serde(default)]
+    pub read_only_token_file: Option<PathBuf>,
     /// `demo --data-dir`.
     #[serde(default)]
     pub data_dir: Option<PathBuf>,

@@ -74,6 +74,9 @@ pub enum DaemonError {
     /// `issmN` could not be opened, so the port would not advertise IsSM.
     #[error("{0}")]
     Issm(String),
+    /// The web console cannot serve with these settings.
+    #[error("--web: {0}")]
+    Web(String),
 }
 
 /// What a busy port most likely means, for [`DaemonError::Listen`].

@@ -13,6 +13,8 @@
 //! watched by epoll, and the simulator blocks on a condvar, so both are driven with
 //! `recv(timeout)`. The async world (the gRPC server in [`server`]) talks to it through
 //! a command channel, a shared status snapshot and a broadcast of events (`Watch`).
+//! The web console ([`web`], `--web ADDR`) is a client of the same gRPC handlers,
+//! called in-process under the same credentials, so it shows what the API answers.
 //!
 //! # Polling defaults and their trade-off
 //!
@@ -135,6 +137,7 @@ pub mod server;
 pub mod slot;
 pub mod step_down;
 pub mod subnet_opts;
+pub mod web;
 pub mod wire;
 
 /// Exit code of a process that a panic ended (see [`install_panic_exit`]).

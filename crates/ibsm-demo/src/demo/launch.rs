@@ -229,6 +229,11 @@ impl Demo {
             .collect()
     }
 
+    /// What the web console serves: every member (its slot, so a restart is seen).
+    pub fn web_sources(&self) -> Vec<ibsmd::web::WebSource> {
+        self.shared.web_sources()
+    }
+
     /// The members' replicas, in member order (`sm1` is node 1).
     pub fn replicas(&self) -> &[Arc<Replication>] {
         &self.replicas

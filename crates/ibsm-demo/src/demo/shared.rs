@@ -74,6 +74,22 @@ impl DemoShared {
         }
     }
 
+    /// What the web console serves: every member's slot and replica.
+    pub(super) fn web_sources(&self) -> Vec<ibsmd::web::WebSource> {
+        let members = match self.members.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        members
+            .iter()
+            .map(|m| ibsmd::web::WebSource {
+                name: m.name.clone(),
+                slot: Arc::clone(&m.slot),
+                repl: Some(Arc::clone(&m.repl)),
+            })
+            .collect()
+    }
+
     pub(super) fn find(&self, sel: &Selector) -> Result<usize, DemoError> {
         let members = self.members();
         let pos = match sel {

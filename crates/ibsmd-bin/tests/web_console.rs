@@ -1,0 +1,380 @@
+//! The web console in a real browser (Debian's chromium, headless, over the DevTools
+//! protocol): `ibsmd demo` with an admin and a read-only token; the page shows the
+//! master's GUID and the standbys, follows a master killed through the Demo service
+//! to the new master without a reload, offers actions to the admin only, and every
+//! data path refuses a request without credentials. Screenshots go to
+//! target/web-console-screenshots/ (printed).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ibsm_proto::demo::v1::demo_client::DemoClient;
+use ibsm_proto::demo::v1::KillInstanceRequest;
+use ibsm_proto::v1::control_client::ControlClient;
+use ibsm_proto::v1::GetStatusRequest;
+
+mod cdp;
+mod common;
+use cdp::{Browser, Tab};
+use common::{free_port, Reaped, IBSMD};
+
+const ADMIN: &str = "admin-token-for-the-web-test-0123";
+const READER: &str = "reader-token-for-the-web-test-4567";
+/// Bound on every wait (a hung page fails instead of hanging the suite).
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Builds a k=34 three-level fat tree (9826 hosts, 1445 switches) in the page, draws
+/// it, and returns the number of group boxes drawn.
+const FAT_TREE_34: &str = r#"(() => {
+  const k = 34, h = k / 2, nodes = [], g = i => '0x' + i.toString(16).padStart(16, '0');
+  let lid = 1, id = 1;
+  const node = (type, desc, ports) => { const n = { guid: g(id++), type, desc, ports: [] }; nodes.push(n); return n; };
+  const link = (a, b) => {
+    a.ports.push({ num: a.ports.length + 1, guid: a.guid, lid: a.type === 2 ? a.lid : lid++, peer: b.guid, peer_port: b.ports.length + 1 });
+    b.ports.push({ num: b.ports.length + 1, guid: b.guid, lid: b.type === 2 ? b.lid : lid++, peer: a.guid, peer_port: a.ports.length });
+  };
+  const sw = desc => { const n = node(2, desc); n.lid = lid++; return n; };
+  const cores = Array.from({ length: h * h }, (_, i) => sw('core-' + i));
+  let host = 0;
+  for (let p = 0; p < k; p++) {
+    const aggs = Array.from({ length: h }, (_, i) => sw(`agg-${p}-${i}`));
+    const edges = Array.from({ length: h }, (_, i) => sw(`edge-${p}-${i}`));
+    aggs.forEach((a, i) => { edges.forEach(e => link(a, e)); for (let c = 0; c < h; c++) link(a, cores[i * h + c]); });
+    edges.forEach(e => { for (let j = 0; j < h; j++) link(node(1, `hca-${host++} HCA-1`), e); });
+  }
+  const l = window.ibsmFabric.show({ source: 'test', switches: 1445, cas: 9826, links: 0, nodes });
+  return document.querySelectorAll('#topo-svg rect.group').length;
+})()"#;
+
+fn shots() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let dir = target.join("web-console-screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshot dir");
+    dir
+}
+
+/// One raw HTTP/1.1 request; the status line's code.
+fn http_status(addr: &str, method: &str, path: &str, token: Option<&str>) -> u16 {
+    let mut c = std::net::TcpStream::connect(addr).expect("connect to the console");
+    c.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let body = if method == "POST" {
+        r#"{"action":"sweep","sm":"sm1"}"#
+    } else {
+        ""
+    };
+    write!(c, "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).expect("write");
+    let mut head = [0u8; 12];
+    c.read_exact(&mut head).expect("status line");
+    String::from_utf8_lossy(&head[9..12])
+        .parse()
+        .expect("status code")
+}
+
+async fn master_guid(grpc: u16) -> u64 {
+    let mut c = ControlClient::connect(format!("http://127.0.0.1:{grpc}"))
+        .await
+        .expect("connect");
+    let mut req = tonic::Request::new(GetStatusRequest {});
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {READER}").parse().expect("header"),
+    );
+    c.get_status(req)
+        .await
+        .expect("GetStatus")
+        .into_inner()
+        .master_guid
+}
+
+fn login(b: &mut Browser, url: &str, token: &str) -> Tab {
+    let tab = b.open(url);
+    b.wait_for(
+        &tab,
+        "the login form",
+        "!document.getElementById('login').hidden",
+        LIMIT,
+    );
+    b.eval(&tab, &format!("document.getElementById('token').value = '{token}'; document.getElementById('login-button').click(); true"));
+    b.wait_for(&tab, "a master and two standbys",
+        "document.querySelectorAll('#instances tr[data-state=MASTER]').length === 1 && document.querySelectorAll('#instances tr[data-state=STANDBY]').length === 2",
+        LIMIT);
+    tab
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_shows_the_cluster_follows_a_failover_and_hides_actions_from_readers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, t) in [("admin", ADMIN), ("reader", READER)] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, t).expect("token file");
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("chmod");
+    }
+    let base = loop {
+        let p = free_port();
+        if (1..3).all(|k| std::net::TcpListener::bind(("127.0.0.1", p + k)).is_ok()) {
+            break p;
+        }
+    };
+    let mut child = Command::new(IBSMD)
+        .args([
+            "demo",
+            "--base-port",
+            &base.to_string(),
+            "--web",
+            "127.0.0.1:0",
+        ])
+        .arg("--auth-token-file")
+        .arg(dir.path().join("admin"))
+        .arg("--read-only-token-file")
+        .arg(dir.path().join("reader"))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ibsmd demo");
+    let out = BufReader::new(child.stdout.take().expect("stdout"));
+    let _demo = Reaped(child);
+    let mut web = None;
+    for line in out.lines() {
+        let line = line.expect("demo stdout");
+        if let Some(url) = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://") && line.contains("web console"))
+        {
+            web = Some(url.trim_end_matches('/').to_string());
+        }
+        if line.starts_with("Ctrl-C") {
+            break;
+        }
+    }
+    let url = web.expect("the demo printed its web console's address");
+    let addr = url.trim_start_matches("http://").to_string();
+
+    // Without credentials (or with a wrong token) every data path is refused; the page
+    // itself loads; a reader may not act.
+    for path in [
+        "/api/whoami",
+        "/api/cluster",
+        "/api/stream",
+        "/api/fabric/topology",
+        "/api/fabric/route?src=1&dst=2",
+    ] {
+        assert_eq!(
+            http_status(&addr, "GET", path, None),
+            401,
+            "GET {path} without a token"
+        );
+        assert_eq!(
+            http_status(&addr, "GET", path, Some("not-the-token-at-all-000")),
+            401,
+            "GET {path}, wrong token"
+        );
+    }
+    assert_eq!(http_status(&addr, "POST", "/api/action", None), 401);
+    assert_eq!(
+        http_status(&addr, "POST", "/api/action", Some(READER)),
+        403,
+        "a reader's action"
+    );
+    assert_eq!(http_status(&addr, "GET", "/", None), 200);
+
+    let shots = shots();
+    let mut b = Browser::launch();
+    let tab = login(&mut b, &format!("{url}/"), ADMIN);
+    let master = format!("{:#018x}", master_guid(base).await);
+    b.wait_for(
+        &tab,
+        "the master's GUID in the header",
+        &format!("document.getElementById('master-guid').textContent === '{master}'"),
+        LIMIT,
+    );
+    assert_eq!(b.eval(&tab, "document.body.dataset.role"), "admin");
+    let buttons = b
+        .eval(
+            &tab,
+            "document.querySelectorAll('#instances button.action').length",
+        )
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        buttons >= 3,
+        "the admin sees the actions ({buttons} buttons)"
+    );
+    b.screenshot(&tab, &shots.join("1-cluster-admin.png"));
+    let page = b.eval(&tab, "window.ibsm.pageId");
+
+    // The fabric tab: the topology drawn with the master's port marked, a route traced.
+    b.eval(&tab, "window.ibsm.showTab('fabric'); true");
+    b.wait_for(
+        &tab,
+        "the topology",
+        "!!document.querySelector('#topo-svg .master-port')",
+        LIMIT,
+    );
+    // Between the first and the last host of the topology the page holds.
+    let lids = b.eval(&tab, "(() => { const l = window.ibsmFabric.topo().nodes.filter(n => n.type === 1).map(n => n.ports.find(p => p.lid).lid); return [l[0], l[l.length - 1]]; })()");
+    let (src, dst) = (
+        lids[0].as_u64().expect("a host LID"),
+        lids[1].as_u64().expect("a host LID"),
+    );
+    b.eval(&tab, &format!("document.getElementById('route-src').value = '{src}'; document.getElementById('route-dst').value = '{dst}'; document.getElementById('route-go').click(); true"));
+    b.wait_for(&tab, "the traced route", "!!document.querySelector('#topo-svg polyline.route') && document.getElementById('route-result').textContent.includes('→')", LIMIT);
+    b.screenshot(&tab, &shots.join("2-fabric-route.png"));
+
+    // At 10k nodes (a k=34 three-level fat tree made in the page, as the API would
+    // send it) the view is drawn as groups per tier and search finds one node.
+    let groups = b.eval(&tab, FAT_TREE_34).as_u64().expect("group count");
+    assert!(
+        (4..=4 * 40).contains(&groups),
+        "{groups} groups drawn for 11271 nodes"
+    );
+    b.eval(&tab, "document.getElementById('search').value = 'hca-9000 '; document.getElementById('search').dispatchEvent(new Event('input')); true");
+    b.wait_for(&tab, "the search hit", "document.querySelectorAll('#search-results tr').length === 1 && !!document.querySelector('#topo-svg rect.group.hit')", LIMIT);
+    b.screenshot(&tab, &shots.join("2b-fabric-10k-search.png"));
+    b.eval(&tab, "window.ibsmFabric.load(); document.getElementById('search').value = ''; window.ibsmFabric.search(''); true");
+    b.eval(&tab, "window.ibsm.showTab('cluster'); true");
+
+    // Kill the master through the Demo service: the open page follows, no reload.
+    let mut demo = DemoClient::connect(format!("http://127.0.0.1:{base}"))
+        .await
+        .expect("demo endpoint");
+    let mut req = tonic::Request::new(KillInstanceRequest {
+        master: true,
+        ..Default::default()
+    });
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {ADMIN}").parse().expect("header"),
+    );
+    demo.kill_instance(req).await.expect("KillInstance");
+    let took = b.wait_for(&tab, "a new master",
+        &format!("(() => {{ const m = document.body.dataset.master; return !!m && m !== '{master}' && document.querySelectorAll('#instances tr[data-state=STOPPED]').length === 1 && document.getElementById('master-guid').textContent === m; }})()"),
+        LIMIT);
+    eprintln!("the page showed the new master {took:?} after KillInstance returned");
+    assert_eq!(
+        b.eval(&tab, "window.ibsm.pageId"),
+        page,
+        "the page was reloaded"
+    );
+    let new_master = b.eval(&tab, "document.body.dataset.master");
+    // An admin action goes through its confirmation dialog.
+    b.eval(&tab, "document.querySelector('#instances tr[data-state=MASTER] button[data-action=sweep]').click(); true");
+    b.wait_for(
+        &tab,
+        "the confirmation dialog",
+        "document.getElementById('confirm').open",
+        LIMIT,
+    );
+    b.eval(&tab, "document.getElementById('confirm-ok').click(); true");
+    b.wait_for(
+        &tab,
+        "the sweep's outcome",
+        "document.getElementById('action-result').textContent.includes('heavy sweep')",
+        LIMIT,
+    );
+    b.screenshot(&tab, &shots.join("3-after-failover.png"));
+    b.eval(&tab, "window.ibsm.showTab('timeline'); true");
+    b.wait_for(&tab, "the failover on the timeline", "!!document.querySelector('#changes tr[data-kind=failover]') && !!document.querySelector('#timeline line.failover')", LIMIT);
+    b.screenshot(&tab, &shots.join("4-timeline.png"));
+
+    // A reader sees the same cluster and no action at all.
+    let ro = b.open(&format!("{url}/"));
+    b.wait_for(
+        &ro,
+        "the login form",
+        "!document.getElementById('login').hidden",
+        LIMIT,
+    );
+    b.eval(&ro, "document.getElementById('token').value = 'a-wrong-token-0000000000'; document.getElementById('login-button').click(); true");
+    b.wait_for(
+        &ro,
+        "the refusal of a wrong token",
+        "document.getElementById('login-error').textContent.includes('refused')",
+        LIMIT,
+    );
+    b.eval(&ro, &format!("document.getElementById('token').value = '{READER}'; document.getElementById('login-button').click(); true"));
+    b.wait_for(
+        &ro,
+        "the new master for the reader",
+        &format!("document.body.dataset.master === {new_master}"),
+        LIMIT,
+    );
+    assert_eq!(b.eval(&ro, "document.body.dataset.role"), "read-only");
+    assert_eq!(
+        b.eval(&ro, "document.querySelectorAll('button.action').length"),
+        0,
+        "a reader sees action buttons"
+    );
+    b.screenshot(&ro, &shots.join("5-cluster-read-only.png"));
+}
+
+/// `ibsmd --web` on a daemon (not the demo): the console answers for its one instance
+/// under the daemon's token, and nothing without it.
+#[test]
+fn the_daemon_serves_its_console_under_its_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin");
+    std::fs::write(&token, ADMIN).expect("token file");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let (grpc, web) = (free_port(), free_port());
+    let child = Command::new(IBSMD)
+        .args(["--fabric", "gen:fat-tree:4", "--priority", "5"])
+        .args([
+            "--grpc",
+            &format!("127.0.0.1:{grpc}"),
+            "--web",
+            &format!("127.0.0.1:{web}"),
+        ])
+        .arg("--auth-token-file")
+        .arg(&token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ibsmd");
+    let _daemon = Reaped(child);
+    let addr = format!("127.0.0.1:{web}");
+    let start = std::time::Instant::now();
+    let cluster = loop {
+        if let Ok(body) = http_body(&addr, "/api/cluster", ADMIN) {
+            if body.contains("\"state\":\"MASTER\"") {
+                break body;
+            }
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "the console never showed the daemon as MASTER"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let v: serde_json::Value = serde_json::from_str(&cluster).expect("JSON");
+    assert_eq!(v["cluster"]["instances"][0]["name"], "ibsmd", "{v}");
+    assert_eq!(
+        v["cluster"]["master"]["guid"], v["cluster"]["instances"][0]["guid"],
+        "{v}"
+    );
+    assert_eq!(http_status(&addr, "GET", "/api/cluster", None), 401);
+    assert_eq!(http_status(&addr, "GET", "/", None), 200);
+}
+
+/// The body of a GET with `token` (Connection: close, so read to the end).
+fn http_body(addr: &str, path: &str, token: &str) -> std::io::Result<String> {
+    let mut c = std::net::TcpStream::connect(addr)?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n")?;
+    let mut out = String::new();
+    c.read_to_string(&mut out)?;
+    Ok(out
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_string()))
+}

@@ -1,0 +1,176 @@
+//! The web console (`--web ADDR`): a small page served by the daemon itself that shows
+//! the cluster (every SM on the fabric, ours and foreign, live), the fabric (topology,
+//! LIDs, routes, partitions, multicast groups) and a timeline of the last hour, and
+//! offers an admin the API's actions (handover, sweep, priority).
+//!
+//! Why it reads what it reads: every answer comes from the same handlers the gRPC API
+//! runs (`ControlService`, `FabricService`, called in-process), so the console cannot
+//! show a state the API would not; the live view is fed by their `Watch` streams, the
+//! ones `ibsmctl watch` reads ([`record`]).
+//!
+//! Credentials: the API's own ([`crate::auth::Security::role_of`]): the browser sends
+//! `Authorization: Bearer <token>` on every `fetch` (the token typed into the login
+//! form, kept in `sessionStorage`, so it dies with the tab and no cookie means no
+//! cross-site request forgery). The live stream is a `fetch` whose body is read as it
+//! arrives (server-sent-event framing, `text/event-stream`), because `EventSource`
+//! cannot send a header. Pages and scripts load without credentials (they hold no
+//! data); every `/api/` path answers 401 without a valid token, and an action is
+//! refused (403) unless the API's allow-list lets the caller's role call the matching
+//! gRPC method ([`crate::auth::read_only_allows`]): a read-only token may look only.
+//! The console serves plain HTTP: with a token over a non-loopback address it warns,
+//! as the API does; an API secured by client certificates alone (no token) cannot be
+//! used from it and the start is refused.
+//!
+//! Assets are built into the binary (`assets/`, plain JavaScript and CSS: no CDN, no
+//! build step). Bounds: [`MAX_CONNECTIONS`] connections, [`MAX_STREAMS`] live
+//! streams, a stream sends at most one message per [`STREAM_MIN_GAP`] (the newest
+//! view only: a `watch` channel drops what a slow reader missed) and ends after
+//! [`STREAM_LIFETIME`] (the page reconnects).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::auth::Security;
+use crate::error::DaemonError;
+use crate::replication::Replication;
+use crate::slot::InstanceSlot;
+
+mod api;
+pub mod json;
+pub mod record;
+
+/// Most open connections.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Most live streams at once.
+pub const MAX_STREAMS: usize = 32;
+/// Shortest gap between two messages of one stream.
+pub const STREAM_MIN_GAP: Duration = Duration::from_millis(250);
+/// A stream ends after this; the page opens a new one.
+pub const STREAM_LIFETIME: Duration = Duration::from_secs(300);
+/// A connection is closed after this, whatever it does.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
+/// A request head must arrive within this.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One SM instance the console shows: where its gRPC services find it.
+#[derive(Clone)]
+pub struct WebSource {
+    /// Its name (`ibsmd`, or the demo's `sm1`...).
+    pub name: String,
+    /// The slot its gRPC services read (a demo restart refills it).
+    pub slot: InstanceSlot,
+    /// Its replica, for the epoch and Raft fields.
+    pub repl: Option<Arc<Replication>>,
+}
+
+impl std::fmt::Debug for WebSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebSource")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// Whether the console can serve under `security` (checked before anything starts).
+pub fn check(security: &Security) -> Result<(), DaemonError> {
+    if security.mtls && security.token.is_none() {
+        return Err(DaemonError::Web(
+            "the API accepts client certificates only, and the console serves plain HTTP: give the API a token too (--auth-token-file, --read-only-token-file) to use --web".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Bind `addr` now (a busy port fails the start), for [`serve_on`].
+pub async fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener, DaemonError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| DaemonError::Listen {
+            what: "web console",
+            addr,
+            source,
+        })
+}
+
+/// [`listen`] then [`serve_on`]: the bound address and the serving future.
+pub async fn bind(
+    sources: Vec<WebSource>,
+    security: Security,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(SocketAddr, impl Future<Output = ()> + Send + 'static), DaemonError> {
+    check(&security)?;
+    serve_on(sources, security, listen(addr).await?, shutdown)
+}
+
+/// Serve the console for `sources` under `security` on `listener` until `shutdown`;
+/// returns the bound address and the future to spawn. Starts the sampler at once
+/// (needs a tokio runtime).
+pub fn serve_on(
+    sources: Vec<WebSource>,
+    security: Security,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(SocketAddr, impl Future<Output = ()> + Send + 'static), DaemonError> {
+    check(&security)?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| DaemonError::LocalAddr {
+            what: "web console",
+            source,
+        })?;
+    if !security.authenticates() {
+        tracing::warn!(addr = %local, "INSECURE: the web console, like the API, authenticates nobody (--insecure-plaintext): anyone who reaches it may act as admin");
+    } else if !local.ip().is_loopback() {
+        tracing::warn!(addr = %local, "web console: bearer token over plaintext HTTP; keep it on loopback or a trusted network (or behind a TLS proxy)");
+    }
+    let recorder = record::Recorder::new(&sources);
+    recorder.spawn();
+    let app = api::router(api::App::new(sources, security, recorder));
+    Ok((local, serve(app, listener, shutdown)))
+}
+
+fn serve(
+    app: axum::Router,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = ()> + Send + 'static {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    async move {
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                _ = &mut shutdown => return,
+                p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            };
+            let (stream, peer) = tokio::select! {
+                _ = &mut shutdown => return,
+                a = listener.accept() => match a {
+                    Ok(a) => a,
+                    Err(err) => {
+                        tracing::warn!(%err, "web console: accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => tracing::debug!(%peer, %err, "web console: connection failed"),
+                    Err(_) => {
+                        tracing::debug!(%peer, "web console: connection closed at its lifetime")
+                    }
+                }
+                drop(permit);
+            });
+        }
+    }
+}
