@@ -176,6 +176,11 @@ fn main() -> std::process::ExitCode {
                     targets,
                     security,
                 }),
+                // The generic message names TLS flags the judge does not take.
+                Err(_) if opts.auth_token_file.is_none() && !opts.insecure_plaintext => {
+                    eprintln!("ibsmd judge: no credentials: give --auth-token-file FILE (the token callers must present) or --insecure-plaintext");
+                    return std::process::ExitCode::from(EXIT_USAGE);
+                }
                 Err(e) => {
                     eprintln!("ibsmd judge: {e}");
                     return std::process::ExitCode::from(EXIT_USAGE);
