@@ -28,7 +28,8 @@ fn port(guid: u64, lid: u16) -> SmPort {
     }
 }
 
-/// What happens to an SMP from the old master to the new one sent at a given time.
+/// What happens to an SMP to or from the old master sent at a given time (a starved
+/// host: it neither reads nor answers).
 #[derive(Clone, Copy)]
 enum Fault {
     /// Lost while `from <= sent < until`.
@@ -42,6 +43,8 @@ struct Net {
     /// (delivery time, to, from-LID, message)
     wire: VecDeque<(Duration, usize, u16, SmInfoMsg)>,
     sweep_at: [Option<Duration>; 2],
+    /// Swept at least once (started): others see its port, SMPs reach it.
+    up: [bool; 2],
     now: Duration,
     fault: Fault,
     /// Virtual time both were MASTER, and the longest such stretch.
@@ -59,13 +62,23 @@ impl Net {
             priority,
             ..ElectionConfig::new(guid)
         };
+        Net::with(cfg(OLD, 10), cfg(NEW, 8), fault)
+    }
+
+    /// Two SMs with the given configs; `old` must end MASTER and `new` STANDBY.
+    fn with(
+        old: ElectionConfig,
+        new: ElectionConfig,
+        fault: impl FnOnce(Duration) -> Fault,
+    ) -> Net {
         let mut net = Net {
             sms: [
-                Election::new(cfg(OLD, 10), ms(0)).expect("valid config"),
-                Election::new(cfg(NEW, 8), ms(0)).expect("valid config"),
+                Election::new(old, ms(0)).expect("valid config"),
+                Election::new(new, ms(0)).expect("valid config"),
             ],
             wire: VecDeque::new(),
             sweep_at: [Some(ms(0)), Some(ms(0))],
+            up: [false; 2],
             now: ms(0),
             fault: Fault::Drop {
                 from: Duration::MAX,
@@ -79,7 +92,8 @@ impl Net {
         net.sweep_at[1] = None;
         net.run_until(ms(10));
         assert_eq!(net.sms[0].state(), SmState::Master);
-        net.sweep_at[1] = Some(ms(10));
+        // NEW starts; the master's next sweep finds its port.
+        net.sweep_at = [Some(ms(10)), Some(ms(10))];
         net.run_until(ms(300));
         assert_eq!(net.sms[1].state(), SmState::Standby);
         assert_eq!(net.sms[1].master_guid(), Some(OLD));
@@ -101,7 +115,7 @@ impl Net {
             };
             let to = usize::from(to_lid) - 1;
             let mut at = self.now + LAT;
-            if i == 0 {
+            if i == 0 || to == 0 {
                 match self.fault {
                     Fault::Drop { from, until } if self.now >= from && self.now < until => continue,
                     Fault::Hold { from, until } if self.now >= from && self.now < until => {
@@ -113,7 +127,10 @@ impl Net {
             self.wire.push_back((at, to, Self::lid(i), t.msg));
         }
         while let Some(ev) = self.sms[i].poll_event() {
-            if ev == ElectionEvent::DiscoveryNeeded {
+            if matches!(
+                ev,
+                ElectionEvent::DiscoveryNeeded | ElectionEvent::HeavySweepRequested
+            ) {
                 self.sweep_at[i] = Some(self.now + SWEEP);
             }
             if i == 1
@@ -144,14 +161,23 @@ impl Net {
             let due: Vec<_> = self.wire.iter().filter(|w| w.0 <= now).cloned().collect();
             self.wire.retain(|w| w.0 > now);
             for (_, to, from, msg) in due {
+                if !self.up[to] {
+                    continue;
+                }
                 self.sms[to].handle_message(now, SmRoute::Lid(from), msg);
                 self.drain(to);
             }
             for i in 0..2 {
                 if self.sweep_at[i].is_some_and(|s| s <= now) {
                     self.sweep_at[i] = None;
+                    self.up[i] = true;
                     let other = 1 - i;
-                    self.sms[i].handle_sweep(now, &[port(self.guid(other), Self::lid(other))]);
+                    let ports = if self.up[other] {
+                        vec![port(self.guid(other), Self::lid(other))]
+                    } else {
+                        Vec::new()
+                    };
+                    self.sms[i].handle_sweep(now, &ports);
                     self.drain(i);
                 }
                 if self.sms[i].poll_timeout().is_some_and(|t| t <= now) {
@@ -272,4 +298,46 @@ fn a_standby_woken_late_does_not_count_the_silence_it_slept_through() {
     );
     assert_eq!(net.sms[1].state(), SmState::Standby);
     assert_eq!(net.sms[1].missed_polls(), 0);
+}
+
+#[test]
+fn a_false_takeover_by_a_sticky_sm_moves_mastership_within_a_round_trip() {
+    // Both sticky: the old master advertises 14, the standby (configured 12, so it
+    // follows) takes MASTER by mistake and advertises 15. Now the NEW master outranks
+    // the old one, which must hand over (IBA: the lower master yields). The new
+    // master's confirmation query tells the old one so (its payload names a higher
+    // MASTER), and the old master reads it back at once rather than at its next
+    // master poll (1 s).
+    let old = ElectionConfig {
+        priority: 10,
+        sticky_priority: Some(14),
+        ..ElectionConfig::new(OLD)
+    };
+    let new = ElectionConfig {
+        priority: 12,
+        sticky_priority: Some(15),
+        ..ElectionConfig::new(NEW)
+    };
+    let cfg = new.clone();
+    let mut silence_end = Duration::ZERO;
+    let mut net = Net::with(old, new, |from| {
+        silence_end = from + cfg.poll_interval * 4;
+        Fault::Drop {
+            from,
+            until: silence_end,
+        }
+    });
+    net.run_until(ms(3000));
+    let takeover = net
+        .takeover_at
+        .expect("the dropped answers caused a takeover");
+    assert_eq!(net.sms[1].state(), SmState::Master, "the higher sticky one");
+    assert_eq!(net.sms[0].state(), SmState::Standby);
+    let bound = silence_end.saturating_sub(takeover) + cfg.repoll_interval + LAT * 6;
+    assert!(
+        net.max_dual <= bound,
+        "two masters for {:?} (bound {:?})",
+        net.max_dual,
+        bound
+    );
 }
