@@ -217,7 +217,12 @@
 //! `bench/detection.sh` measures it (a k=32 master sweeping back to back, every core
 //! busy, with the master's longest step): there the live master was declared lost 8
 //! times in 30 s with the snapshot inline, 2-3 times with it offloaded (the standby
-//! then hands straight back). Moving the rest off the MAD thread is what removes it. On fabrics where SMP latency
+//! then hands straight back). Moving the rest off the MAD thread is what removes it.
+//! Since a late answer to the streak counts through the DISCOVERING round that
+//! follows (see DISCOVERING above), such a detection rarely ends in MASTER: the round
+//! waits for a fresh sweep (long at k=32), and the stalled master's queued answers
+//! arrive first (30 s with a longest master step of 232 ms, host loaded by other jobs
+//! too: 17 detections, 0 went on to MASTER). On fabrics where SMP latency
 //! can exceed the streak (congested VL15, a host that can stall the SM's thread), raise
 //! `poll_interval` and `repoll_interval` together. The DISCOVERING round that follows adds no query
 //! timeout of its own for the lost master (see above), only the fresh sweep a takeover
