@@ -116,6 +116,11 @@ impl Election {
             // its TID and gets one more re-poll wait, nothing is counted.
             f.excused += 1;
             f.poll_at = now + self.cfg.repoll_interval;
+            tracing::debug!(
+                late_ms = late.as_millis() as u64,
+                excused = f.excused,
+                "poll timer fired late (we were descheduled): the wait is not a miss"
+            );
             return;
         }
         if let Some(tid) = f.poll_tid.take() {
