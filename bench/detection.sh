@@ -14,7 +14,8 @@
 #   false    - under load (k=--load-k fat tree, default 32: the master's heavy sweeps
 #              back to back for --seconds, default 60, while one busy loop per core
 #              keeps every core busy): how many times the standby left STANDBY while
-#              the master was alive. The bar is 0.
+#              the master was alive, and how many of those went on to MASTER (two
+#              masters until it hands back). The bar is 0.
 #   step     - the master's longest instance-thread step under load (its debug
 #              "instance thread busy" lines, >= 30 ms): how long SMInfo polls waited.
 #
@@ -280,6 +281,9 @@ load_round() { # label kind poll repoll retries
     { wait "${LOADERS[@]}"; } 2>/dev/null || true
     LOADERS=()
     R_FALSE=$(count_lines "$STANDBY_LOG" "$from" "$LOST_LINE")
+    # Of those, how many went on to MASTER beside the live master (the harm: two
+    # masters until the new one hands back); the others found it alive again.
+    R_FALSE="$R_FALSE ($(count_lines "$STANDBY_LOG" "$from" "$MASTER_LINE") took MASTER)"
     R_SWEEPS=$(count_lines "$WORK/master.$round.log" "$mfrom" "heavy sweep done in")
     R_STEP=$(tail -c +"$((mfrom + 1))" "$WORK/master.$round.log" | tr -d '\0' |
         grep -F "instance thread busy" | sed -n 's/.*took_ms=\([0-9]*\).*/\1/p' | sort -n | tail -1)

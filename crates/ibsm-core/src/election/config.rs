@@ -78,8 +78,11 @@ pub struct ElectionConfig {
     pub poll_interval: Duration,
     /// Standby: after a missed poll, the master is polled again at this shorter
     /// interval (each re-poll waits this long for its answer) until it answers or
-    /// `poll_retries` polls in a row went unanswered. Default 20 ms. See the module
-    /// doc, "Detection".
+    /// `poll_retries` polls in a row went unanswered. Default 20 ms. Also the
+    /// lateness of our own poll timer above which we were descheduled and the wait is
+    /// not judged, and the interval at which a master that took over without an
+    /// answer from some SM port re-reads it. See the module doc, "Detection" and "A
+    /// false takeover".
     pub repoll_interval: Duration,
     /// Standby: consecutive unanswered polls (the first one and its re-polls) before
     /// the master is declared lost. Default 3.

@@ -31,6 +31,10 @@
 //!   route, and again with retries if the fresh sweep finds it over another one.
 //!   A master lost to missed polls is not asked again over the route its polls died on
 //!   (they were its last queries there); only over another one the fresh sweep finds.
+//!   The TIDs of those polls stay valid through the round: a late answer is the lost
+//!   master's answer, so a master that was only slow (a starved host) is followed
+//!   again if it answers before the fresh sweep is in. A round that concludes MASTER
+//!   without an answer from some known SM port confirms it (see "A false takeover").
 //! * **STANDBY**: SubnGet(SMInfo) to the master every `poll_interval`. A poll that is not
 //!   answered within `poll_interval` is a miss, and the master is re-polled every
 //!   `repoll_interval` until it answers; `poll_retries` misses in a row ->
@@ -64,6 +68,9 @@
 //!   above; the higher one accepts HANDOVER (legal in MASTER), stays MASTER, answers
 //!   ACKNOWLEDGE and reports [`ElectionEvent::HeavySweepRequested`]; it does nothing else
 //!   about a lower master (OpenSM's "wait for handover"). So the lower one always yields.
+//!   A master that a known SM queries with a payload naming itself MASTER and
+//!   outranking us reads that SM back at once (one query at a time per SM), so it
+//!   does not wait for its next master poll to yield.
 //! * **NOTACTIVE**: answers SubnGet(SMInfo), accepts only STANDBY (-> STANDBY behind the
 //!   sender).
 //!
@@ -210,11 +217,46 @@
 //! `bench/detection.sh` measures it (a k=32 master sweeping back to back, every core
 //! busy, with the master's longest step): there the live master was declared lost 8
 //! times in 30 s with the snapshot inline, 2-3 times with it offloaded (the standby
-//! then hands straight back). Moving the rest off the MAD thread is what removes it. On fabrics where SMP latency
+//! then hands straight back). Moving the rest off the MAD thread is what removes it.
+//! Since a late answer to the streak counts through the DISCOVERING round that
+//! follows (see DISCOVERING above), such a detection rarely ends in MASTER: the round
+//! waits for a fresh sweep (long at k=32), and the stalled master's queued answers
+//! arrive first (30 s with a longest master step of 232 ms, host loaded by other jobs
+//! too: 17 detections, 0 went on to MASTER). On fabrics where SMP latency
 //! can exceed the streak (congested VL15, a host that can stall the SM's thread), raise
 //! `poll_interval` and `repoll_interval` together. The DISCOVERING round that follows adds no query
 //! timeout of its own for the lost master (see above), only the fresh sweep a takeover
 //! needs anyway.
+//!
+//! Our own starvation is no evidence: when the standby's timer for a poll fires more
+//! than `repoll_interval` after it was due, this process was descheduled, and the
+//! master's answer may be waiting unread (or still in a simulator that starved with
+//! us). The wait is then not judged: the poll keeps its TID and gets one more
+//! `repoll_interval`, and nothing is counted; at most `poll_retries` such excuses per
+//! streak, so a dead master behind a host that keeps starving us is still declared
+//! lost, at most twice as late. The driver reads what already arrived before it runs
+//! timers (ibsmd does), so an on-time tick sees every answer that came in time.
+//!
+//! # A false takeover, and how short the two masters last
+//!
+//! A live master whose answers stop for a whole streak (its host starved for over
+//! 65 ms) is declared lost; if no answer comes back before the DISCOVERING round
+//! concludes, the standby becomes MASTER beside it. IBA's two-masters rule (the lower
+//! hands over to the higher) ends that once they read each other, and the master
+//! polls every `master_poll_interval` (1 s) made that 1 s (seen on ibsim under load:
+//! 981, 985, 978 ms). The rule now: a MASTER concluded from a round in which some
+//! known SM port did not answer (above all the lost master, which the round does not
+//! ask again) queries each such port at once and re-sends every `repoll_interval`
+//! for one `master_poll_interval` (one TID: an answer to any copy counts; the
+//! periodic master poll takes over after that). Its first answer goes through the
+//! MASTER rules: a MASTER or STANDBY that outranks us gets HANDOVER at once, which a
+//! master accepts. And that query names us MASTER in its payload, so when it is the
+//! new master that outranks the old one (sticky priorities), the old master reads it
+//! back at once and hands over. Either way the two masters last until the old one
+//! answers again plus at most one `repoll_interval` and two round trips; what the
+//! protocol cannot shorten is the silence itself: until the old master answers,
+//! nothing can tell it from a dead one. The cost: up to `master_poll_interval` /
+//! `repoll_interval` (50) SMPs to a port that is really gone, once per takeover.
 //!
 //! A hung master answers SMInfo but initiates nothing: its ActCount stops. `stall_window`
 //! (default 6 s: three light sweeps of a master at the default 2 s; ibsmd sets three of

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::election::types::{SmInfo, SmPort, SmRoute, SmState, TransitionReason};
 
-use super::state::{Election, Purpose};
+use super::state::{Election, Purpose, Round};
 
 impl Election {
     pub(super) fn query_round(&mut self, now: Duration) {
@@ -84,6 +84,7 @@ impl Election {
                     masterless_for: waited,
                 },
             );
+            self.confirm_unanswered(now, &round);
         } else if let Some((info, route)) = round.best_higher {
             self.enter_standby(
                 now,
@@ -102,6 +103,42 @@ impl Election {
                     queried: round.queried.len(),
                 },
             );
+            self.confirm_unanswered(now, &round);
+        }
+    }
+
+    /// MASTER concluded from a round in which some known SM ports did not answer
+    /// (above all the master we just lost to missed polls): if one of them is alive
+    /// after all (it was slow, not dead: a starved host), two masters run until we
+    /// read it, and waiting for the first master poll made that a full
+    /// `master_poll_interval` (about 1 s, seen on ibsim under load). So each is
+    /// queried at once, re-sent every `repoll_interval` for one `master_poll_interval`
+    /// (one TID: an answer to any copy counts, the periodic master poll takes over
+    /// after that); its first answer goes through the MASTER rules, so a MASTER or
+    /// STANDBY that outranks us gets HANDOVER within a re-poll wait of answering.
+    fn confirm_unanswered(&mut self, now: Duration, round: &Round) {
+        let silent: Vec<SmPort> = round
+            .queried
+            .iter()
+            .filter(|g| !round.heard.contains(g))
+            .filter_map(|g| self.known.get(g).cloned())
+            .collect();
+        let wait = self.cfg.repoll_interval;
+        let copies = self.cfg.master_poll_interval.as_nanos() / wait.as_nanos().max(1);
+        let retries = u32::try_from(copies.saturating_sub(1)).unwrap_or(u32::MAX);
+        for p in silent {
+            tracing::info!(
+                guid = format_args!("{:#018x}", p.guid),
+                "MASTER without an answer from this SM port: confirming it every re-poll interval"
+            );
+            self.query_timed(
+                now,
+                p.route,
+                Some(p.guid),
+                Purpose::MasterQuery,
+                retries,
+                wait,
+            );
         }
     }
 
@@ -116,6 +153,9 @@ impl Election {
     }
 
     pub(super) fn record_discovery(&mut self, info: SmInfo, route: SmRoute) {
+        if let Some(round) = self.round.as_mut() {
+            round.heard.insert(info.guid);
+        }
         if self.is_suspect(&info) {
             return;
         }

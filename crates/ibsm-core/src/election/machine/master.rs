@@ -119,6 +119,23 @@ impl Election {
             if info.sm_state != SmState::NotActive {
                 self.note_peer(info);
             }
+            // A second MASTER that says it outranks us: IBA has the lower master hand
+            // over, so read it now (verified, over the route our sweep recorded)
+            // rather than at the next master poll, up to `master_poll_interval` of two
+            // masters. One query at a time per SM; a lower MASTER is its own business
+            // (it reads our answer, which says MASTER and our priority).
+            if info.sm_state == SmState::Master
+                && self.outranks_us(info)
+                && self.handover.is_none()
+                && !self
+                    .pending
+                    .values()
+                    .any(|p| p.purpose == Purpose::MasterQuery && p.expect_guid == Some(info.guid))
+            {
+                if let Some(p) = self.known.get(&info.guid).cloned() {
+                    self.query(now, p.route, Some(p.guid), Purpose::MasterQuery);
+                }
+            }
             return;
         }
         if self.unknown_requesters.contains(&info.guid)

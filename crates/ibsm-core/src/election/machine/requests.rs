@@ -45,6 +45,20 @@ impl Election {
         purpose: Purpose,
         retries: u32,
     ) {
+        let timeout = self.cfg.query_timeout;
+        self.query_timed(now, dest, expect, purpose, retries, timeout);
+    }
+
+    /// A SubnGet(SMInfo) waiting `timeout` for each of its `1 + retries` copies.
+    pub(super) fn query_timed(
+        &mut self,
+        now: Duration,
+        dest: SmRoute,
+        expect: Option<u64>,
+        purpose: Purpose,
+        retries: u32,
+        timeout: Duration,
+    ) {
         let tid = self.alloc_tid();
         let msg = SmInfoMsg::Get {
             tid,
@@ -62,8 +76,8 @@ impl Election {
                 msg,
                 expect_guid: expect,
                 purpose,
-                deadline: now + self.cfg.query_timeout,
-                timeout: self.cfg.query_timeout,
+                deadline: now + timeout,
+                timeout,
                 retries_left: retries,
             },
         );
@@ -111,6 +125,9 @@ impl Election {
                     return;
                 }
             }
+        }
+        if self.late_answer_of_lost_master(now, tid, status, &info) {
+            return;
         }
         let Some(p) = self.pending.remove(&tid) else {
             tracing::debug!(tid, "SMInfo response without a pending request; ignored");
@@ -173,6 +190,48 @@ impl Election {
             }
             Purpose::Trap => {}
         }
+    }
+
+    /// DISCOVERING after missed polls: a late answer to one of the polls that lost us
+    /// the master is its answer to this round (a MASTER is followed again: no false
+    /// takeover because its answers were slow).
+    fn late_answer_of_lost_master(
+        &mut self,
+        now: Duration,
+        tid: u64,
+        status: u16,
+        info: &SmInfo,
+    ) -> bool {
+        if self.state != SmState::Discovering {
+            return false;
+        }
+        let Some(r) = self.round.as_mut() else {
+            return false;
+        };
+        if !r.lost_tids.contains(&tid) {
+            return false;
+        }
+        r.lost_tids.clear();
+        let key_ok = info.sm_key == 0 || info.sm_key == self.cfg.sm_key;
+        if status != 0 || r.lost != Some(info.guid) || !key_ok {
+            return true;
+        }
+        let route = r
+            .lost_unanswered
+            .clone()
+            .or_else(|| self.known.get(&info.guid).map(|p| p.route.clone()));
+        let Some(route) = route else {
+            return true;
+        };
+        tracing::info!(
+            master = format_args!("{:#018x}", info.guid),
+            state = %info.sm_state,
+            "late answer to a missed poll: the master we lost is alive"
+        );
+        self.note_peer(info);
+        self.record_discovery(*info, route);
+        self.maybe_finish_round(now);
+        true
     }
 
     pub(super) fn request_failed(&mut self, now: Duration, p: Pending) {

@@ -34,6 +34,7 @@ impl Election {
                     return;
                 };
                 f.missed = 0;
+                f.excused = 0;
                 f.poll_tid = None;
                 f.missed_tids.clear();
                 f.discovering_since = None;
@@ -59,6 +60,7 @@ impl Election {
                 // A higher SM still looking around is about to become master: alive,
                 // but only for `discovering_grace` (OpenSM counts it as a missed poll).
                 f.missed = 0;
+                f.excused = 0;
                 f.poll_tid = None;
                 f.missed_tids.clear();
                 f.last_act = None;
@@ -105,6 +107,22 @@ impl Election {
         if f.poll_at > now {
             return;
         }
+        let late = now.saturating_sub(f.poll_at);
+        if f.poll_tid.is_some() && late > self.cfg.repoll_interval && f.excused < retries {
+            // Our own timer fired more than a re-poll wait late: this process was not
+            // running (a starved host), so the master's answer may be waiting unread
+            // behind our timers, or still in a fabric (simulator) that starved with
+            // us. Silence we were not awake to observe is no evidence: the poll keeps
+            // its TID and gets one more re-poll wait, nothing is counted.
+            f.excused += 1;
+            f.poll_at = now + self.cfg.repoll_interval;
+            tracing::debug!(
+                late_ms = late.as_millis() as u64,
+                excused = f.excused,
+                "poll timer fired late (we were descheduled): the wait is not a miss"
+            );
+            return;
+        }
         if let Some(tid) = f.poll_tid.take() {
             // Unanswered within its wait: a miss. Its TID stays valid (a late answer
             // still shows the master alive) for the rest of the streak.
@@ -113,10 +131,11 @@ impl Election {
         }
         if f.missed >= retries {
             let (master, missed, route) = (f.master, f.missed, f.route.clone());
+            let tids = std::mem::take(&mut f.missed_tids);
             self.enter_discovering_after(
                 now,
                 TransitionReason::MissedPolls { master, missed },
-                Some((master, route)),
+                Some((master, route, tids)),
             );
             return;
         }

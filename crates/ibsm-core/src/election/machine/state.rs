@@ -56,6 +56,13 @@ pub(super) struct Round {
     /// miss the real master (an SM that came up since) or lead over a dead cable.
     pub(super) fresh_sweep: bool,
     pub(super) answered: usize,
+    /// The SM ports that answered this round (`queried` minus these did not): a
+    /// round concluding MASTER without them confirms that at once (see
+    /// `Election::confirm_unanswered`).
+    pub(super) heard: BTreeSet<u64>,
+    /// The TIDs of the polls and re-polls that lost us `lost`: an answer to one of
+    /// them, however late, still shows it alive, as it did in STANDBY.
+    pub(super) lost_tids: Vec<u64>,
     pub(super) best_master: Option<(SmInfo, SmRoute)>,
     pub(super) best_higher: Option<(SmInfo, SmRoute)>,
 }
@@ -77,6 +84,10 @@ pub(super) struct Following {
     pub(super) last_act_change: Duration,
     /// Since when it has answered DISCOVERING (grace, see `discovering_grace`).
     pub(super) discovering_since: Option<Duration>,
+    /// Poll waits of the current streak not judged because our own timer fired more
+    /// than `repoll_interval` late (we were descheduled: the answer may be waiting
+    /// unread); at most `poll_retries` per streak.
+    pub(super) excused: u32,
 }
 
 /// The sans-IO SMInfo election of one SM (see the `election` module doc).

@@ -62,25 +62,27 @@ impl Election {
         self.enter_discovering_after(now, reason, None);
     }
 
-    /// DISCOVERING; `lost` is a master that just stopped answering our polls, and the
-    /// route they went over. Its polls and re-polls were its last queries over that
-    /// route: the round does not ask it again there (that would add a query timeout to
-    /// every failover), only over another route if the fresh sweep finds it there.
+    /// DISCOVERING; `lost` is a master that just stopped answering our polls, the
+    /// route they went over and their TIDs. Its polls and re-polls were its last
+    /// queries over that route: the round does not ask it again there (that would add
+    /// a query timeout to every failover), only over another route if the fresh sweep
+    /// finds it there; a late answer to one of them still counts as its answer.
     pub(super) fn enter_discovering_after(
         &mut self,
         now: Duration,
         reason: TransitionReason,
-        lost: Option<(u64, SmRoute)>,
+        lost: Option<(u64, SmRoute, Vec<u64>)>,
     ) {
         self.clear_activity();
         self.drop_elevation();
         self.masterless_since.get_or_insert(now);
         self.set_state(SmState::Discovering, reason);
         let mut round = Round::default();
-        if let Some((guid, route)) = lost {
+        if let Some((guid, route, tids)) = lost {
             round.lost = Some(guid);
             round.lost_unanswered = Some(route);
             round.queried.insert(guid);
+            round.lost_tids = tids;
         }
         self.round = Some(round);
         // Ask for the sweep now, so it runs while the known SM ports are queried.
@@ -114,6 +116,7 @@ impl Election {
             last_act: (master.sm_state == SmState::Master).then_some(master.act_count),
             last_act_change: now,
             discovering_since: (master.sm_state == SmState::Discovering).then_some(now),
+            excused: 0,
         });
         // A newcomer that outranks the master tells it (IBA / OpenSM: trap 144).
         if master.sm_state == SmState::Master && self.outranks_master(master) {
