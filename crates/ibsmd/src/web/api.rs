@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::json;
 use super::record::Recorder;
-use super::{WebSource, MAX_STREAMS, STREAM_LIFETIME, STREAM_MIN_GAP};
+use super::source::{WebSource, MAX_STREAMS, STREAM_LIFETIME, STREAM_MIN_GAP};
 use crate::auth::{read_only_allows, Role, Security};
 use crate::fabric_service::FabricService;
 

@@ -34,44 +34,20 @@ use std::time::Duration;
 
 use crate::auth::Security;
 use crate::error::DaemonError;
-use crate::replication::Replication;
-use crate::slot::InstanceSlot;
 
 mod api;
 pub mod json;
 pub mod record;
+mod source;
+
+pub use source::{WebSource, MAX_STREAMS, STREAM_LIFETIME, STREAM_MIN_GAP};
 
 /// Most open connections.
 pub const MAX_CONNECTIONS: usize = 64;
-/// Most live streams at once.
-pub const MAX_STREAMS: usize = 32;
-/// Shortest gap between two messages of one stream.
-pub const STREAM_MIN_GAP: Duration = Duration::from_millis(250);
-/// A stream ends after this; the page opens a new one.
-pub const STREAM_LIFETIME: Duration = Duration::from_secs(300);
 /// A connection is closed after this, whatever it does.
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
 /// A request head must arrive within this.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// One SM instance the console shows: where its gRPC services find it.
-#[derive(Clone)]
-pub struct WebSource {
-    /// Its name (`ibsmd`, or the demo's `sm1`...).
-    pub name: String,
-    /// The slot its gRPC services read (a demo restart refills it).
-    pub slot: InstanceSlot,
-    /// Its replica, for the epoch and Raft fields.
-    pub repl: Option<Arc<Replication>>,
-}
-
-impl std::fmt::Debug for WebSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WebSource")
-            .field("name", &self.name)
-            .finish()
-    }
-}
 
 /// Whether the console can serve under `security` (checked before anything starts).
 pub fn check(security: &Security) -> Result<(), DaemonError> {

@@ -16,7 +16,7 @@ use tokio::sync::{watch, Notify};
 use tokio_stream::StreamExt;
 
 use super::json::{guid_hex, state_name, status_json};
-use super::WebSource;
+use super::source::WebSource;
 use crate::server::ControlService;
 
 /// Longest gap between two samples when no event wakes the sampler.
