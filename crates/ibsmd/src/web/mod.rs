@@ -38,6 +38,7 @@ use crate::replication::Replication;
 use crate::slot::InstanceSlot;
 
 mod api;
+pub mod groups;
 pub mod json;
 pub mod record;
 

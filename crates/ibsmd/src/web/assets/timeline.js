@@ -21,7 +21,8 @@
     pending = false;
     const box = document.getElementById('timeline');
     if (!box || box.offsetParent === null || !window.ibsm.cluster) return;
-    const entries = window.ibsm.timeline, now = window.ibsm.cluster.now_ms || Date.now();
+    // Now on the server's clock: every SM's last state is drawn up to here.
+    const entries = window.ibsm.timeline, now = Date.now() + (window.ibsm.clockOffset || 0);
     // The last hour, or less when the record is younger (a fresh demo fills the width).
     const first = entries.length ? entries[0].at_ms : now;
     const span = Math.min(SPAN_MS, Math.max(MIN_SPAN_MS, (now - first) * 1.15));
@@ -51,7 +52,9 @@
       lane.spans.forEach((e, i) => {
         const end = i + 1 < lane.spans.length ? lane.spans[i + 1].at_ms : now;
         if (end < from) return;
-        const r = svg('rect', { x: x(e.at_ms), y, width: Math.max(1, x(end) - x(e.at_ms)), height: LANE - 8, fill: COLOURS[e.to] || '#ccc' });
+        const r = svg('rect', { x: x(e.at_ms), y, width: Math.max(1, x(end) - x(e.at_ms)), height: LANE - 8, fill: COLOURS[e.to] || '#ccc',
+          class: 'span', 'data-guid': guid, 'data-state': e.to });
+        if (i + 1 === lane.spans.length) r.dataset.last = 'true';
         r.append(svg('title', {}, `${e.to} from ${hhmm(e.at_ms)}`));
         root.append(r);
       });
@@ -77,6 +80,8 @@
     tb.replaceChildren(...rows);
   }
 
-  // At most one redraw a second, whatever the update rate.
+  // At most one redraw a second, whatever the update rate; and once a second while
+  // shown, so the last states grow to "now".
   window.ibsmTimeline = { changed() { if (!pending) { pending = true; setTimeout(draw, 1000); } }, draw };
+  setInterval(() => { if (!pending) draw(); }, 1000);
 })();
