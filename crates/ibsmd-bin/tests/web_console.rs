@@ -260,6 +260,25 @@ async fn the_console_shows_the_cluster_follows_a_failover_and_hides_actions_from
         &format!("(() => {{ const r = document.querySelector('#timeline rect.span[data-guid=\"{new_guid}\"][data-last]'); if (!r || r.dataset.state !== 'MASTER') return false; const svg = r.ownerSVGElement; return Number(r.getAttribute('x')) + Number(r.getAttribute('width')) > Number(svg.getAttribute('width')) - 20; }})()"),
         LIMIT);
     b.screenshot(&tab, &shots.join("4-timeline.png"));
+    // A drill's report.json (its shape: the cycles and the poller's wire changes) opens
+    // as the same view: lanes per SM, the failover marked, the masterless gap shaded.
+    let report = serde_json::json!({
+        "scenario": "kill-master", "cycles_run": 1, "masterless_ms_max": 400,
+        "invariants_ok": true, "broken": [], "failover_ms": {"p50": 410, "max": 410},
+        "cycles": [{"action": "kill-master", "action_unix_ms": 1_000_500}],
+        "wire_from_unix_ms": 1_000_000, "wire_to_unix_ms": 1_003_000,
+        "wire_changes": [
+            {"at_unix_ms": 1_000_000, "name": "sm1", "state": "MASTER"},
+            {"at_unix_ms": 1_000_000, "name": "sm2", "state": "STANDBY"},
+            {"at_unix_ms": 1_000_600, "name": "sm1", "state": null},
+            {"at_unix_ms": 1_001_000, "name": "sm2", "state": "MASTER"}
+        ]
+    });
+    b.eval(&tab, &format!("window.ibsmTimeline.openReport({report})"));
+    b.wait_for(&tab, "the report's wire timeline",
+        "document.querySelectorAll('#report-timeline rect.span').length === 4 && !!document.querySelector('#report-timeline line.failover') && !!document.querySelector('#report-timeline rect.masterless') && document.querySelector('#report-timeline rect.span[data-guid=sm2][data-last]').dataset.state === 'MASTER' && !!document.querySelector('#report-changes tr[data-kind=failover]')",
+        LIMIT);
+    b.screenshot(&tab, &shots.join("4b-drill-report.png"));
 
     // A reader sees the same cluster and no action at all.
     let ro = b.open(&format!("{url}/"));
