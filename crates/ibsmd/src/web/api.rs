@@ -530,3 +530,17 @@ async fn action(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response
         Err(s) => status_response(&s),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+
+    #[test]
+    fn query_values_are_percent_decoded_and_bad_escapes_kept() {
+        assert_eq!(percent_decode("hca-9%20HCA-1"), "hca-9 HCA-1");
+        assert_eq!(percent_decode("a+b"), "a b");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        assert_eq!(percent_decode("%C3%A9"), "é");
+    }
+}

@@ -334,9 +334,10 @@ mod tests {
             );
             for (i, g, p, rp) in [(a, gb, pa, pb_), (b, ga, pb_, pa)] {
                 let own_lid = if nodes[i].node_type == 2 { 0 } else { lid };
+                let port_guid = nodes[i].node_guid + 0x1_0000_0000;
                 nodes[i].ports.push(pb::TopoPort {
                     num: p,
-                    port_guid: nodes[i].node_guid + 0x1_0000_0000,
+                    port_guid,
                     lid: own_lid,
                     remote_node_guid: g,
                     remote_port: rp,

@@ -136,7 +136,11 @@
       }
       root.append(shape);
     }
-    if (masterBox) root.append(svg('text', { x: masterBox.x + 8, y: masterBox.y + 16, 'font-weight': 'bold' }, 'master SM'));
+    if (masterBox) {
+      // Beside a node; above a group (its count is below it).
+      const at = layout.aggregate ? { x: masterBox.x - 24, y: masterBox.y - 13 } : { x: masterBox.x + 8, y: masterBox.y + 16 };
+      root.append(svg('text', { ...at, 'font-weight': 'bold' }, 'master SM'));
+    }
     box.replaceChildren(root);
   }
 

@@ -68,6 +68,10 @@
       });
       row++;
     }
+    for (const e of entries) if (e.kind === 'action') {
+      root.append(svg('line', { class: 'action', x1: x(e.at_ms), x2: x(e.at_ms), y1: TOP - 4, y2: TOP + lanes.size * LANE }));
+      root.append(svg('text', { x: x(e.at_ms) + 3, y: TOP + lanes.size * LANE + 10 }, e.name));
+    }
     for (const e of entries) if (e.kind === 'failover' || e.kind === 'handover') {
       root.append(svg('line', { class: e.kind, x1: x(e.at_ms), x2: x(e.at_ms), y1: 4, y2: TOP + lanes.size * LANE }));
       const left = x(e.at_ms) > width - 70;
@@ -80,7 +84,7 @@
     }
     box.replaceChildren(root);
     const rows = entries.filter(e => e.kind !== 'state').slice(-50).reverse().map(e => {
-      const what = e.kind === 'masterless' ? `no master (was ${e.from})` :
+      const what = e.kind === 'action' ? `drill cycle ${e.name}` : e.kind === 'masterless' ? `no master (was ${e.from})` :
         `${e.kind}: ${e.name || e.guid} is master` + (e.from && e.from !== '0x0000000000000000' ? ` (was ${e.from})` : '');
       return window.ibsm.el('tr', { 'data-kind': e.kind }, window.ibsm.el('td', {}, hhmm(e.at_ms)), window.ibsm.el('td', {}, what));
     });
@@ -88,28 +92,30 @@
   }
 
   // A drill's report.json (ibsmctl drill): its `wire_changes` (every SM state the
-  // SMInfo poller saw on the wire) as timeline entries; a change of master is a
-  // handover when the cycle that acted last was a handover, else a failover.
+  // SMInfo poller saw on the wire) as timeline entries. A change of master is a
+  // failover when the old master no longer answered SMInfo, else a handover (the
+  // live recorder's rule: the old master still runs); each cycle's action is marked.
   function reportEntries(r) {
-    const out = [], states = new Map(), cycles = (r.cycles || []).slice().sort((a, b) => a.action_unix_ms - b.action_unix_ms);
-    let master = null;
+    const out = [], states = new Map();
+    (r.cycles || []).forEach((c, i) => { if (c.action_unix_ms) out.push({ kind: 'action', at_ms: c.action_unix_ms, guid: '', name: `#${i + 1} ${c.action || r.scenario}`, from: '' }); });
+    let master = null, last = null;
     const changes = (r.wire_changes || []).slice().sort((a, b) => a.at_unix_ms - b.at_unix_ms);
     for (const c of changes) {
       const at = c.at_unix_ms, to = c.state || 'NO ANSWER';
       out.push({ kind: 'state', at_ms: at, guid: c.name, name: '', to });
       states.set(c.name, to);
-      const m = [...states].filter(([, s]) => s === 'MASTER').map(([n]) => n).join(' + ');
+      const ms = [...states].filter(([, s]) => s === 'MASTER').map(([n]) => n), m = ms.join(' + ');
       if (m === master) continue;
       if (!m) out.push({ kind: 'masterless', at_ms: at, guid: '', name: '', from: master || 'none' });
-      else if (master === null) out.push({ kind: 'master', at_ms: at, guid: m, name: m, from: '' });
-      else {
-        const acted = cycles.filter(x => x.action_unix_ms <= at).pop();
-        const kind = acted && /handover/i.test(String(acted.action)) ? 'handover' : 'failover';
-        out.push({ kind, at_ms: at, guid: m, name: m, from: '' });
+      else if (last === null) out.push({ kind: 'master', at_ms: at, guid: m, name: m, from: '' });
+      else if (!ms.includes(last)) {
+        const kind = states.get(last) === 'NO ANSWER' ? 'failover' : 'handover';
+        out.push({ kind, at_ms: at, guid: m, name: m, from: last });
       }
       master = m;
+      if (ms.length) last = ms[0];
     }
-    return out;
+    return out.sort((a, b) => a.at_ms - b.at_ms);
   }
 
   function openReport(r) {
@@ -119,7 +125,7 @@
     const to = r.wire_to_unix_ms || (entries.length ? entries[entries.length - 1].at_ms : from);
     const f = r.failover_ms || {};
     window.ibsm.text('report-title', `Drill report: ${r.scenario}, ${r.cycles_run} cycles, failover ms ` +
-      `p50 ${f.p50 ?? '-'} max ${f.max ?? '-'}, masterless max ${r.masterless_ms_max} ms, invariants ${r.invariants_ok ? 'ok' : 'BROKEN: ' + (r.broken || []).join('; ')}`);
+      `median ${f.median ?? '-'} max ${f.max ?? '-'}, masterless max ${r.masterless_ms_max} ms, invariants ${r.invariants_ok ? 'ok' : 'BROKEN: ' + (r.broken || []).join('; ')}`);
     document.getElementById('report').hidden = false;
     render(entries, from, to + Math.max(200, (to - from) * 0.02), document.getElementById('report-timeline'), document.querySelector('#report-changes tbody'));
     return entries.length;
