@@ -32,7 +32,7 @@ const ACTIVE: u32 = 4;
 #[derive(Debug)]
 pub struct Group {
     pub tier: usize,
-    /// Indices into [`Grouped::nodes`], in tier order.
+    /// Indices into the nodes of [`Grouped::topo`], in tier order.
     pub members: Vec<usize>,
 }
 
