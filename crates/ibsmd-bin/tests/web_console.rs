@@ -554,6 +554,15 @@ async fn a_large_fabric_is_served_as_groups_and_searched_on_the_server() {
         &format!("document.getElementById('group-members').textContent.includes({desc:?})"),
         LIMIT,
     );
+    // A route between the first and the last host, drawn through the groups.
+    let last_lid = all
+        .iter()
+        .rev()
+        .find(|n| n["type"] == 1)
+        .and_then(|n| n["ports"][0]["lid"].as_u64())
+        .expect("the last host's LID");
+    b.eval(&tab, &format!("document.getElementById('route-src').value = '{lid}'; document.getElementById('route-dst').value = '{last_lid}'; document.getElementById('route-go').click(); true"));
+    b.wait_for(&tab, "the route over the groups", "(() => { const p = document.querySelector('#topo-svg polyline.route'); return !!p && p.getAttribute('points').split(' ').length >= 3; })()", LIMIT);
     let first_paint = b.eval(&tab, "window.ibsmFabric.firstPaintMs");
     eprintln!("k=16 overview: {size} bytes, first paint {first_paint} ms (debug build)");
     b.screenshot(&tab, &shots().join("7-fabric-groups-k16.png"));
