@@ -49,6 +49,18 @@ fn five_master_kills_change_no_lid_and_never_show_two_masters() -> Result<()> {
     assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
     let cycles = json["cycles"].as_array().context("cycles")?;
     assert_eq!(cycles.len(), 5, "{json:#}");
+    // The wire timeline the web console opens: each cycle's new master is seen
+    // MASTER on the wire after the kill.
+    let wire = json["wire_changes"].as_array().context("wire_changes")?;
+    for c in cycles {
+        let (who, at) = (&c["new_master"], c["action_unix_ms"].as_u64());
+        assert!(
+            wire.iter().any(|w| w["name"] == *who
+                && w["state"] == "MASTER"
+                && w["at_unix_ms"].as_u64() >= at),
+            "{who} never MASTER on the wire after {at:?}: {wire:?}"
+        );
+    }
     for c in cycles {
         assert_eq!(c["new_master_found"], true, "{c}");
         assert_ne!(c["new_master"], c["old_master"], "{c}");

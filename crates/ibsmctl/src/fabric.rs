@@ -245,6 +245,8 @@ pub fn topology_json(t: &pb::TopologyResponse) -> Value {
                 "lmc": p.lmc,
                 "remote_node_guid": fmt_guid(p.remote_node_guid),
                 "remote_port": p.remote_port,
+                "port_state": p.port_state,
+                "phys_state": p.phys_state,
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
@@ -278,6 +280,17 @@ pub fn topology_text(t: &pb::TopologyResponse) -> String {
             })
             .collect();
         let cabled = n.ports.iter().filter(|p| p.remote_node_guid != 0).count();
+        // PortState known (from the master) and not Active: a link down or training.
+        let not_active = n
+            .ports
+            .iter()
+            .filter(|p| p.remote_node_guid != 0 && p.port_state != 0 && p.port_state != 4)
+            .count();
+        let ports = if not_active > 0 {
+            format!("{cabled}/{} ({not_active} not Active)", n.num_ports)
+        } else {
+            format!("{cabled}/{}", n.num_ports)
+        };
         rows.push(vec![
             fmt_guid(n.node_guid),
             node_type(n.node_type).into(),
@@ -286,7 +299,7 @@ pub fn topology_text(t: &pb::TopologyResponse) -> String {
             } else {
                 lids.join(",")
             },
-            format!("{cabled}/{}", n.num_ports),
+            ports,
             n.description.clone(),
         ]);
     }

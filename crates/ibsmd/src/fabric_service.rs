@@ -124,15 +124,21 @@ fn source_name(s: &Source) -> &'static str {
 
 fn topology_of_view(v: &FabricView) -> Vec<pb::TopoNodeEntry> {
     let t = &v.topology;
-    t.iter()
-        .map(|(_, n)| {
+    let mut nodes: Vec<pb::TopoNodeEntry> = t
+        .iter()
+        .map(|(idx, n)| {
+            let lost = |num: usize| {
+                v.lost
+                    .iter()
+                    .find(|l| l.node_guid == n.node_guid && usize::from(l.port) == num)
+            };
             let ports = n
                 .ports
                 .iter()
                 .enumerate()
                 .filter(|(num, p)| {
                     if n.is_switch() {
-                        *num == 0 || p.remote.is_some()
+                        *num == 0 || p.remote.is_some() || lost(*num).is_some()
                     } else {
                         *num != 0
                     }
@@ -140,7 +146,9 @@ fn topology_of_view(v: &FabricView) -> Vec<pb::TopoNodeEntry> {
                 .map(|(num, p)| {
                     let remote = p
                         .remote
-                        .and_then(|(rn, rp)| Some((t.node(rn)?.node_guid, rp)));
+                        .and_then(|(rn, rp)| Some((t.node(rn)?.node_guid, rp)))
+                        .or_else(|| lost(num).map(|l| (l.remote_node_guid, l.remote_port)));
+                    let (state, phys) = v.port_state(idx, num);
                     pb::TopoPort {
                         num: u32::try_from(num).unwrap_or(u32::MAX),
                         port_guid: p.port_guid,
@@ -148,6 +156,8 @@ fn topology_of_view(v: &FabricView) -> Vec<pb::TopoNodeEntry> {
                         lmc: u32::from(p.lmc),
                         remote_node_guid: remote.map_or(0, |r| r.0),
                         remote_port: remote.map_or(0, |r| u32::from(r.1)),
+                        port_state: u32::from(state),
+                        phys_state: u32::from(phys),
                     }
                 })
                 .collect();
@@ -159,7 +169,27 @@ fn topology_of_view(v: &FabricView) -> Vec<pb::TopoNodeEntry> {
                 ports,
             }
         })
-        .collect()
+        .collect();
+    // The far ends of pulled cables, no longer reached: listed so the link can be
+    // drawn (down), with the state of their port unknown (0).
+    for l in &v.lost {
+        if nodes.iter().any(|n| n.node_guid == l.remote_node_guid) {
+            continue;
+        }
+        nodes.push(pb::TopoNodeEntry {
+            node_guid: l.remote_node_guid,
+            node_type: u32::from(l.remote_type),
+            description: l.remote_description.clone(),
+            num_ports: 0,
+            ports: vec![pb::TopoPort {
+                num: u32::from(l.remote_port),
+                remote_node_guid: l.node_guid,
+                remote_port: u32::from(l.port),
+                ..Default::default()
+            }],
+        });
+    }
+    nodes
 }
 
 fn topology_of_replica(st: &ibsm_replica::FabricState) -> Result<pb::TopologyResponse, Status> {
@@ -192,6 +222,7 @@ fn topology_of_replica(st: &ibsm_replica::FabricState) -> Result<pb::TopologyRes
                     lmc: 0,
                     remote_node_guid: b,
                     remote_port: u32::from(pb_),
+                    ..Default::default()
                 });
             }
         }

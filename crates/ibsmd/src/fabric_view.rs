@@ -31,6 +31,27 @@ pub struct FabricView {
     pub lfts: BTreeMap<u64, (u16, Vec<u8>)>,
     /// The configured partitions (besides the default one).
     pub partitions: Vec<Partition>,
+    /// `port_states[node][port]`: (PortState, PortPhysicalState) as the sweep left
+    /// them (the SA's view: a link the sweep activated is Active), 0 when not read.
+    pub port_states: Vec<Vec<(u8, u8)>>,
+    /// Cables an earlier view had whose port now reads not Active (a pulled cable):
+    /// the far end is no longer reached, so the topology alone would forget them.
+    pub lost: Vec<LostLink>,
+}
+
+/// A cable of an earlier view that is down now (see [`FabricView::lost`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostLink {
+    /// The end still reached: its NodeGUID and port number.
+    pub node_guid: u64,
+    pub port: u8,
+    /// Its PortState and PortPhysicalState now.
+    pub state: (u8, u8),
+    /// The far end as last seen: NodeGUID, port, NodeType, NodeDescription.
+    pub remote_node_guid: u64,
+    pub remote_port: u8,
+    pub remote_type: u8,
+    pub remote_description: String,
 }
 
 impl PartialEq for FabricView {
@@ -152,13 +173,34 @@ pub enum RouteError {
 
 impl FabricView {
     /// The view of `subnet` after a heavy sweep (`None` before its first one).
+    /// `prev` (the view this one replaces) lends the cables that went down since.
     pub fn of(
         subnet: &SubnetManager,
         partitions: &[Partition],
         taken_unix_ms: u64,
+        prev: Option<&FabricView>,
     ) -> Option<FabricView> {
         let res = subnet.last_discovery()?;
-        Some(FabricView {
+        // The SA's PortInfo is what the sweep left (activated links Active); the
+        // discovery's is what it read before activating.
+        let sa = subnet
+            .sa_fabric()
+            .filter(|f| f.port_info.len() == res.port_info.len());
+        let infos = sa.map_or(&res.port_info, |f| &f.port_info);
+        let port_states: Vec<Vec<(u8, u8)>> = infos
+            .iter()
+            .map(|ports| {
+                ports
+                    .iter()
+                    .map(|p| {
+                        p.map_or((0, 0), |p| {
+                            (u8::from(p.port_state), u8::from(p.port_physical_state))
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut view = FabricView {
             taken_unix_ms,
             topology: res.topology.clone(),
             lfts: subnet
@@ -166,7 +208,75 @@ impl FabricView {
                 .map(|(g, top, t)| (g, (top, t.to_vec())))
                 .collect(),
             partitions: partitions.to_vec(),
-        })
+            port_states,
+            lost: Vec::new(),
+        };
+        if let Some(prev) = prev {
+            view.lost = view.lost_since(prev);
+        }
+        Some(view)
+    }
+
+    /// (PortState, PortPhysicalState) of a port, (0, 0) when not read.
+    pub fn port_state(&self, node: NodeIdx, port: usize) -> (u8, u8) {
+        self.port_states
+            .get(node.as_usize())
+            .and_then(|v| v.get(port))
+            .copied()
+            .unwrap_or((0, 0))
+    }
+
+    /// Cables of `prev` (and its own lost ones) whose end is still here, without a
+    /// cable and not Active.
+    fn lost_since(&self, prev: &FabricView) -> Vec<LostLink> {
+        let here: BTreeMap<u64, NodeIdx> = self
+            .topology
+            .iter()
+            .map(|(i, n)| (n.node_guid, i))
+            .collect();
+        let still_down = |guid: u64, port: u8| {
+            let idx = here.get(&guid)?;
+            let node = self.topology.node(*idx)?;
+            let p = node.port(port)?;
+            let state = self.port_state(*idx, usize::from(port));
+            (p.remote.is_none() && state.0 != 4).then_some(state)
+        };
+        let mut out = Vec::new();
+        for (_, n) in prev.topology.iter() {
+            for (num, p) in n.physical_ports() {
+                let Some((rn, rp)) = p.remote else { continue };
+                let Some(far) = prev.topology.node(rn) else {
+                    continue;
+                };
+                if let Some(state) = still_down(n.node_guid, num) {
+                    out.push(LostLink {
+                        node_guid: n.node_guid,
+                        port: num,
+                        state,
+                        remote_node_guid: far.node_guid,
+                        remote_port: rp,
+                        remote_type: far.node_type.to_iba(),
+                        remote_description: far.description.clone(),
+                    });
+                }
+            }
+        }
+        for l in &prev.lost {
+            if let Some(state) = still_down(l.node_guid, l.port) {
+                if !out
+                    .iter()
+                    .any(|o| (o.node_guid, o.port) == (l.node_guid, l.port))
+                {
+                    out.push(LostLink { state, ..l.clone() });
+                }
+            }
+        }
+        // A cable between two ends both still here is listed once (by its lower end).
+        out.retain(|l| {
+            !here.contains_key(&l.remote_node_guid)
+                || (l.node_guid, l.port) < (l.remote_node_guid, l.remote_port)
+        });
+        out
     }
 
     /// Every port with a LID: switches by port 0, CAs and routers by physical port.
@@ -393,7 +503,53 @@ mod tests {
             topology: t,
             lfts,
             partitions: Vec::new(),
+            port_states: Vec::new(),
+            lost: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_pulled_cable_stays_in_the_view_as_down_until_it_comes_back() {
+        let before = line();
+        // ca2's cable pulled: the next sweep reaches sw1, sw2 and ca1 only, and reads
+        // sw2 port 1 Down/Polling.
+        let mut t = Topology::new();
+        let mut n = |ty, g, ports, d: &str| t.add_node(Node::new(ty, g, ports, d));
+        let sw1 = n(NodeType::Switch, 0x10, 4, "sw1").unwrap_or(NodeIdx(0));
+        let sw2 = n(NodeType::Switch, 0x20, 4, "sw2").unwrap_or(NodeIdx(0));
+        let ca1 = n(NodeType::Ca, 0x30, 1, "ca1").unwrap_or(NodeIdx(0));
+        for (a, pa, b, pb) in [(ca1, 1, sw1, 1), (sw1, 2, sw2, 2)] {
+            t.connect(a, pa, b, pb).expect("connect");
+        }
+        let mut states = vec![vec![(4, 5); 5]; 3];
+        states[1][1] = (1, 2);
+        let after = FabricView {
+            topology: t,
+            port_states: states,
+            ..line()
+        };
+        let lost = after.lost_since(&before);
+        assert_eq!(
+            lost,
+            [LostLink {
+                node_guid: 0x20,
+                port: 1,
+                state: (1, 2),
+                remote_node_guid: 0x40,
+                remote_port: 1,
+                remote_type: 1,
+                remote_description: "ca2".into(),
+            }]
+        );
+        // Still down a sweep later: kept; back up (Active): gone.
+        let later = FabricView {
+            lost: lost.clone(),
+            ..after.clone()
+        };
+        assert_eq!(after.lost_since(&later), lost);
+        let mut up = after.clone();
+        up.port_states[1][1] = (4, 5);
+        assert!(up.lost_since(&later).is_empty());
     }
 
     #[test]

@@ -209,6 +209,20 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
         report["invariants_ok"] = json!(false);
         broken = Some(broken.map_or(why.clone(), |b| format!("{b}; {why}")));
     }
+    let from = d.started.min(
+        cycles
+            .first()
+            .map_or(end, |c| c.action_at.saturating_sub(500)),
+    );
+    // Every SM state change the poller saw on the wire (state null: no SMInfo
+    // answer), so the web console's Timeline opens the report as its own view.
+    report["wire_changes"] = d
+        .changes
+        .iter()
+        .map(|c| json!({"at_unix_ms": c.at, "name": c.name, "state": c.state}))
+        .collect();
+    report["wire_from_unix_ms"] = json!(from);
+    report["wire_to_unix_ms"] = json!(end);
     let text = report_text(args, &cycles, &report);
     let write = |name: &str, body: &str| {
         let p = args.report_dir.join(name);
@@ -216,20 +230,7 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
     };
     write("report.json", &format!("{report:#}\n"))?;
     write("report.txt", &text)?;
-    write(
-        "timeline.svg",
-        &svg(
-            &names,
-            &d.changes,
-            d.started.min(
-                cycles
-                    .first()
-                    .map_or(end, |c| c.action_at.saturating_sub(500)),
-            ),
-            end,
-            &marks,
-        ),
-    )?;
+    write("timeline.svg", &svg(&names, &d.changes, from, end, &marks))?;
     if target.json {
         println!("{report}");
     } else {

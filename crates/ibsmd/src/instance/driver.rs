@@ -538,10 +538,12 @@ impl Driver {
             r.publish(rec);
         }
         // The partitions this sweep programmed (start-up plus replicated).
+        let prev = self.status.read().ok().and_then(|st| st.fabric.clone());
         let view = crate::fabric_view::FabricView::of(
             subnet,
             subnet.sweep_partitions(),
             record("sweep", String::new(), None, None).at_unix_ms,
+            prev.as_deref(),
         );
         let old = match (view, self.status.write()) {
             (Some(v), Ok(mut st)) => st.fabric.replace(Arc::new(v)),

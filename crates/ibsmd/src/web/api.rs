@@ -15,6 +15,7 @@ use ibsm_proto::v1::fabric_server::Fabric;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::groups::{self, Grouped};
 use super::json;
 use super::record::Recorder;
 use super::source::{WebSource, MAX_STREAMS, STREAM_LIFETIME, STREAM_MIN_GAP};
@@ -32,6 +33,8 @@ pub struct App {
     recorder: Arc<Recorder>,
     fabrics: Vec<(String, FabricService)>,
     streams: Arc<tokio::sync::Semaphore>,
+    /// The last large topology grouped (for its group and search answers).
+    grouped: std::sync::Mutex<Option<Arc<Grouped>>>,
 }
 
 impl App {
@@ -50,12 +53,36 @@ impl App {
             recorder,
             fabrics,
             streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
+            grouped: std::sync::Mutex::new(None),
         })
     }
 
     /// The caller's role, or why it has none (answered 401).
     fn role(&self, headers: &HeaderMap) -> Result<Role, tonic::Status> {
         self.security.role_of(headers, None)
+    }
+
+    /// The grouping of `name`'s current topology: the kept one when the topology is
+    /// the same publication, else made anew (off the async workers).
+    async fn grouped(&self, name: &str, f: &FabricService) -> Result<Arc<Grouped>, tonic::Status> {
+        let t = f
+            .get_topology(tonic::Request::new(pb::GetTopologyRequest {}))
+            .await?
+            .into_inner();
+        let kept = self
+            .grouped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(g) = kept.filter(|g| g.key == groups::key_of(name, &t)) {
+            return Ok(g);
+        }
+        let name = name.to_string();
+        let g = tokio::task::spawn_blocking(move || Arc::new(Grouped::new(&name, t)))
+            .await
+            .map_err(|e| tonic::Status::internal(format!("grouping the topology failed: {e}")))?;
+        *self.grouped.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&g));
+        Ok(g)
     }
 }
 
@@ -201,7 +228,10 @@ async fn stream(State(app): Shared, headers: HeaderMap) -> Response {
             let v = view.borrow_and_update().clone();
             let (entries, last) = recorder.entries_after(cursor, ENTRIES_PER_MESSAGE);
             cursor = last;
-            let msg = json!({"cluster": *v, "timeline": entries});
+            // The clock at sending: the cluster view's own `now_ms` is when it last
+            // changed, and the timeline draws every SM's last state up to now.
+            let msg =
+                json!({"cluster": *v, "timeline": entries, "now_ms": super::record::now_ms()});
             if tx
                 .send(Ok(Bytes::from(format!("data: {msg}\n\n"))))
                 .await
@@ -236,6 +266,31 @@ fn query(uri: &Uri) -> Vec<(String, String)> {
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
+}
+
+/// `%XX` and `+` of a query value decoded (invalid escapes kept as they are).
+fn percent_decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(x) => {
+                        out.push(x);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn param<'a>(q: &'a [(String, String)], key: &str) -> Option<&'a str> {
@@ -302,13 +357,38 @@ async fn fabric(
     };
     let answer = match what.as_str() {
         // Large at 10k nodes: converted off the async workers, as GetTopology is built.
-        "topology" => match f
-            .get_topology(tonic::Request::new(pb::GetTopologyRequest {}))
-            .await
-        {
-            Ok(r) => off_workers(move || json::topology_json(r.get_ref())).await,
+        // Past FULL_MAX nodes the overview only (`?full=1`: every node anyway).
+        "topology" => match app.grouped(name, f).await {
+            Ok(g) if g.topo.nodes.len() > groups::FULL_MAX && param(&q, "full") != Some("1") => {
+                off_workers(move || g.overview()).await
+            }
+            Ok(g) => off_workers(move || json::topology_json(&g.topo)).await,
             Err(e) => Err(e),
         },
+        "group" => {
+            let Some(id) = param(&q, "id").and_then(|v| v.parse::<usize>().ok()) else {
+                return bad_request("?id=N (a group of the topology's overview) is missing".into());
+            };
+            match app.grouped(name, f).await {
+                Ok(g) => match off_workers(move || g.group(id).unwrap_or(Value::Null)).await {
+                    Ok(Value::Null) => {
+                        return json_response(
+                            StatusCode::NOT_FOUND,
+                            &json!({"error": format!("no group {id} in the current topology (reload it)")}),
+                        )
+                    }
+                    other => other,
+                },
+                Err(e) => Err(e),
+            }
+        }
+        "search" => {
+            let text = percent_decode(param(&q, "q").unwrap_or(""));
+            match app.grouped(name, f).await {
+                Ok(g) => off_workers(move || g.search(&text)).await,
+                Err(e) => Err(e),
+            }
+        }
         "lids" => match f.get_lids(tonic::Request::new(pb::GetLidsRequest {})).await {
             Ok(r) => off_workers(move || json::lids_json(r.get_ref())).await,
             Err(e) => Err(e),
@@ -326,17 +406,33 @@ async fn fabric(
                 (Ok(s), Ok(d)) => (s, d),
                 (Err(e), _) | (_, Err(e)) => return bad_request(e),
             };
-            f.get_route(tonic::Request::new(pb::GetRouteRequest {
-                src_lid,
-                dst_lid,
-            }))
-            .await
-            .map(|r| json::route_json(r.get_ref()))
+            match f
+                .get_route(tonic::Request::new(pb::GetRouteRequest {
+                    src_lid,
+                    dst_lid,
+                }))
+                .await
+            {
+                // The group of every node on the way, for a page showing the overview.
+                Ok(r) => match app.grouped(name, f).await {
+                    Ok(g) => {
+                        let r = r.into_inner();
+                        let mut v = json::route_json(&r);
+                        let mut guids = vec![r.src_port_guid];
+                        guids.extend(r.hops.iter().map(|h| h.node_guid));
+                        guids.push(r.dst_port_guid);
+                        v["groups"] = guids.iter().map(|&x| g.group_of_guid(x)).collect();
+                        Ok(v)
+                    }
+                    Err(_) => Ok(json::route_json(r.get_ref())),
+                },
+                Err(e) => Err(e),
+            }
         }
         other => {
             return json_response(
                 StatusCode::NOT_FOUND,
-                &json!({"error": format!("no fabric view {other:?}: topology, lids, route, partitions, groups")}),
+                &json!({"error": format!("no fabric view {other:?}: topology, group, search, lids, route, partitions, groups")}),
             )
         }
     };
@@ -432,5 +528,19 @@ async fn action(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response
     match out {
         Ok(outcome) => json_response(StatusCode::OK, &json!({"outcome": outcome})),
         Err(s) => status_response(&s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+
+    #[test]
+    fn query_values_are_percent_decoded_and_bad_escapes_kept() {
+        assert_eq!(percent_decode("hca-9%20HCA-1"), "hca-9 HCA-1");
+        assert_eq!(percent_decode("a+b"), "a b");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        assert_eq!(percent_decode("%C3%A9"), "é");
     }
 }

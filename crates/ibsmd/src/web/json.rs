@@ -38,25 +38,51 @@ pub fn status_json(name: &str, s: &pb::Status) -> Value {
     })
 }
 
-/// `GetTopology`: nodes with their cabled ports.
-pub fn topology_json(t: &pb::TopologyResponse) -> Value {
-    let nodes: Vec<Value> = t
-        .nodes
+/// PortInfo PortState by name ("" when unknown).
+pub fn port_state_name(s: u32) -> &'static str {
+    match s {
+        1 => "DOWN",
+        2 => "INIT",
+        3 => "ARMED",
+        4 => "ACTIVE",
+        5 => "ACTIVE_DEFER",
+        _ => "",
+    }
+}
+
+/// PortInfo PortPhysicalState by name ("" when unknown).
+pub fn phys_state_name(s: u32) -> &'static str {
+    match s {
+        1 => "Sleep",
+        2 => "Polling",
+        3 => "Disabled",
+        4 => "PortConfigurationTraining",
+        5 => "LinkUp",
+        6 => "LinkErrorRecovery",
+        7 => "PhyTest",
+        _ => "",
+    }
+}
+
+/// One node of `GetTopology` with its ports (and their states, by name).
+pub fn node_json(n: &pb::TopoNodeEntry) -> Value {
+    let ports: Vec<Value> = n
+        .ports
         .iter()
-        .map(|n| {
-            let ports: Vec<Value> = n
-                .ports
-                .iter()
-                .map(|p| {
-                    json!({"num": p.num, "guid": guid_hex(p.port_guid), "lid": p.lid,
-                           "peer": if p.remote_node_guid == 0 { Value::Null } else { Value::from(guid_hex(p.remote_node_guid)) },
-                           "peer_port": p.remote_port})
-                })
-                .collect();
-            json!({"guid": guid_hex(n.node_guid), "type": n.node_type,
-                   "desc": n.description, "ports": ports})
+        .map(|p| {
+            json!({"num": p.num, "guid": guid_hex(p.port_guid), "lid": p.lid,
+                   "peer": if p.remote_node_guid == 0 { Value::Null } else { Value::from(guid_hex(p.remote_node_guid)) },
+                   "peer_port": p.remote_port, "state": port_state_name(p.port_state),
+                   "phys": phys_state_name(p.phys_state)})
         })
         .collect();
+    json!({"guid": guid_hex(n.node_guid), "type": n.node_type,
+           "desc": n.description, "ports": ports})
+}
+
+/// `GetTopology`: nodes with their cabled ports.
+pub fn topology_json(t: &pb::TopologyResponse) -> Value {
+    let nodes: Vec<Value> = t.nodes.iter().map(node_json).collect();
     json!({"source": t.source, "taken_unix_ms": t.taken_unix_ms, "switches": t.switches,
            "cas": t.cas, "routers": t.routers, "links": t.links, "nodes": nodes})
 }

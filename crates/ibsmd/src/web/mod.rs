@@ -21,6 +21,10 @@
 //! as the API does; an API secured by client certificates alone (no token) cannot be
 //! used from it and the start is refused.
 //!
+//! The fabric of a large fabric (past [`groups::FULL_MAX`] nodes) is served as an
+//! overview of groups per tier; a group's members and the search are separate asks
+//! ([`groups`]), so the first paint of a 10k-node fabric needs tens of kB, not MBs.
+//!
 //! Assets are built into the binary (`assets/`, plain JavaScript and CSS: no CDN, no
 //! build step). Bounds: [`MAX_CONNECTIONS`] connections, [`MAX_STREAMS`] live
 //! streams, a stream sends at most one message per [`STREAM_MIN_GAP`] (the newest
@@ -36,6 +40,7 @@ use crate::auth::Security;
 use crate::error::DaemonError;
 
 mod api;
+pub mod groups;
 pub mod json;
 pub mod record;
 mod source;

@@ -6,7 +6,7 @@
 
 const TOKEN_KEY = 'ibsm-token';
 // Shared with fabric.js/timeline.js, and read by the browser test.
-const ibsm = window.ibsm = { role: null, cluster: null, timeline: [], updates: 0,
+const ibsm = window.ibsm = { role: null, cluster: null, timeline: [], updates: 0, clockOffset: 0,
   pageId: Math.random().toString(36).slice(2), api, el, text };
 
 function el(tag, attrs, ...kids) {
@@ -94,6 +94,8 @@ function setLive(on) {
 
 function onMessage(m, first) {
   ibsm.cluster = m.cluster;
+  // The server's clock at sending (the view's own now_ms is when it last changed).
+  if (m.now_ms) ibsm.clockOffset = m.now_ms - Date.now();
   // A new stream starts from the whole last hour again.
   ibsm.timeline = first ? m.timeline : ibsm.timeline.concat(m.timeline);
   ibsm.updates++;

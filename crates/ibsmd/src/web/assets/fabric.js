@@ -1,12 +1,15 @@
 // ibsm web console: the fabric. Nodes in tiers by hop distance from the hosts (a fat
 // tree's leaf, spine and core switches; any other graph layered the same way), cabled
 // links, the master SM's port ringed, a LID-to-LID route drawn over it; partitions and
-// multicast groups below. Past FULL_MAX nodes each tier is drawn as groups (boxes with
-// counts, links between groups summed) and search finds a node by GUID, LID or name.
+// multicast groups below; links not Active drawn apart (dashed orange: Initialize or
+// Armed; dotted red: Down, a pulled cable the master saw before). Past 800 nodes the
+// server sends an overview instead (web/groups.rs): each tier as at most 40 groups
+// (boxes with counts, links between groups summed); a group's members and the search
+// (GUID, LID or name) are asked of the server when wanted.
 'use strict';
 
 (function () {
-  const FULL_MAX = 800, GROUPS_PER_TIER = 40, TIER_GAP = 110, NS = 'http://www.w3.org/2000/svg';
+  const TIER_GAP = 110, NS = 'http://www.w3.org/2000/svg';
   let topo = null, layout = null, route = null, hits = [];
   const E = (...a) => window.ibsm.el(...a);
 
@@ -37,6 +40,12 @@
     return out.map(t => t || []);
   }
 
+  // Link state of a cable from its two ports' PortState ('' when unknown): the worst.
+  const RANK = { DOWN: 3, INIT: 2, ARMED: 2, ACTIVE_DEFER: 1, ACTIVE: 0, '': 0 };
+  const worst = (a, b) => (RANK[a || ''] || 0) >= (RANK[b || ''] || 0) ? (a || '') : b;
+  const linkClass = s => s === 'DOWN' ? 'link down' : (s === 'INIT' || s === 'ARMED') ? 'link init' : 'link';
+
+  // Every node drawn (at most FULL_MAX: the server sends an overview past that).
   function computeLayout(t) {
     const all = t.nodes, tierList = tiers(all), order = new Map();
     // Order: tier 1 by GUID, hosts under their first switch, upper tiers by the mean
@@ -45,87 +54,135 @@
     const mean = n => { const v = n.ports.filter(p => order.has(p.peer)).map(p => order.get(p.peer)); return v.length ? v.reduce((a, b) => a + b) / v.length : 1e9; };
     tierList[0].sort((a, b) => mean(a) - mean(b)).forEach((n, i) => order.set(n.guid, i));
     for (let l = 2; l < tierList.length; l++) tierList[l].sort((a, b) => mean(a) - mean(b)).forEach((n, i) => order.set(n.guid, i));
-    const aggregate = all.length > FULL_MAX;
     const boxes = [], pos = new Map(), widest = Math.max(...tierList.map(x => x.length));
     const room = Math.max(900, document.getElementById('topo').clientWidth - 20);
-    const width = aggregate ? room : Math.max(room, Math.min(widest, 400) * 22);
+    const width = Math.max(room, Math.min(widest, 400) * 22);
     tierList.forEach((tier, l) => {
       const y = 30 + (tierList.length - 1 - l) * TIER_GAP;
-      const per = aggregate ? Math.ceil(tier.length / GROUPS_PER_TIER) : 1;
-      const count = Math.ceil(tier.length / per);
-      for (let g = 0; g < count; g++) {
-        const members = tier.slice(g * per, (g + 1) * per);
-        const box = { tier: l, members, x: 20 + (g + 0.5) * (width - 40) / count, y, id: `t${l}g${g}` };
-        boxes.push(box);
-        for (const n of members) pos.set(n.guid, box);
-      }
+      tier.forEach((n, g) => {
+        const box = { tier: l, members: [n], x: 20 + (g + 0.5) * (width - 40) / tier.length, y, id: `t${l}g${g}` };
+        boxes.push(box); pos.set(n.guid, box);
+      });
     });
     const links = new Map();
     for (const n of all) for (const p of n.ports) if (p.peer && pos.has(p.peer)) {
       const a = pos.get(n.guid), b = pos.get(p.peer);
       if (a === b) continue;
-      const key = a.id < b.id ? a.id + '|' + b.id : b.id + '|' + a.id;
-      const k = links.get(key) || { a, b, n: 0 }; k.n++; links.set(key, k);
+      const key = a.id < b.id ? `${a.id}|${b.id}|${p.num}` : `${b.id}|${a.id}|${p.peer_port}`;
+      const k = links.get(key) || { a, b, n: 1, state: '' };
+      k.state = worst(k.state, p.state); links.set(key, k);
     }
-    return { aggregate, boxes, pos, links: [...links.values()], width, height: 60 + (tierList.length - 1) * TIER_GAP, tiers: tierList.length };
+    return { aggregate: false, boxes, pos, links: [...links.values()], width, height: 60 + (tierList.length - 1) * TIER_GAP, tiers: tierList.length };
+  }
+
+  // The server's overview of a large fabric: groups per tier, links between groups summed.
+  function groupLayout(t) {
+    const byTier = [];
+    for (const g of t.groups) (byTier[g.tier] = byTier[g.tier] || []).push(g);
+    const room = Math.max(900, document.getElementById('topo').clientWidth - 20), boxes = [];
+    byTier.forEach((gs, l) => (gs || []).forEach((g, i) => boxes[g.id] = {
+      tier: l, group: g, members: [], x: 20 + (i + 0.5) * (room - 40) / gs.length,
+      y: 30 + (byTier.length - 1 - l) * TIER_GAP, id: 'g' + g.id }));
+    const links = t.group_links.map(([a, b, n, down]) => ({ a: boxes[a], b: boxes[b], n, down, state: down ? 'DOWN' : '' }));
+    return { aggregate: true, boxes, pos: new Map(), links, width: room, height: 60 + (byTier.length - 1) * TIER_GAP, tiers: byTier.length };
   }
 
   function masterNode() {
     const m = window.ibsm.cluster && window.ibsm.cluster.master && window.ibsm.cluster.master.guid;
-    return topo && m ? topo.nodes.find(n => hasPort(n, m)) : null;
+    return topo && !topo.aggregate && m ? topo.nodes.find(n => hasPort(n, m)) : null;
   }
 
   function draw() {
     const box = document.getElementById('topo');
     if (!layout) { box.replaceChildren(); return; }
-    const root = svg('svg', { width: layout.width, height: layout.height, id: 'topo-svg' });
+    const root = svg('svg', { width: layout.width, height: layout.height, id: 'topo-svg', 'data-mode': layout.aggregate ? 'groups' : 'nodes' });
     for (const l of layout.links) {
-      const line = svg('line', { class: 'link', x1: l.a.x, y1: l.a.y, x2: l.b.x, y2: l.b.y });
-      if (layout.aggregate) line.setAttribute('stroke-width', Math.min(8, 1 + Math.log2(l.n)));
+      const line = svg('line', { class: linkClass(l.state), x1: l.a.x, y1: l.a.y, x2: l.b.x, y2: l.b.y });
+      if (l.state) line.dataset.state = l.state;
+      if (layout.aggregate) {
+        line.setAttribute('stroke-width', Math.min(8, 1 + Math.log2(l.n)));
+        line.append(svg('title', {}, `${l.n} links` + (l.down ? `, ${l.down} not Active` : '')));
+      } else if (l.state && l.state !== 'ACTIVE') line.append(svg('title', {}, 'link ' + l.state));
       root.append(line);
     }
     if (route && route.length > 1) {
       root.append(svg('polyline', { class: 'link route', fill: 'none', points: route.map(b => `${b.x},${b.y}`).join(' ') }));
     }
-    const master = masterNode(), masterBox = master && layout.pos.get(master.guid);
-    const hitBoxes = new Set(hits.map(n => layout.pos.get(n.guid)));
+    const master = masterNode(), masterBox = layout.aggregate ? masterGroup : master && layout.pos.get(master.guid);
+    const hitBoxes = new Set(layout.aggregate ? hits.map(h => layout.boxes[h.group]) : hits.map(n => layout.pos.get(n.guid)));
     for (const b of layout.boxes) {
-      const n = b.members[0], sw = n.type === 2, cls = [];
+      if (!b) continue;
+      const cls = [];
       if (hitBoxes.has(b) || (route || []).includes(b)) cls.push('hit');
       if (b === masterBox) cls.push('master-port');
       let shape;
       if (layout.aggregate) {
+        const g = b.group, sw = g.switches > 0;
         shape = svg('rect', { class: 'group ' + cls.join(' '), x: b.x - 13, y: b.y - 9, width: 26, height: 18, rx: 3 });
-        root.append(svg('text', { x: b.x - 10, y: b.y + 22 }, String(b.members.length)));
-      } else if (sw) {
-        shape = svg('rect', { class: 'sw ' + cls.join(' '), x: b.x - 8, y: b.y - 6, width: 16, height: 12 });
-        if (layout.boxes.length < 200) root.append(svg('text', { x: b.x - 8, y: b.y - 9 }, String(lidOf(n))));
+        root.append(svg('text', { x: b.x - 10, y: b.y + 22 }, String(g.count)));
+        shape.append(svg('title', {}, `tier ${g.tier}: ${g.count} ${sw ? 'switches' : 'hosts'} (LIDs ${g.lid_min}-${g.lid_max}), ${g.first} … ${g.last}; click for the members`));
+        shape.dataset.group = g.id;
+        shape.addEventListener('click', () => members(g.id));
       } else {
-        shape = svg('circle', { class: 'ca ' + cls.join(' '), cx: b.x, cy: b.y, r: 5 });
+        const n = b.members[0];
+        if (n.type === 2) {
+          shape = svg('rect', { class: 'sw ' + cls.join(' '), x: b.x - 8, y: b.y - 6, width: 16, height: 12 });
+          if (layout.boxes.length < 200) root.append(svg('text', { x: b.x - 8, y: b.y - 9 }, String(lidOf(n))));
+        } else {
+          shape = svg('circle', { class: 'ca ' + cls.join(' '), cx: b.x, cy: b.y, r: 5 });
+        }
+        shape.append(svg('title', {}, `${n.desc}\n${n.guid}\nLID ${lidOf(n)}, ${n.ports.filter(p => p.peer).length} links`));
+        shape.dataset.guid = n.guid;
       }
-      const label = layout.aggregate ? `tier ${b.tier}: ${b.members.length} ${sw ? 'switches' : 'hosts'} (LIDs ${Math.min(...b.members.map(lidOf))}-${Math.max(...b.members.map(lidOf))})`
-        : `${n.desc}\n${n.guid}\nLID ${lidOf(n)}, ${n.ports.filter(p => p.peer).length} links`;
-      shape.append(svg('title', {}, label));
-      shape.dataset.guid = n.guid;
       root.append(shape);
     }
-    if (masterBox) root.append(svg('text', { x: masterBox.x + 8, y: masterBox.y + 16, 'font-weight': 'bold' }, 'master SM'));
+    if (masterBox) {
+      // Beside a node; above a group (its count is below it).
+      const at = layout.aggregate ? { x: masterBox.x - 24, y: masterBox.y - 13 } : { x: masterBox.x + 8, y: masterBox.y + 16 };
+      root.append(svg('text', { ...at, 'font-weight': 'bold' }, 'master SM'));
+    }
     box.replaceChildren(root);
   }
 
-  // Draw a topology as /api/fabric/topology answers it.
+  // One group's members (an overview's box clicked), as a table under the drawing.
+  async function members(id) {
+    try {
+      const g = await window.ibsm.api(`/api/fabric/group?id=${id}`);
+      const rows = g.nodes.slice(0, 300).map(n => E('tr', {}, E('td', {}, n.desc), E('td', { class: 'guid' }, n.guid),
+        E('td', {}, 'LID ' + lidOf(n)), E('td', {}, n.ports.filter(p => p.peer).length + ' links' +
+          (n.ports.some(p => p.state && p.state !== 'ACTIVE') ? ', some not Active' : ''))));
+      document.getElementById('group-members').replaceChildren(E('h3', {}, `group ${id} (tier ${g.tier}): ${g.count} nodes` + (g.count > 300 ? ', first 300 shown' : '')), E('table', {}, ...rows));
+    } catch (e) { window.ibsm.text('group-members', 'group: ' + e.message); }
+  }
+
+  let masterGroup = null;
+  async function locateMaster() {
+    const m = window.ibsm.cluster && window.ibsm.cluster.master && window.ibsm.cluster.master.guid;
+    masterGroup = null;
+    if (!topo || !topo.aggregate || !m || /^0x0+$/.test(m)) return;
+    try {
+      const r = await window.ibsm.api(`/api/fabric/search?q=${encodeURIComponent(m)}`);
+      if (r.hits.length) masterGroup = layout.boxes[r.hits[0].group] || null;
+    } catch (e) { console.warn(e); }
+  }
+
+  // Draw a topology as /api/fabric/topology answers it (every node, or the overview).
   function show(t) {
-    topo = t; layout = computeLayout(t); route = null; hits = [];
+    topo = t; layout = t.aggregate ? groupLayout(t) : computeLayout(t); route = null; hits = [];
     window.ibsm.text('topo-summary', `${t.switches} switches, ${t.cas} CAs, ${t.links} links; ${layout.tiers} tiers` +
-      (layout.aggregate ? `; grouped (more than ${FULL_MAX} nodes): search to find one` : '') + ` (from ${t.sm}, ${t.source})`);
+      (t.aggregate ? `; ${t.node_count} nodes in ${t.groups.length} groups: search, or click a group` : '') + ` (from ${t.sm}, ${t.source})`);
     window.ibsm.text('route-result', '');
+    document.getElementById('group-members').replaceChildren();
     draw();
+    if (t.aggregate) locateMaster().then(draw);
     return layout;
   }
 
   async function load() {
+    const t0 = performance.now();
     try {
       show(await window.ibsm.api('/api/fabric/topology'));
+      window.ibsmFabric.firstPaintMs = Math.round(performance.now() - t0);
     } catch (e) { window.ibsm.text('topo-summary', 'topology: ' + e.message); topo = layout = null; draw(); }
     tables();
   }
@@ -143,18 +200,31 @@
     } catch (e) { console.warn(e); }
   }
 
-  function search(q) {
+  let searchSeq = 0;
+  async function search(q) {
     q = q.trim().toLowerCase();
     hits = [];
-    if (q && topo) {
+    let total = 0;
+    const seq = ++searchSeq;
+    if (q && topo && topo.aggregate) {
+      // The server searches the whole fabric; the page holds only the overview.
+      try {
+        const r = await window.ibsm.api(`/api/fabric/search?q=${encodeURIComponent(q)}`);
+        if (seq !== searchSeq) return;
+        hits = r.hits; total = r.total;
+      } catch (e) { console.warn(e); }
+    } else if (q && topo) {
       const lid = /^(0x[0-9a-f]+|\d+)$/.test(q) ? Number(q) : NaN;
       const hex = q.replace(/^0x/, '');
-      hits = topo.nodes.filter(n => n.desc.toLowerCase().includes(q) || n.guid.includes(hex) ||
-        n.ports.some(p => p.guid.includes(hex) || p.lid === lid)).slice(0, 30);
+      const all = topo.nodes.filter(n => n.desc.toLowerCase().includes(q) || n.guid.includes(hex) ||
+        n.ports.some(p => p.guid.includes(hex) || p.lid === lid));
+      total = all.length;
+      hits = all.slice(0, 30);
     }
-    document.getElementById('search-results').replaceChildren(...(q ? [E('table', {}, ...hits.map(n =>
-      E('tr', {}, E('td', {}, n.desc), E('td', { class: 'guid' }, n.guid), E('td', {}, 'LID ' + lidOf(n)),
-        E('td', {}, 'tier ' + ((layout.pos.get(n.guid) || {}).tier))))), E('p', { class: 'note' }, `${hits.length} found (at most 30 shown)`)] : []));
+    const row = h => topo.aggregate
+      ? E('tr', {}, E('td', {}, h.desc), E('td', { class: 'guid' }, h.guid), E('td', {}, 'LID ' + h.lid), E('td', {}, `tier ${h.tier}, group ${h.group}`))
+      : E('tr', {}, E('td', {}, h.desc), E('td', { class: 'guid' }, h.guid), E('td', {}, 'LID ' + lidOf(h)), E('td', {}, 'tier ' + ((layout.pos.get(h.guid) || {}).tier)));
+    document.getElementById('search-results').replaceChildren(...(q ? [E('table', {}, ...hits.map(row)), E('p', { class: 'note' }, `${total} found (at most 30 shown)`)] : []));
     draw();
   }
 
@@ -162,9 +232,13 @@
     const src = document.getElementById('route-src').value.trim(), dst = document.getElementById('route-dst').value.trim();
     try {
       const r = await window.ibsm.api(`/api/fabric/route?src=${encodeURIComponent(src)}&dst=${encodeURIComponent(dst)}`);
-      const ends = [r.src_port, r.dst_port].map(g => topo && topo.nodes.find(n => hasPort(n, g)));
-      const guids = [ends[0] && ends[0].guid, ...r.hops.map(h => h.guid), ends[1] && ends[1].guid].filter(Boolean);
-      route = layout ? guids.map(g => layout.pos.get(g)).filter(Boolean) : null;
+      if (layout && layout.aggregate) {
+        route = (r.groups || []).filter(g => g !== null).map(g => layout.boxes[g]).filter(Boolean);
+      } else {
+        const ends = [r.src_port, r.dst_port].map(g => topo && topo.nodes.find(n => hasPort(n, g)));
+        const guids = [ends[0] && ends[0].guid, ...r.hops.map(h => h.guid), ends[1] && ends[1].guid].filter(Boolean);
+        route = layout ? guids.map(g => layout.pos.get(g)).filter(Boolean) : null;
+      }
       window.ibsm.text('route-result', `LID ${r.src_lid} → ${r.dst_lid}: ` + r.hops.map(h => `${h.desc || h.guid} (in ${h.in_port}, out ${h.out_port})`).join(' → '));
     } catch (e) { route = null; window.ibsm.text('route-result', 'route: ' + e.message); }
     draw();
@@ -175,7 +249,7 @@
     shown() { if (!loaded) { loaded = true; load(); } },
     clusterChanged() {
       const m = window.ibsm.cluster.master.guid;
-      if (layout && m !== lastMaster) { lastMaster = m; draw(); }
+      if (layout && m !== lastMaster) { lastMaster = m; if (topo.aggregate) locateMaster().then(draw); else draw(); }
     },
     load, search, trace, topo: () => topo,
     // Draw a topology given as /api/fabric/topology answers it (tests, saved views).
