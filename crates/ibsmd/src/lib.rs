@@ -127,6 +127,7 @@ pub mod fabric_sa;
 pub mod fabric_service;
 pub mod fabric_view;
 pub mod fault_injection;
+mod http_serve;
 pub mod instance;
 mod listener_limits;
 pub mod metrics;

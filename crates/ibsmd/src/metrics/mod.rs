@@ -16,7 +16,6 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::error::DaemonError;
 
@@ -98,43 +97,13 @@ pub fn serve_on(
             }
         }),
     );
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    async move {
-        tokio::pin!(shutdown);
-        loop {
-            let permit = tokio::select! {
-                _ = &mut shutdown => return,
-                p = Arc::clone(&slots).acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => return,
-                },
-            };
-            let (stream, peer) = tokio::select! {
-                _ = &mut shutdown => return,
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(err) => {
-                        tracing::warn!(%err, "metrics: accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                },
-            };
-            let service = hyper_util::service::TowerToHyperService::new(app.clone());
-            tokio::spawn(async move {
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(HEADER_READ_TIMEOUT)
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-                match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(err)) => tracing::debug!(%peer, %err, "metrics: connection failed"),
-                    Err(_) => tracing::debug!(%peer, "metrics: connection held too long, closed"),
-                }
-                drop(permit);
-            });
-        }
-    }
+    let limits = crate::http_serve::HttpLimits {
+        what: "metrics",
+        max_connections: MAX_CONNECTIONS,
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        lifetime: CONNECTION_LIFETIME,
+    };
+    crate::http_serve::serve_bounded(app, listener, limits, shutdown)
 }
 
 #[cfg(test)]
@@ -142,6 +111,7 @@ mod tests {
     use super::*;
     use ibsm_core::election::SmState;
     use std::collections::BTreeMap;
+    use std::time::Duration;
 
     #[test]
     fn failover_counted_on_entry_into_master_only() {

@@ -33,7 +33,6 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::auth::Security;
@@ -118,40 +117,11 @@ fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    async move {
-        tokio::pin!(shutdown);
-        loop {
-            let permit = tokio::select! {
-                _ = &mut shutdown => return,
-                p = Arc::clone(&slots).acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            };
-            let (stream, peer) = tokio::select! {
-                _ = &mut shutdown => return,
-                a = listener.accept() => match a {
-                    Ok(a) => a,
-                    Err(err) => {
-                        tracing::warn!(%err, "web console: accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                },
-            };
-            let service = hyper_util::service::TowerToHyperService::new(app.clone());
-            tokio::spawn(async move {
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(HEADER_READ_TIMEOUT)
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-                match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(err)) => tracing::debug!(%peer, %err, "web console: connection failed"),
-                    Err(_) => {
-                        tracing::debug!(%peer, "web console: connection closed at its lifetime")
-                    }
-                }
-                drop(permit);
-            });
-        }
-    }
+    let limits = crate::http_serve::HttpLimits {
+        what: "web console",
+        max_connections: MAX_CONNECTIONS,
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        lifetime: CONNECTION_LIFETIME,
+    };
+    crate::http_serve::serve_bounded(app, listener, limits, shutdown)
 }
