@@ -56,29 +56,19 @@ impl Drill {
                     .map_or(5, |c| c.step_down_hold_s)
                     .saturating_mul(1000);
                 let m = self.member(master)?;
-                let mt = m.target.clone();
-                let deadline = now_ms() + HANDOVER_RETRY_MS;
-                let mut attempt_at;
-                let r = loop {
-                    attempt_at = now_ms();
-                    match unary(
-                        &mt,
-                        "StepDown",
-                        m.control.step_down(pb::StepDownRequest { hold_ms }),
-                    )
-                    .await
-                    {
-                        Err(CtlError::Rpc { status, .. })
-                            if status.code() == tonic::Code::FailedPrecondition
-                                && (status.message().contains("retry")
-                                    || status.message().contains("in progress"))
-                                && now_ms() < deadline =>
-                        {
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                        other => break other?,
+                let (mt, control) = (m.target.clone(), m.control.clone());
+                let (r, attempt_at) = while_settling(|| {
+                    let (mt, mut c) = (mt.clone(), control.clone());
+                    async move {
+                        unary(
+                            &mt,
+                            "StepDown",
+                            c.step_down(pb::StepDownRequest { hold_ms }),
+                        )
+                        .await
                     }
-                };
+                })
+                .await?;
                 self.acted_at = Some(attempt_at);
                 Ok((
                     format!(
@@ -107,32 +97,19 @@ impl Drill {
             }
             Scenario::PlannedHandover => {
                 let m = self.member(master)?;
-                let mt = m.target.clone();
-                // The master refuses (FAILED_PRECONDITION, "retry") while the best
-                // standby is still settling, e.g. re-discovering after the last
-                // cycle's handover: retry as an operator would, bounded.
-                let deadline = now_ms() + HANDOVER_RETRY_MS;
-                let mut attempt_at;
-                let r = loop {
-                    attempt_at = now_ms();
-                    match unary(
-                        &mt,
-                        "Handover",
-                        m.control.handover(pb::HandoverRequest { to_guid: 0 }),
-                    )
-                    .await
-                    {
-                        Err(CtlError::Rpc { status, .. })
-                            if status.code() == tonic::Code::FailedPrecondition
-                                && (status.message().contains("retry")
-                                    || status.message().contains("in progress"))
-                                && now_ms() < deadline =>
-                        {
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                        }
-                        other => break other?,
+                let (mt, control) = (m.target.clone(), m.control.clone());
+                let (r, attempt_at) = while_settling(|| {
+                    let (mt, mut c) = (mt.clone(), control.clone());
+                    async move {
+                        unary(
+                            &mt,
+                            "Handover",
+                            c.handover(pb::HandoverRequest { to_guid: 0 }),
+                        )
+                        .await
                     }
-                };
+                })
+                .await?;
                 // The cycle is measured from the handover that went through.
                 self.acted_at = Some(attempt_at);
                 Ok((
@@ -305,6 +282,33 @@ impl Drill {
         }
         eprintln!("{flag}: ran `{cmd}`");
         Ok(())
+    }
+}
+
+/// Call `rpc` until the master stops refusing it as not ready (FAILED_PRECONDITION
+/// saying "retry": its best standby is still settling, e.g. re-discovering after the
+/// last cycle's handover; or "in progress": a handover is already under way), as an
+/// operator would, for at most [`HANDOVER_RETRY_MS`]. Returns the answer and when the
+/// attempt that went through started (the cycle is measured from it).
+async fn while_settling<T, F, Fut>(mut rpc: F) -> Result<(T, u64), DrillError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, CtlError>>,
+{
+    let deadline = now_ms() + HANDOVER_RETRY_MS;
+    loop {
+        let attempt_at = now_ms();
+        match rpc().await {
+            Err(CtlError::Rpc { status, .. })
+                if status.code() == tonic::Code::FailedPrecondition
+                    && (status.message().contains("retry")
+                        || status.message().contains("in progress"))
+                    && now_ms() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return Ok((other?, attempt_at)),
+        }
     }
 }
 
