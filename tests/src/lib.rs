@@ -50,6 +50,36 @@ pub fn ctl_json_of(what: &str, out: &Output) -> Result<serde_json::Value> {
     })
 }
 
+/// Run an `ibsmctl drill ... --report-dir DIR` command (killed after `timeout`); its
+/// output and the `report.json` it wrote. When there is no report, the error carries the
+/// drill's stdout and stderr, and the text of each file in `logs` (a demo's log, say),
+/// since the report is what explains a failed drill and it is missing.
+pub fn run_drill(
+    cmd: &mut Command,
+    timeout: Duration,
+    report_dir: &Path,
+    logs: &[&Path],
+) -> Result<(Output, serde_json::Value)> {
+    let out = ibsm_labkit::run_with_timeout(cmd, timeout)?;
+    let report = report_dir.join("report.json");
+    let text = std::fs::read_to_string(&report).with_context(|| {
+        let mut why = format!(
+            "no {}; stdout:\n{}\nstderr:\n{}",
+            report.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for log in logs {
+            let body = std::fs::read_to_string(log).unwrap_or_default();
+            why.push_str(&format!("\n{}:\n{body}", log.display()));
+        }
+        why
+    })?;
+    let json =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", report.display()))?;
+    Ok((out, json))
+}
+
 /// Run `cmd` (killed after `timeout`); its stdout, or an error with its exit status,
 /// stdout and stderr.
 pub fn run_ok(cmd: &mut Command, timeout: Duration) -> Result<String> {

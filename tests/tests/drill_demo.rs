@@ -12,8 +12,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use ibsm_integration::binary;
-use ibsm_labkit::run_with_timeout;
+use ibsm_integration::{binary, run_drill};
 use serde_json::Value;
 
 /// Run `ibsmctl drill <scenario> --cycles N --start-demo`; its output and report.json.
@@ -26,17 +25,7 @@ fn drill(scenario: &str, cycles: u32, report_dir: &Path) -> Result<(Output, Valu
         .arg(&ibsmd)
         .arg("--report-dir")
         .arg(report_dir);
-    let out = run_with_timeout(&mut cmd, Duration::from_secs(600))?;
-    let json: Value = serde_json::from_str(
-        &std::fs::read_to_string(report_dir.join("report.json")).with_context(|| {
-            format!(
-                "no report.json; stdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })?,
-    )?;
-    Ok((out, json))
+    run_drill(&mut cmd, Duration::from_secs(600), report_dir, &[])
 }
 
 #[test]

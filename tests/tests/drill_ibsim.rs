@@ -16,8 +16,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use ibsm_integration::binary;
-use ibsm_labkit::run_with_timeout;
+use ibsm_integration::{binary, run_drill};
 use serde_json::Value;
 
 fn netfile() -> Result<PathBuf> {
@@ -45,18 +44,8 @@ fn drill_cmd(scenario: &str, cycles: u32, report_dir: &Path) -> Result<Command> 
 /// Run the drill; its output and report.json.
 fn drill(scenario: &str, cycles: u32, report_dir: &Path) -> Result<(Output, Value)> {
     let mut cmd = drill_cmd(scenario, cycles, report_dir)?;
-    let out = run_with_timeout(&mut cmd, Duration::from_secs(300))?;
-    let json: Value = serde_json::from_str(
-        &std::fs::read_to_string(report_dir.join("report.json")).with_context(|| {
-            format!(
-                "no report.json; stdout:\n{}\nstderr:\n{}\ndemo log:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr),
-                std::fs::read_to_string(report_dir.join("ibsmd-demo.log")).unwrap_or_default()
-            )
-        })?,
-    )?;
-    Ok((out, json))
+    let demo_log = report_dir.join("ibsmd-demo.log");
+    run_drill(&mut cmd, Duration::from_secs(300), report_dir, &[&demo_log])
 }
 
 /// The invariants every failover scenario keeps, on the report.
