@@ -868,11 +868,6 @@ fn trap_128_is_repressed_and_triggers_a_heavy_sweep() {
         assert_eq!(smp.attr_id, AttributeId::NOTICE);
     }
     assert_eq!(lab.sm.metrics().heavy_sweeps, 2);
-    assert!(lab
-        .sm
-        .metrics()
-        .to_prometheus()
-        .contains("ibsm_heavy_sweeps_total 2"));
 }
 
 #[test]
@@ -1403,11 +1398,6 @@ fn port_error_traps_are_repressed_counted_and_do_not_sweep() {
     assert_eq!(lab.sm.port_error_count(sw_lid, 4, 131), 1);
     assert_eq!(lab.sm.port_error_count(sw_lid, 4, 129), 0);
     assert_eq!(lab.sm.metrics().port_error_traps, 14);
-    assert!(lab
-        .sm
-        .metrics()
-        .to_prometheus()
-        .contains("ibsm_port_error_traps_total 14"));
     // Outside the window the count starts again.
     lab.now += PORT_ERROR_WINDOW + MS;
     let t = trap(
