@@ -17,9 +17,10 @@
 //! data); every `/api/` path answers 401 without a valid token, and an action is
 //! refused (403) unless the API's allow-list lets the caller's role call the matching
 //! gRPC method ([`crate::auth::read_only_allows`]): a read-only token may look only.
-//! The console serves plain HTTP: with a token over a non-loopback address it warns,
-//! as the API does; an API secured by client certificates alone (no token) cannot be
-//! used from it and the start is refused.
+//! When the API has TLS the console serves HTTPS with its certificate ([`tls`]), and
+//! with mutual TLS a verified client certificate is the credential (mapped by
+//! `role_of`, as on the gRPC port; the page then needs no token). Without TLS it is
+//! plain HTTP, and with a token over a non-loopback address it warns, as the API does.
 //!
 //! The fabric of a large fabric (past [`groups::FULL_MAX`] nodes) is served as an
 //! overview of groups per tier; a group's members and the search are separate asks

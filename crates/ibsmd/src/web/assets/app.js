@@ -28,7 +28,7 @@ function authHeaders() {
 async function api(path, opts = {}) {
   const r = await fetch(path, { ...opts, headers: { ...authHeaders(), ...(opts.headers || {}) } });
   const body = await r.json().catch(() => ({}));
-  if (r.status === 401) { showLogin('The server refused the token: ' + (body.error || 'unauthenticated')); }
+  if (r.status === 401) { showLogin('The server refused the credentials: ' + (body.error || 'unauthenticated')); }
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
 }
