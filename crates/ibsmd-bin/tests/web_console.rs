@@ -369,6 +369,20 @@ async fn the_console_shows_the_cluster_follows_a_failover_and_hides_actions_from
         "!!document.querySelector('#topo-svg line.link.down[data-state=DOWN]')",
         LIMIT,
     );
+    // The far end of the pulled cable is drawn and counted (not "15 CAs" beside 16
+    // circles), and said apart.
+    let (circles, summary) = (
+        b.eval(
+            &tab,
+            "document.querySelectorAll('#topo-svg circle.ca').length",
+        ),
+        b.eval(&tab, "document.getElementById('topo-summary').textContent"),
+    );
+    let summary = summary.as_str().unwrap_or("").to_string();
+    assert!(
+        summary.contains(&format!(" {circles} CAs")) && summary.contains("1 beyond a down cable"),
+        "{circles} CAs drawn, the summary says: {summary}"
+    );
     b.screenshot(&tab, &shots.join("6-fabric-link-down.png"));
 }
 

@@ -236,10 +236,19 @@
     } catch (e) { console.warn(e); }
   }
 
+  // What the drawing holds: the far end of a pulled cable (no longer reached, so not in
+  // the server's counts of the sweep) is drawn, so it is counted, and said apart.
+  function counts(t) {
+    if (t.aggregate) return `${t.switches} switches, ${t.cas} CAs, ${t.links} links`;
+    const of = ty => t.nodes.filter(n => n.type === ty).length, gone = t.nodes.filter(n => n.unreached).length;
+    return `${of(2)} switches, ${of(1)} CAs` + (of(3) ? `, ${of(3)} routers` : '') + `, ${layout.links.length} links` +
+      (gone ? ` (${gone} beyond a down cable, as last seen)` : '');
+  }
+
   // Draw a topology as /api/fabric/topology answers it (every node, or the overview).
   function show(t) {
     topo = t; layout = t.aggregate ? groupLayout(t) : computeLayout(t); route = null; hits = [];
-    window.ibsm.text('topo-summary', `${t.switches} switches, ${t.cas} CAs, ${t.links} links; ` + (layout.force ? 'not a fat tree: force layout' : `${layout.tiers} tiers`) +
+    window.ibsm.text('topo-summary', counts(t) + '; ' + (layout.force ? 'not a fat tree: force layout' : `${layout.tiers} tiers`) +
       (t.aggregate ? `; ${t.node_count} nodes in ${t.groups.length} groups: search, or click a group` : '') + ` (from ${t.sm}, ${t.source})`);
     window.ibsm.text('route-result', '');
     document.getElementById('group-members').replaceChildren();
