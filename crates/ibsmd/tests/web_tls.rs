@@ -304,3 +304,38 @@ async fn a_token_logs_in_over_https_without_a_client_ca() {
     .expect("a wrong token over HTTPS");
     assert_eq!(code, 401);
 }
+
+/// Client CA and token both configured: the API needs both (the certificate at its
+/// handshake, the token on the call), and so does the console; neither alone will do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_client_ca_and_a_token_the_console_needs_both_as_the_api_does() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).expect("token file");
+    let sec = SecurityOptions {
+        tls_cert: Some(pki.path("server.crt")),
+        tls_key: Some(pki.path("server.key")),
+        tls_client_ca: Some(pki.path("ca.pem")),
+        auth_token_file: Some(token),
+        read_only_client_names: vec!["reader".into()],
+        ..SecurityOptions::default()
+    }
+    .load()
+    .expect("mTLS + token options load");
+    let c = console(sec).await;
+    let whoami = |who, token| https(c.addr, &pki, who, token, "GET", "/api/whoami", "");
+    let (code, _) = whoami(Some("admin"), None).await.expect("certificate only");
+    assert_eq!(code, 401, "a certificate without the token");
+    let (code, _) = whoami(None, Some(TOKEN)).await.expect("token only");
+    assert_eq!(code, 401, "a token without a certificate");
+    let (code, body) = whoami(Some("admin"), Some(TOKEN)).await.expect("both");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"admin\""), "{body}");
+    // The lesser of the two roles: a read-only certificate with the admin token.
+    let (code, body) = whoami(Some("reader"), Some(TOKEN))
+        .await
+        .expect("reader + token");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"read-only\""), "{body}");
+}
