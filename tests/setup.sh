@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the test command needs beyond cargo, installed when missing: ibsim, OpenSM,
-# infiniband-diags and chromium (the web console's browser test, headless) from
+# infiniband-diags and chromium (the web console's browser test, headless; certutil,
+# pk12util and openssl give it a client certificate for the HTTPS case) from
 # Debian's packages (apt-get, as root), rustfmt and clippy, the nightly toolchain and
 # cargo-fuzz for tests/fuzz-smoke.sh; for the deploy tests systemd-analyze (Debian's
 # systemd) and dpkg-deb, cargo-deb (the package test) and kubectl (renders deploy/k8s:
@@ -12,8 +13,8 @@
 set -euo pipefail
 
 UMAD2SIM=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
-LAB_TOOLS=(ibsim opensm ibnetdiscover sminfo smpquery ibtracert smpdump saquery ibroute chromium)
-PACKAGES="ibsim-utils opensm infiniband-diags chromium"
+LAB_TOOLS=(ibsim opensm ibnetdiscover sminfo smpquery ibtracert smpdump saquery ibroute chromium certutil pk12util openssl)
+PACKAGES="ibsim-utils opensm infiniband-diags chromium libnss3-tools openssl"
 
 lab_missing() {
     local t

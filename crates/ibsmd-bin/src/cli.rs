@@ -78,9 +78,10 @@ pub(crate) struct Cli {
     /// Serve Prometheus metrics on http://ADDR/metrics (off unless given). OpenSM: none.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics: Option<SocketAddr>,
-    /// Serve the web console on http://ADDR/ (off unless given): the cluster, the fabric
-    /// and the last hour's timeline, live, under the API's credentials (token login in
-    /// the browser; read-only tokens see no actions). OpenSM: none.
+    /// Serve the web console on http://ADDR/ (off unless given; https:// with the API's
+    /// --tls-cert, where a client certificate signed by --tls-client-ca signs the browser
+    /// in): the cluster, the fabric and the last hour's timeline, live, under the API's
+    /// credentials and roles (read-only ones see no actions). OpenSM: none.
     #[arg(long, value_name = "ADDR")]
     pub(crate) web: Option<SocketAddr>,
     /// State directory (created); with --node-id it holds the replicated fabric state.

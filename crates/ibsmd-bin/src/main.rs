@@ -526,9 +526,10 @@ async fn run_daemon(
             slot: Arc::clone(&slot),
             repl: repl.clone(),
         };
+        let scheme = ibsmd::web::scheme(&security);
         let (bound, serve) =
             ibsmd::web::serve_on(vec![source], security.clone(), l, std::future::pending())?;
-        tracing::info!(addr = %bound, "web console on http://{bound}/");
+        tracing::info!(addr = %bound, "web console on {scheme}://{bound}/");
         tokio::spawn(serve);
     }
     let (addr, serve) = ibsmd::server::serve_listener(
@@ -663,11 +664,12 @@ async fn run_demo(
         );
     }
     if let Some(l) = web_listener {
+        let scheme = ibsmd::web::scheme(&security);
         let (bound, serve) =
             ibsmd::web::serve_on(demo.web_sources(), security, l, std::future::pending())?;
         tokio::spawn(serve);
         println!(
-            "  {:<49} http://{bound}/",
+            "  {:<49} {scheme}://{bound}/",
             "web console of all three (open in a browser)"
         );
     }

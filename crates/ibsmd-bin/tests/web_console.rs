@@ -197,6 +197,11 @@ async fn the_console_shows_the_cluster_follows_a_failover_and_hides_actions_from
         "!!document.querySelector('#topo-svg .master-port')",
         LIMIT,
     );
+    assert_eq!(
+        b.eval(&tab, "document.getElementById('topo-svg').dataset.layout"),
+        "tiers",
+        "a fat tree is drawn in tiers"
+    );
     // Between the first and the last host of the topology the page holds.
     let lids = b.eval(&tab, "(() => { const l = window.ibsmFabric.topo().nodes.filter(n => n.type === 1).map(n => n.ports.find(p => p.lid).lid); return [l[0], l[l.length - 1]]; })()");
     let (src, dst) = (
@@ -363,6 +368,20 @@ async fn the_console_shows_the_cluster_follows_a_failover_and_hides_actions_from
         "the down link drawn",
         "!!document.querySelector('#topo-svg line.link.down[data-state=DOWN]')",
         LIMIT,
+    );
+    // The far end of the pulled cable is drawn and counted (not "15 CAs" beside 16
+    // circles), and said apart.
+    let (circles, summary) = (
+        b.eval(
+            &tab,
+            "document.querySelectorAll('#topo-svg circle.ca').length",
+        ),
+        b.eval(&tab, "document.getElementById('topo-summary').textContent"),
+    );
+    let summary = summary.as_str().unwrap_or("").to_string();
+    assert!(
+        summary.contains(&format!(" {circles} CAs")) && summary.contains("1 beyond a down cable"),
+        "{circles} CAs drawn, the summary says: {summary}"
     );
     b.screenshot(&tab, &shots.join("6-fabric-link-down.png"));
 }
@@ -566,4 +585,78 @@ async fn a_large_fabric_is_served_as_groups_and_searched_on_the_server() {
     let first_paint = b.eval(&tab, "window.ibsmFabric.firstPaintMs");
     eprintln!("k=16 overview: {size} bytes, first paint {first_paint} ms (debug build)");
     b.screenshot(&tab, &shots().join("7-fabric-groups-k16.png"));
+}
+
+/// A fabric that is not a fat tree (`gen:random:7`: 16 switches cabled at random, 64
+/// CAs): hop-distance tiers would put cables inside a tier, so the page draws a force
+/// layout, with every node at its own place spread over the drawing.
+#[test]
+fn a_fabric_that_is_not_a_fat_tree_gets_a_force_layout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin");
+    std::fs::write(&token, ADMIN).expect("token file");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let (grpc, web) = (free_port(), free_port());
+    let child = Command::new(IBSMD)
+        .args(["--fabric", "gen:random:7", "--priority", "5"])
+        .args(["--grpc", &format!("127.0.0.1:{grpc}")])
+        .args(["--web", &format!("127.0.0.1:{web}")])
+        .arg("--auth-token-file")
+        .arg(&token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn ibsmd");
+    let _daemon = Reaped(child);
+    let addr = format!("127.0.0.1:{web}");
+    let start = std::time::Instant::now();
+    let nodes = loop {
+        let topo: serde_json::Value = serde_json::from_str(
+            &http_body(&addr, "/api/fabric/topology", ADMIN).unwrap_or_default(),
+        )
+        .unwrap_or_default();
+        if let Some(n) = topo["nodes"].as_array().filter(|n| n.len() == 16 + 64) {
+            break n.len();
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "the topology never showed 80 nodes: {topo}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut b = Browser::launch();
+    let tab = b.open(&format!("http://{addr}/#fabric"));
+    b.wait_for(
+        &tab,
+        "the login form",
+        "!document.getElementById('login').hidden",
+        LIMIT,
+    );
+    b.eval(&tab, &format!("document.getElementById('token').value = '{ADMIN}'; document.getElementById('login-button').click(); true"));
+    b.wait_for(
+        &tab,
+        "the force layout with the master's port",
+        "document.getElementById('topo-svg').dataset.layout === 'force' && !!document.querySelector('#topo-svg .master-port')",
+        LIMIT,
+    );
+    // Every node at its own place, spread over the drawing (not all piled up).
+    let placed = b.eval(&tab, "(() => { const pts = [...document.querySelectorAll('#topo-svg circle.ca, #topo-svg rect.sw')].map(e => e.tagName === 'circle' ? [+e.getAttribute('cx'), +e.getAttribute('cy')] : [+e.getAttribute('x') + 8, +e.getAttribute('y') + 6]); const xs = pts.map(p => p[0]), ys = pts.map(p => p[1]); return { n: pts.length, distinct: new Set(pts.map(p => p.join(','))).size, w: Math.max(...xs) - Math.min(...xs), h: Math.max(...ys) - Math.min(...ys), links: document.querySelectorAll('#topo-svg line.link').length }; })()");
+    assert_eq!(placed["n"].as_u64(), Some(nodes as u64), "{placed}");
+    assert_eq!(
+        placed["distinct"], placed["n"],
+        "nodes share a place: {placed}"
+    );
+    assert!(
+        placed["w"].as_f64() > Some(400.0) && placed["h"].as_f64() > Some(200.0),
+        "the nodes are not spread: {placed}"
+    );
+    assert!(
+        b.eval(&tab, "document.getElementById('topo-summary').textContent")
+            .as_str()
+            .is_some_and(|t| t.contains("force layout")),
+        "the summary names the layout"
+    );
+    b.screenshot(&tab, &shots().join("11-fabric-force-random.png"));
 }

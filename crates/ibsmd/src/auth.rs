@@ -212,6 +212,25 @@ pub struct SecurityOptions {
     pub insecure_plaintext: bool,
 }
 
+/// The server's TLS material as read from `--tls-cert`, `--tls-key`, `--tls-client-ca`.
+#[derive(Clone)]
+pub struct TlsPem {
+    /// The certificate (and chain), PEM.
+    pub cert: Vec<u8>,
+    /// Its private key, PEM.
+    pub key: Vec<u8>,
+    /// The CA that signs client certificates, PEM (mutual TLS).
+    pub client_ca: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for TlsPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsPem")
+            .field("client_ca", &self.client_ca.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// What the gRPC server enforces, ready to use.
 #[derive(Debug, Clone, Default)]
 pub struct Security {
@@ -225,6 +244,9 @@ pub struct Security {
     pub tls: Option<ServerTlsConfig>,
     /// Whether clients must present a certificate.
     pub mtls: bool,
+    /// The PEM files behind `tls`, for servers that are not tonic's (the web console
+    /// serves HTTPS with the same certificate and client CA).
+    pub tls_pem: Option<TlsPem>,
     /// Read-only methods of services added through
     /// [`crate::server::ServeOptions::extra_services`] (same form as
     /// [`READ_ONLY_METHODS`]), so this crate names none of them.
@@ -463,18 +485,26 @@ impl SecurityOptions {
             .as_deref()
             .map(Token::from_file)
             .transpose()?;
-        let tls = match (&self.tls_cert, &self.tls_key) {
+        let (tls, tls_pem) = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => {
-                let identity =
-                    Identity::from_pem(read("--tls-cert", cert)?, read("--tls-key", key)?);
+                let pem = TlsPem {
+                    cert: read("--tls-cert", cert)?,
+                    key: read("--tls-key", key)?,
+                    client_ca: self
+                        .tls_client_ca
+                        .as_deref()
+                        .map(|ca| read("--tls-client-ca", ca))
+                        .transpose()?,
+                };
+                let identity = Identity::from_pem(&pem.cert, &pem.key);
                 // A peer that opens TCP and never finishes the handshake is dropped.
                 let mut cfg = ServerTlsConfig::new()
                     .identity(identity)
                     .timeout(std::time::Duration::from_secs(10));
-                if let Some(ca) = &self.tls_client_ca {
-                    cfg = cfg.client_ca_root(Certificate::from_pem(read("--tls-client-ca", ca)?));
+                if let Some(ca) = &pem.client_ca {
+                    cfg = cfg.client_ca_root(Certificate::from_pem(ca));
                 }
-                Some(cfg)
+                (Some(cfg), Some(pem))
             }
             (None, None) => {
                 if self.tls_client_ca.is_some() {
@@ -483,7 +513,7 @@ impl SecurityOptions {
                             .into(),
                     ));
                 }
-                None
+                (None, None)
             }
             (Some(_), None) => {
                 return Err(AuthError::Options(
@@ -526,6 +556,7 @@ impl SecurityOptions {
             read_only_client_names: self.read_only_client_names.clone(),
             tls,
             mtls,
+            tls_pem,
             extra_read_only_methods: &[],
         };
         if !sec.authenticates() && !self.insecure_plaintext {

@@ -3,6 +3,8 @@
 //! writing fd 4), so the tests need no WebSocket client: only std and serde_json.
 //! Fails loudly when chromium is missing (tests/setup.sh installs it).
 
+#![allow(dead_code)] // each test binary uses its own part of this
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,6 +39,13 @@ impl Drop for Browser {
 impl Browser {
     /// Start headless chromium; panics naming the package when it is not installed.
     pub fn launch() -> Browser {
+        Browser::launch_with(None, None)
+    }
+
+    /// [`Browser::launch`] with `HOME` set to `home` (where chromium finds its NSS
+    /// certificate database, `.pki/nssdb`) and the profile's `Default/Preferences`
+    /// starting as `preferences`.
+    pub fn launch_with(home: Option<&std::path::Path>, preferences: Option<&Value>) -> Browser {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {CHROMIUM}")])
             .output()
@@ -46,9 +55,18 @@ impl Browser {
             "{CHROMIUM} is not installed: the web console's browser test needs it (apt-get install -y chromium; tests/setup.sh does it)"
         );
         let profile = tempfile::tempdir().expect("profile dir");
+        if let Some(p) = preferences {
+            let default = profile.path().join("Default");
+            std::fs::create_dir_all(&default).expect("profile's Default dir");
+            std::fs::write(default.join("Preferences"), p.to_string()).expect("Preferences");
+        }
+        let mut cmd = Command::new("sh");
+        if let Some(h) = home {
+            cmd.env("HOME", h);
+        }
         // fd 3 <- our writes (its stdin), fd 4 -> our reads (its stdout); its own
         // stdout goes to stderr. `exec` keeps the pid ours to kill.
-        let child = Command::new("sh")
+        let child = cmd
             .arg("-c")
             .arg("exec \"$0\" \"$@\" 3<&0 4>&1 0</dev/null 1>&2")
             .arg(CHROMIUM)

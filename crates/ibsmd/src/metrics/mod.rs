@@ -103,7 +103,7 @@ pub fn serve_on(
         header_read_timeout: HEADER_READ_TIMEOUT,
         lifetime: CONNECTION_LIFETIME,
     };
-    crate::http_serve::serve_bounded(app, listener, limits, shutdown)
+    crate::http_serve::serve_bounded(app, listener, limits, None, shutdown)
 }
 
 #[cfg(test)]

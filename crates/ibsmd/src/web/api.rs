@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::http::{header, Extensions, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ibsm_proto::v1 as pb;
@@ -21,6 +21,7 @@ use super::record::Recorder;
 use super::source::{WebSource, MAX_STREAMS, STREAM_LIFETIME, STREAM_MIN_GAP};
 use crate::auth::{read_only_allows, Role, Security};
 use crate::fabric_service::FabricService;
+use crate::http_serve::PeerCerts;
 
 /// A stream with nothing new still sends the view this often (keeps proxies open).
 const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
@@ -57,9 +58,19 @@ impl App {
         })
     }
 
-    /// The caller's role, or why it has none (answered 401).
-    fn role(&self, headers: &HeaderMap) -> Result<Role, tonic::Status> {
-        self.security.role_of(headers, None)
+    /// The caller's role, or why it has none (answered 401): the API's mapping
+    /// ([`Security::role_of`]) of the bearer token and the connection's verified client
+    /// certificate. With mutual TLS a certificate is required, as the API's handshake
+    /// requires one (the console's handshake lets a browser without one in, to say so).
+    fn role(&self, headers: &HeaderMap, ext: &Extensions) -> Result<Role, tonic::Status> {
+        let certs = ext.get::<PeerCerts>();
+        if self.security.mtls && certs.is_none() {
+            return Err(tonic::Status::unauthenticated(
+                "missing credentials: a client certificate signed by the API's client CA is required (install one in the browser)",
+            ));
+        }
+        self.security
+            .role_of(headers, certs.map(|c| c.0.as_slice()))
     }
 
     /// The grouping of `name`'s current topology: the kept one when the topology is
@@ -183,20 +194,21 @@ fn bad_request(why: String) -> Response {
     json_response(StatusCode::BAD_REQUEST, &json!({"error": why}))
 }
 
-async fn whoami(State(app): Shared, headers: HeaderMap) -> Response {
-    match app.role(&headers) {
+async fn whoami(State(app): Shared, headers: HeaderMap, ext: Extensions) -> Response {
+    match app.role(&headers, &ext) {
         Ok(role) => json_response(
             StatusCode::OK,
             &json!({"role": if role == Role::Admin { "admin" } else { "read-only" },
                     "authenticates": app.security.authenticates(),
+                    "certificate": ext.get::<PeerCerts>().is_some(),
                     "instances": app.fabrics.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>()}),
         ),
         Err(s) => status_response(&s),
     }
 }
 
-async fn cluster(State(app): Shared, headers: HeaderMap) -> Response {
-    if let Err(s) = app.role(&headers) {
+async fn cluster(State(app): Shared, headers: HeaderMap, ext: Extensions) -> Response {
+    if let Err(s) = app.role(&headers, &ext) {
         return status_response(&s);
     }
     let view = app.recorder.view().borrow().clone();
@@ -208,8 +220,8 @@ async fn cluster(State(app): Shared, headers: HeaderMap) -> Response {
 }
 
 /// The live view: `data: {"cluster": ..., "timeline": [new entries]}` messages.
-async fn stream(State(app): Shared, headers: HeaderMap) -> Response {
-    if let Err(s) = app.role(&headers) {
+async fn stream(State(app): Shared, headers: HeaderMap, ext: Extensions) -> Response {
+    if let Err(s) = app.role(&headers, &ext) {
         return status_response(&s);
     }
     let Ok(permit) = Arc::clone(&app.streams).try_acquire_owned() else {
@@ -338,10 +350,11 @@ fn lid(q: &[(String, String)], key: &str) -> Result<u32, String> {
 async fn fabric(
     State(app): Shared,
     headers: HeaderMap,
+    ext: Extensions,
     uri: Uri,
     axum::extract::Path(what): axum::extract::Path<String>,
 ) -> Response {
-    if let Err(s) = app.role(&headers) {
+    if let Err(s) = app.role(&headers, &ext) {
         return status_response(&s);
     }
     let q = query(&uri);
@@ -463,8 +476,8 @@ fn guid_arg(v: &Value) -> Result<u64, String> {
 
 /// `POST /api/action` `{"action": "handover"|"sweep"|"priority", "sm": NAME, ...}`: the
 /// matching Control RPC on that instance, if the caller's role may call it.
-async fn action(State(app): Shared, headers: HeaderMap, body: Bytes) -> Response {
-    let role = match app.role(&headers) {
+async fn action(State(app): Shared, headers: HeaderMap, ext: Extensions, body: Bytes) -> Response {
+    let role = match app.role(&headers, &ext) {
         Ok(r) => r,
         Err(s) => return status_response(&s),
     };

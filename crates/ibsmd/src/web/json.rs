@@ -64,7 +64,9 @@ pub fn phys_state_name(s: u32) -> &'static str {
     }
 }
 
-/// One node of `GetTopology` with its ports (and their states, by name).
+/// One node of `GetTopology` with its ports (and their states, by name). A node listed
+/// with no port count is the far end of a pulled cable, no longer reached (the answer
+/// keeps it so the cable is drawn): `"unreached": true`.
 pub fn node_json(n: &pb::TopoNodeEntry) -> Value {
     let ports: Vec<Value> = n
         .ports
@@ -76,8 +78,12 @@ pub fn node_json(n: &pb::TopoNodeEntry) -> Value {
                    "phys": phys_state_name(p.phys_state)})
         })
         .collect();
-    json!({"guid": guid_hex(n.node_guid), "type": n.node_type,
-           "desc": n.description, "ports": ports})
+    let mut v = json!({"guid": guid_hex(n.node_guid), "type": n.node_type,
+           "desc": n.description, "ports": ports});
+    if n.num_ports == 0 {
+        v["unreached"] = Value::Bool(true);
+    }
+    v
 }
 
 /// `GetTopology`: nodes with their cabled ports.

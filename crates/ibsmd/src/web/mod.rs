@@ -17,9 +17,10 @@
 //! data); every `/api/` path answers 401 without a valid token, and an action is
 //! refused (403) unless the API's allow-list lets the caller's role call the matching
 //! gRPC method ([`crate::auth::read_only_allows`]): a read-only token may look only.
-//! The console serves plain HTTP: with a token over a non-loopback address it warns,
-//! as the API does; an API secured by client certificates alone (no token) cannot be
-//! used from it and the start is refused.
+//! When the API has TLS the console serves HTTPS with its certificate ([`tls`]), and
+//! with mutual TLS a verified client certificate is the credential (mapped by
+//! `role_of`, as on the gRPC port; the page then needs no token). Without TLS it is
+//! plain HTTP, and with a token over a non-loopback address it warns, as the API does.
 //!
 //! The fabric of a large fabric (past [`groups::FULL_MAX`] nodes) is served as an
 //! overview of groups per tier; a group's members and the search are separate asks
@@ -43,6 +44,7 @@ pub mod groups;
 pub mod json;
 pub mod record;
 mod source;
+mod tls;
 
 pub use source::{WebSource, MAX_STREAMS, STREAM_LIFETIME, STREAM_MIN_GAP};
 
@@ -53,14 +55,30 @@ const CONNECTION_LIFETIME: Duration = Duration::from_secs(600);
 /// A request head must arrive within this.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Whether the console can serve under `security` (checked before anything starts).
+/// Whether the console can serve under `security` (checked before anything starts):
+/// HTTPS needs the API's TLS files ([`crate::auth::TlsPem`], which
+/// [`crate::auth::SecurityOptions::load`] keeps), and they must load.
 pub fn check(security: &Security) -> Result<(), DaemonError> {
-    if security.mtls && security.token.is_none() {
-        return Err(DaemonError::Web(
-            "the API accepts client certificates only, and the console serves plain HTTP: give the API a token too (--auth-token-file, --read-only-token-file) to use --web".into(),
-        ));
+    acceptor(security).map(|_| ())
+}
+
+/// `https` when the console serves TLS under `security`, else `http`.
+pub fn scheme(security: &Security) -> &'static str {
+    if security.tls.is_some() {
+        "https"
+    } else {
+        "http"
     }
-    Ok(())
+}
+
+fn acceptor(security: &Security) -> Result<Option<tokio_rustls::TlsAcceptor>, DaemonError> {
+    match (&security.tls, &security.tls_pem) {
+        (None, _) => Ok(None),
+        (Some(_), Some(pem)) => tls::acceptor(pem).map(Some),
+        (Some(_), None) => Err(DaemonError::Web(
+            "the API has TLS but its certificate files were not kept (Security built without SecurityOptions::load): the console cannot serve HTTPS".into(),
+        )),
+    }
 }
 
 /// Bind `addr` now (a busy port fails the start), for [`serve_on`].
@@ -94,7 +112,7 @@ pub fn serve_on(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, impl Future<Output = ()> + Send + 'static), DaemonError> {
-    check(&security)?;
+    let tls = acceptor(&security)?;
     let local = listener
         .local_addr()
         .map_err(|source| DaemonError::LocalAddr {
@@ -103,18 +121,19 @@ pub fn serve_on(
         })?;
     if !security.authenticates() {
         tracing::warn!(addr = %local, "INSECURE: the web console, like the API, authenticates nobody (--insecure-plaintext): anyone who reaches it may act as admin");
-    } else if !local.ip().is_loopback() {
+    } else if tls.is_none() && !local.ip().is_loopback() {
         tracing::warn!(addr = %local, "web console: bearer token over plaintext HTTP; keep it on loopback or a trusted network (or behind a TLS proxy)");
     }
     let recorder = record::Recorder::new(&sources);
     recorder.spawn();
     let app = api::router(api::App::new(sources, security, recorder));
-    Ok((local, serve(app, listener, shutdown)))
+    Ok((local, serve(app, listener, tls, shutdown)))
 }
 
 fn serve(
     app: axum::Router,
     listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> impl Future<Output = ()> + Send + 'static {
     let limits = crate::http_serve::HttpLimits {
@@ -123,5 +142,5 @@ fn serve(
         header_read_timeout: HEADER_READ_TIMEOUT,
         lifetime: CONNECTION_LIFETIME,
     };
-    crate::http_serve::serve_bounded(app, listener, limits, shutdown)
+    crate::http_serve::serve_bounded(app, listener, limits, tls, shutdown)
 }

@@ -28,7 +28,7 @@ function authHeaders() {
 async function api(path, opts = {}) {
   const r = await fetch(path, { ...opts, headers: { ...authHeaders(), ...(opts.headers || {}) } });
   const body = await r.json().catch(() => ({}));
-  if (r.status === 401) { showLogin('The server refused the token: ' + (body.error || 'unauthenticated')); }
+  if (r.status === 401) { showLogin('The server refused the credentials: ' + (body.error || 'unauthenticated')); }
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
 }
@@ -45,8 +45,10 @@ async function start() {
   try { who = await api('/api/whoami'); } catch (e) { return; }
   ibsm.role = who.role;
   document.body.dataset.role = who.role;
-  text('role', who.authenticates ? who.role : 'no authentication');
-  document.getElementById('logout').hidden = !who.authenticates;
+  // A verified client certificate may be the whole credential (no token, no form).
+  document.body.dataset.certificate = who.certificate ? 'yes' : 'no';
+  text('role', who.authenticates ? who.role + (who.certificate ? ' (client certificate)' : '') : 'no authentication');
+  document.getElementById('logout').hidden = !who.authenticates || !sessionStorage.getItem(TOKEN_KEY);
   document.getElementById('login').hidden = true;
   document.getElementById('main').hidden = false;
   document.getElementById('tabs').hidden = false;

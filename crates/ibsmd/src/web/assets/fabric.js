@@ -1,6 +1,7 @@
 // ibsm web console: the fabric. Nodes in tiers by hop distance from the hosts (a fat
-// tree's leaf, spine and core switches; any other graph layered the same way), cabled
-// links, the master SM's port ringed, a LID-to-LID route drawn over it; partitions and
+// tree's leaf, spine and core switches); a fabric those tiers do not fit (a cable
+// between two switches of one tier: a torus, a ring, an irregular fabric) gets a
+// force layout instead (deterministic: seeded start, fixed iterations). Cabled links, the master SM's port ringed, a LID-to-LID route drawn over it; partitions and
 // multicast groups below; links not Active drawn apart (dashed orange: Initialize or
 // Armed; dotted red: Down, a pulled cable the master saw before). Past 800 nodes the
 // server sends an overview instead (web/groups.rs): each tier as at most 40 groups
@@ -45,9 +46,72 @@
   const worst = (a, b) => (RANK[a || ''] || 0) >= (RANK[b || ''] || 0) ? (a || '') : b;
   const linkClass = s => s === 'DOWN' ? 'link down' : (s === 'INIT' || s === 'ARMED') ? 'link init' : 'link';
 
+  // Whether the tiers fit a fat tree: no cable between two switches of one tier.
+  function tiered(tierList) {
+    const level = new Map();
+    tierList.forEach((tier, l) => tier.forEach(n => level.set(n.guid, l)));
+    for (const tier of tierList) for (const n of tier) if (n.type === 2) {
+      for (const p of n.ports) if (p.peer && p.peer !== n.guid && level.get(p.peer) === level.get(n.guid)) return false;
+    }
+    return true;
+  }
+
+  // Fruchterman-Reingold from a seeded start: the same topology is always drawn the
+  // same. Iterations shrink with n² (the repulsion pass), so 800 nodes stay well under
+  // a second; nodes sorted by GUID so the server's order does not matter.
+  // Laid out in a rectangle the shape of the drawing's room (the canvas shows 70vh).
+  function forceLayout(all, width) {
+    const height = Math.max(300, Math.round(window.innerHeight * 0.7) - 10), aspect = (width - 40) / (height - 60);
+    const nodes = [...all].sort((a, b) => a.guid < b.guid ? -1 : a.guid > b.guid ? 1 : 0);
+    const n = nodes.length, idx = new Map(nodes.map((x, i) => [x.guid, i]));
+    let seed = 0x1b5e;
+    const rand = () => { seed = (seed * 1103515245 + 12345) >>> 0; return seed / 4294967296; };
+    const x = new Float64Array(n), y = new Float64Array(n);
+    for (let i = 0; i < n; i++) { x[i] = rand() * aspect; y[i] = rand(); }
+    const edges = [];
+    for (const a of nodes) for (const p of a.ports) {
+      const j = idx.get(p.peer), i = idx.get(a.guid);
+      if (j !== undefined && i < j) edges.push([i, j]);
+    }
+    const k = Math.sqrt(aspect / Math.max(1, n)), iters = Math.max(40, Math.min(300, Math.floor(2e7 / (n * n + 1))));
+    const dx = new Float64Array(n), dy = new Float64Array(n);
+    for (let it = 0; it < iters; it++) {
+      const temp = 0.1 * Math.sqrt(aspect) * (1 - it / iters) + 0.002;
+      dx.fill(0); dy.fill(0);
+      for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) {
+        let ex = x[i] - x[j], ey = y[i] - y[j], d2 = ex * ex + ey * ey;
+        if (d2 < 1e-9) { ex = 1e-3 * (i - j); ey = 1e-3; d2 = ex * ex + ey * ey; }
+        const f = k * k / d2;
+        dx[i] += ex * f; dy[i] += ey * f; dx[j] -= ex * f; dy[j] -= ey * f;
+      }
+      for (const [i, j] of edges) {
+        const ex = x[i] - x[j], ey = y[i] - y[j], d = Math.sqrt(ex * ex + ey * ey) || 1e-6, f = d / k;
+        dx[i] -= ex * f; dy[i] -= ey * f; dx[j] += ex * f; dy[j] += ey * f;
+      }
+      for (let i = 0; i < n; i++) {
+        const d = Math.sqrt(dx[i] * dx[i] + dy[i] * dy[i]) || 1, m = Math.min(d, temp);
+        x[i] += dx[i] / d * m; y[i] += dy[i] / d * m;
+      }
+    }
+    const [x0, x1, y0, y1] = [Math.min(...x), Math.max(...x), Math.min(...y), Math.max(...y)];
+    const pos = new Map(), boxes = [];
+    nodes.forEach((node, i) => {
+      const box = { tier: node.type === 2 ? 1 : 0, members: [node], id: 'f' + i,
+        x: Math.round(20 + (x[i] - x0) / ((x1 - x0) || 1) * (width - 40)),
+        y: Math.round(30 + (y[i] - y0) / ((y1 - y0) || 1) * (height - 60)) };
+      boxes.push(box); pos.set(node.guid, box);
+    });
+    return { boxes, pos, height, iterations: iters };
+  }
+
   // Every node drawn (at most FULL_MAX: the server sends an overview past that).
   function computeLayout(t) {
     const all = t.nodes, tierList = tiers(all), order = new Map();
+    if (!tiered(tierList)) {
+      const room = Math.max(900, document.getElementById('topo').clientWidth - 20);
+      const f = forceLayout(all, room);
+      return { aggregate: false, force: true, boxes: f.boxes, pos: f.pos, links: cables(all, f.pos), width: room, height: f.height, tiers: 0, iterations: f.iterations };
+    }
     // Order: tier 1 by GUID, hosts under their first switch, upper tiers by the mean
     // position of their neighbours below (one barycentre pass).
     (tierList[1] || []).sort((a, b) => a.guid < b.guid ? -1 : 1).forEach((n, i) => order.set(n.guid, i));
@@ -64,6 +128,11 @@
         boxes.push(box); pos.set(n.guid, box);
       });
     });
+    return { aggregate: false, boxes, pos, links: cables(all, pos), width, height: 60 + (tierList.length - 1) * TIER_GAP, tiers: tierList.length };
+  }
+
+  // The cables between drawn nodes, each once, with the worse of its two port states.
+  function cables(all, pos) {
     const links = new Map();
     for (const n of all) for (const p of n.ports) if (p.peer && pos.has(p.peer)) {
       const a = pos.get(n.guid), b = pos.get(p.peer);
@@ -72,7 +141,7 @@
       const k = links.get(key) || { a, b, n: 1, state: '' };
       k.state = worst(k.state, p.state); links.set(key, k);
     }
-    return { aggregate: false, boxes, pos, links: [...links.values()], width, height: 60 + (tierList.length - 1) * TIER_GAP, tiers: tierList.length };
+    return [...links.values()];
   }
 
   // The server's overview of a large fabric: groups per tier, links between groups summed.
@@ -95,7 +164,8 @@
   function draw() {
     const box = document.getElementById('topo');
     if (!layout) { box.replaceChildren(); return; }
-    const root = svg('svg', { width: layout.width, height: layout.height, id: 'topo-svg', 'data-mode': layout.aggregate ? 'groups' : 'nodes' });
+    const root = svg('svg', { width: layout.width, height: layout.height, id: 'topo-svg', 'data-mode': layout.aggregate ? 'groups' : 'nodes',
+      'data-layout': layout.aggregate ? 'groups' : layout.force ? 'force' : 'tiers' });
     for (const l of layout.links) {
       const line = svg('line', { class: linkClass(l.state), x1: l.a.x, y1: l.a.y, x2: l.b.x, y2: l.b.y });
       if (l.state) line.dataset.state = l.state;
@@ -166,10 +236,19 @@
     } catch (e) { console.warn(e); }
   }
 
+  // What the drawing holds: the far end of a pulled cable (no longer reached, so not in
+  // the server's counts of the sweep) is drawn, so it is counted, and said apart.
+  function counts(t) {
+    if (t.aggregate) return `${t.switches} switches, ${t.cas} CAs, ${t.links} links`;
+    const of = ty => t.nodes.filter(n => n.type === ty).length, gone = t.nodes.filter(n => n.unreached).length;
+    return `${of(2)} switches, ${of(1)} CAs` + (of(3) ? `, ${of(3)} routers` : '') + `, ${layout.links.length} links` +
+      (gone ? ` (${gone} beyond a down cable, as last seen)` : '');
+  }
+
   // Draw a topology as /api/fabric/topology answers it (every node, or the overview).
   function show(t) {
     topo = t; layout = t.aggregate ? groupLayout(t) : computeLayout(t); route = null; hits = [];
-    window.ibsm.text('topo-summary', `${t.switches} switches, ${t.cas} CAs, ${t.links} links; ${layout.tiers} tiers` +
+    window.ibsm.text('topo-summary', counts(t) + '; ' + (layout.force ? 'not a fat tree: force layout' : `${layout.tiers} tiers`) +
       (t.aggregate ? `; ${t.node_count} nodes in ${t.groups.length} groups: search, or click a group` : '') + ` (from ${t.sm}, ${t.source})`);
     window.ibsm.text('route-result', '');
     document.getElementById('group-members').replaceChildren();
@@ -223,7 +302,7 @@
     }
     const row = h => topo.aggregate
       ? E('tr', {}, E('td', {}, h.desc), E('td', { class: 'guid' }, h.guid), E('td', {}, 'LID ' + h.lid), E('td', {}, `tier ${h.tier}, group ${h.group}`))
-      : E('tr', {}, E('td', {}, h.desc), E('td', { class: 'guid' }, h.guid), E('td', {}, 'LID ' + lidOf(h)), E('td', {}, 'tier ' + ((layout.pos.get(h.guid) || {}).tier)));
+      : E('tr', {}, E('td', {}, h.desc), E('td', { class: 'guid' }, h.guid), E('td', {}, 'LID ' + lidOf(h)), E('td', {}, layout.force ? '' : 'tier ' + ((layout.pos.get(h.guid) || {}).tier)));
     document.getElementById('search-results').replaceChildren(...(q ? [E('table', {}, ...hits.map(row)), E('p', { class: 'note' }, `${total} found (at most 30 shown)`)] : []));
     draw();
   }
