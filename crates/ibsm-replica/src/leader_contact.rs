@@ -26,6 +26,22 @@ impl LeaderContact {
         }
     }
 
+    /// We answered `resp` to an AppendEntries from `leader`: anything but "your vote is
+    /// stale" means it came from the current leader (a log conflict included: its
+    /// heartbeat still proves it alive).
+    pub(crate) fn note_answer(
+        &self,
+        leader: Option<NodeId>,
+        resp: &openraft::raft::AppendEntriesResponse<NodeId>,
+    ) {
+        if let (false, Some(leader)) = (
+            matches!(resp, openraft::raft::AppendEntriesResponse::HigherVote(_)),
+            leader,
+        ) {
+            self.note(leader);
+        }
+    }
+
     /// When the leader last reached us, and its node id (`None`: never since start).
     pub fn last(&self) -> Option<(Instant, NodeId)> {
         self.0.lock().ok().and_then(|l| *l)
@@ -35,6 +51,23 @@ impl LeaderContact {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stale_leader_is_no_contact() {
+        use openraft::raft::AppendEntriesResponse;
+        let c = LeaderContact::default();
+        let stale = openraft::Vote::new_committed(9, 4);
+        c.note_answer(Some(2), &AppendEntriesResponse::HigherVote(stale));
+        assert_eq!(c.last(), None, "refused as stale: not the current leader");
+        c.note_answer(None, &AppendEntriesResponse::Success);
+        assert_eq!(c.last(), None, "no leader named");
+        c.note_answer(Some(2), &AppendEntriesResponse::Conflict);
+        assert_eq!(
+            c.last().map(|(_, n)| n),
+            Some(2),
+            "a conflict still proves it alive"
+        );
+    }
 
     #[test]
     fn the_newest_contact_is_kept_with_its_node() {

@@ -662,13 +662,7 @@ impl pb::raft_server::Raft for RaftGrpc {
             .append_entries(req)
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
-        // Anything but "your vote is stale" comes from the current leader (a log
-        // conflict included: its heartbeat still proves it alive).
-        if let (false, Some(leader)) =
-            (matches!(resp, AppendEntriesResponse::HigherVote(_)), leader)
-        {
-            self.leader_contact.note(leader);
-        }
+        self.leader_contact.note_answer(leader, &resp);
         Ok(Response::new(
             to_payload("append entries response", &resp).map_err(bad)?,
         ))
