@@ -6,7 +6,8 @@
 # under test (priority 5) is an ibsmd or an OpenSM, so both are measured against the
 # same master in the same run.
 #
-#   cost     - SMInfo requests the master received from the standby per second, over
+#   cost     - SMInfo requests the master received from its standbys per second (the
+#              replicated row has two: the standby under test and the third member), over
 #              10 s of an idle, settled fabric (k=--k fat tree);
 #   detect   - SIGKILL of the master to the standby's log line that it gave the master
 #              up (ibsmd "STANDBY -> DISCOVERING", OpenSM "Entering DISCOVERING state");
@@ -19,6 +20,12 @@
 #   step     - the master's longest instance-thread step under load (its debug
 #              "instance thread busy" lines, >= 30 ms): how long SMInfo polls waited.
 #
+# With --replicated, a row is added that runs the SMs as one replication cluster, as deployed:
+# the master is Raft node 1 (it bootstraps, so it is the Raft leader), the standby under
+# test node 2, and a third member (priority 1) node 3 on a third HCA; the standby then
+# has the master's Raft heartbeat as a second opinion (--leader-heartbeat-grace-ms,
+# default 1 s) and the "held off" column counts the miss streaks it held off.
+#
 # Rows: ibsmd at its defaults (25 ms polls, 20 ms re-polls, 3 misses), ibsmd at the
 # old defaults (100 ms x 3, no quick re-polls), OpenSM at 100 ms x 2 and OpenSM at its
 # defaults (10 s x 4; its detection and load rows are skipped with --quick). A standby
@@ -26,7 +33,7 @@
 # outranked), so the count is of detections, the harm is a moment of two masters.
 #
 # Usage: bench/detection.sh [--quick] [--rounds N] [--k K] [--load-k K] [--seconds S]
-#                           [--no-load] [--no-build] [--ibsmd-only]
+#                           [--no-load] [--no-build] [--ibsmd-only] [--replicated]
 #   --ibsmd-only: only the ibsmd default row (profiling a change); --rounds 0: no kills.
 # Needs ibsim-utils, opensm, infiniband-diags (the same lab as the tests).
 set -euo pipefail
@@ -35,6 +42,7 @@ QUICK=0
 NO_LOAD=0
 NO_BUILD=0
 IBSMD_ONLY=0
+REPLICATED=0
 ROUNDS=3
 K=16
 LOAD_K=32
@@ -49,6 +57,7 @@ while [ $# -gt 0 ]; do
         --no-load) NO_LOAD=1 ;;
         --no-build) NO_BUILD=1 ;;
         --ibsmd-only) IBSMD_ONLY=1 ;;
+        --replicated) REPLICATED=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
         *) echo "detection.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -94,7 +103,7 @@ wait_until() { # timeout_s, then a command that succeeds when done
 make_net() { # k -> sets NET HOST_A HOST_B N_NODES N_SW N_PORTS
     NET=$WORK/fat-tree-k$1.net
     [ -f "$NET" ] || "$IBSMCTL" discover --fabric "gen:fat-tree:$1" --write-net "$NET" >/dev/null
-    read -r HOST_A HOST_B <<<"$(awk '/^Hca/ { match($0, /"[^"]*"/); print substr($0, RSTART + 1, RLENGTH - 2) }' "$NET" | head -2 | tr '\n' ' ')"
+    read -r HOST_A HOST_B HOST_C <<<"$(awk '/^Hca/ { match($0, /"[^"]*"/); print substr($0, RSTART + 1, RLENGTH - 2) }' "$NET" | head -3 | tr '\n' ' ')"
     read -r N_NODES N_SW N_PORTS <<<"$(awk '
         /^(Switch|Hca)/ { nodes++; if ($1 == "Switch") sw++; ports += $2 + 1 }
         END { print nodes, sw, ports }' "$NET")"
@@ -139,17 +148,37 @@ reap() {
         done
 }
 
+# --replicated: the members' Raft flags (node $1 of 3, data under the round $2).
+cluster_args() { # node round
+    CLUSTER=()
+    [ "$REPL_ROW" = 1 ] || return 0
+    CLUSTER=(--node-id "$1" --data-dir "$WORK/data.$2.$1" --cluster-secret-file "$WORK/secret"
+        --peer "1=127.0.0.1:$GRPC" --peer "2=127.0.0.1:$GRPC_B" --peer "3=127.0.0.1:$GRPC_C")
+}
+
 start_master() { # round -> MASTER_PID GRPC METRICS
     GRPC=$(free_port)
+    GRPC_B=$(free_port)
+    GRPC_C=$(free_port)
     METRICS=$(free_port)
+    [ -f "$WORK/secret" ] || head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$WORK/secret"
+    cluster_args 1 "$1"
     # The driver's debug lines are its slow steps (>= 30 ms without answering SMInfo).
     (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$HOST_A LD_PRELOAD=$UMAD2SIM NO_COLOR=1 \
         RUST_LOG=info,ibsmd::instance::driver=debug \
         exec "$IBSMD" --fabric umad --priority 10 --insecure-plaintext \
-        --grpc "127.0.0.1:$GRPC" --metrics "127.0.0.1:$METRICS" \
+        --grpc "127.0.0.1:$GRPC" --metrics "127.0.0.1:$METRICS" "${CLUSTER[@]}" \
         2>"$WORK/master.$1.log" >/dev/null) &
     MASTER_PID=$!
     PIDS+=("$MASTER_PID")
+    if [ "$REPL_ROW" = 1 ]; then
+        # The third member (priority 1), at once: the master's first writes need a quorum.
+        cluster_args 3 "$1"
+        (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$HOST_C LD_PRELOAD=$UMAD2SIM NO_COLOR=1 RUST_LOG=info \
+            exec "$IBSMD" --fabric umad --priority 1 --insecure-plaintext \
+            --grpc "127.0.0.1:$GRPC_C" "${CLUSTER[@]}" 2>"$WORK/third.$1.log" >/dev/null) &
+        PIDS+=("$!")
+    fi
     wait_until 300 grep -sqF "subnet up in" "$WORK/master.$1.log" || {
         echo "detection.sh: the ibsmd master never reported subnet up" >&2; tail -20 "$WORK/master.$1.log" >&2; exit 1; }
 }
@@ -161,9 +190,12 @@ start_standby() { # round kind poll repoll retries -> STANDBY_LOG
     if [ "$kind" = ibsmd ]; then
         local extra=()
         [ -n "$poll" ] && extra=(--poll-interval-ms "$poll" --repoll-interval-ms "$repoll" --poll-retries "$retries")
+        cluster_args 2 "$round"
+        STANDBY_METRICS=$(free_port)
         (cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$HOST_B LD_PRELOAD=$UMAD2SIM NO_COLOR=1 RUST_LOG=info \
-            exec "$IBSMD" --fabric umad --priority 5 --insecure-plaintext --grpc 127.0.0.1:0 \
-            "${extra[@]}" 2>"$STANDBY_LOG" >/dev/null) &
+            exec "$IBSMD" --fabric umad --priority 5 --insecure-plaintext \
+            --grpc "127.0.0.1:${GRPC_B:-0}" --metrics "127.0.0.1:$STANDBY_METRICS" \
+            "${extra[@]}" "${CLUSTER[@]}" 2>"$STANDBY_LOG" >/dev/null) &
         STANDBY_LINE="-> STANDBY ("
         LOST_LINE="STANDBY -> DISCOVERING"
         MASTER_LINE="-> MASTER ("
@@ -284,6 +316,11 @@ load_round() { # label kind poll repoll retries
     # Of those, how many went on to MASTER beside the live master (the harm: two
     # masters until the new one hands back); the others found it alive again.
     R_FALSE="$R_FALSE ($(count_lines "$STANDBY_LOG" "$from" "$MASTER_LINE") took MASTER)"
+    if [ "$kind" = ibsmd ] && [ "$REPL_ROW" = 1 ]; then
+        local held
+        held=$(curl -s "http://127.0.0.1:$STANDBY_METRICS/metrics" | awk '/^ibsm_master_losses_held_off_total/ { print $2 }')
+        R_FALSE="$R_FALSE, ${held:-?} held off"
+    fi
     R_SWEEPS=$(count_lines "$WORK/master.$round.log" "$mfrom" "heavy sweep done in")
     R_STEP=$(tail -c +"$((mfrom + 1))" "$WORK/master.$round.log" | tr -d '\0' |
         grep -F "instance thread busy" | sed -n 's/.*took_ms=\([0-9]*\).*/\1/p' | sort -n | tail -1)
@@ -304,7 +341,13 @@ measure() { # label kind poll repoll retries load(0|1) kill(0|1)
 }
 
 echo "detection: k=$K kills ($ROUNDS rounds each), k=$LOAD_K load for ${SECONDS_LOAD} s with $(nproc) busy loops" >&2
+REPL_ROW=0
 measure "ibsmd 25 ms, 20 ms re-polls x3 (default)" ibsmd "" "" "" 1 1
+if [ "$REPLICATED" = 1 ]; then
+    REPL_ROW=1
+    measure "ibsmd default, replicated (2 standbys poll)" ibsmd "" "" "" 1 1
+    REPL_ROW=0
+fi
 [ "$IBSMD_ONLY" = 0 ] && measure "ibsmd 100 ms x3 (old default)" ibsmd 100 100 3 1 1
 [ "$IBSMD_ONLY" = 0 ] && measure "OpenSM 100 ms x2" opensm 100 "" 2 1 1
 if [ "$IBSMD_ONLY" = 1 ]; then
@@ -316,6 +359,7 @@ else
 fi
 
 echo
+[ "$REPLICATED" = 1 ] && echo "replicated row: a replication cluster of three (master = Raft node 1 = leader, standby node 2, a third member); the other rows: no replication"
 echo "Dead-master detection, ibsmd master; standby on a k=$K fat tree (median of $ROUNDS kills); load: k=$LOAD_K heavy sweeps back to back, every core busy, ${SECONDS_LOAD} s"
 printf '%-42s | %-12s | %-10s | %-10s | %-22s | %-12s | %s\n' "standby and polling" "cost SMInfo/s" "detect s" "MASTER s" "false failovers (load)" "heavy sweeps" "master step ms"
 printf '%-42s-+-%-12s-+-%-10s-+-%-10s-+-%-22s-+-%-12s-+-%s\n' "------------------------------------------" "------------" "----------" "----------" "----------------------" "------------" "--------------"

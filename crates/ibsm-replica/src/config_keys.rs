@@ -95,6 +95,19 @@ pub fn partition_key_pkey(key: &str) -> Option<Result<u16, ConfigKeyError>> {
     )
 }
 
+/// The SM port GUID registered for Raft node `node` (`sm.<guid>.node` = `node`) in a
+/// replicated config; `None` when no SM registered it.
+pub fn sm_of_node<'a>(
+    config: impl IntoIterator<Item = (&'a String, &'a String)>,
+    node: crate::NodeId,
+) -> Option<u64> {
+    let node = node.to_string();
+    config
+        .into_iter()
+        .filter(|(_, v)| **v == node)
+        .find_map(|(k, _)| sm_node_key_guid(k)?.ok())
+}
+
 fn sm_node_key_guid(key: &str) -> Option<Result<u64, ConfigKeyError>> {
     let rest = key.strip_prefix("sm.")?;
     let hex = rest.strip_suffix(".node")?;
@@ -347,6 +360,19 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn the_sm_of_a_raft_node_is_read_from_its_registration() {
+        let mut c = std::collections::BTreeMap::new();
+        c.insert(sm_node_key(0x0002_c900_0000_0001), "2".to_string());
+        c.insert(sm_node_key(0x0002_c900_0000_0002), "3".to_string());
+        c.insert("partition/0002".to_string(), "2".to_string());
+        c.insert("sm.zz.node".to_string(), "4".to_string());
+        assert_eq!(sm_of_node(&c, 2), Some(0x0002_c900_0000_0001));
+        assert_eq!(sm_of_node(&c, 3), Some(0x0002_c900_0000_0002));
+        assert_eq!(sm_of_node(&c, 4), None, "a malformed key names no SM");
+        assert_eq!(sm_of_node(&c, 9), None);
     }
 
     #[test]

@@ -136,6 +136,7 @@
 pub mod config_keys;
 pub mod forward;
 pub mod identity;
+mod leader_contact;
 mod metrics;
 pub mod network;
 mod partition;
@@ -146,6 +147,7 @@ pub mod sa;
 pub mod state;
 pub mod store;
 
+pub use leader_contact::LeaderContact;
 pub use metrics::{ReplicaMetrics, Role};
 pub use network::{ClusterSecret, FaultSwitch, PeerAuth};
 pub use replica::{

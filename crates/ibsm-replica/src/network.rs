@@ -473,6 +473,8 @@ pub struct RaftGrpc {
     /// This member's cluster id (shared with its [`Peers`]).
     pub(crate) cluster_id: ClusterIdCell,
     pub(crate) node_id: NodeId,
+    /// The leader's last AppendEntries this member accepted.
+    pub(crate) leader_contact: crate::LeaderContact,
 }
 
 fn bad(e: WireError) -> Status {
@@ -655,10 +657,12 @@ impl pb::raft_server::Raft for RaftGrpc {
             from_payload("append entries request", request.get_ref()).map_err(bad)?;
         Self::speaks_for(caller, "append entries", req.vote.leader_id().voted_for())?;
         self.check_cluster(&request, true)?;
+        let leader = req.vote.leader_id().voted_for();
         let resp = current(&self.raft)
             .append_entries(req)
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
+        self.leader_contact.note_answer(leader, &resp);
         Ok(Response::new(
             to_payload("append entries response", &resp).map_err(bad)?,
         ))

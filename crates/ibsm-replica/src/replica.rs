@@ -301,6 +301,7 @@ impl Replica {
             snapshot_slot: Arc::new(tokio::sync::Semaphore::new(1)),
             cluster_id: Arc::clone(&cluster_id),
             node_id: cfg.node_id,
+            leader_contact: crate::LeaderContact::default(),
         };
         let svc = Self::service_for(&svc_state);
         let (listener, local_addr) = match cfg.listen {
@@ -428,6 +429,12 @@ impl Replica {
     /// an address learned from the replicated membership).
     pub async fn peer_applied(&self, id: NodeId, addr: &str) -> Result<u64, String> {
         self.peers.applied(id, addr).await
+    }
+
+    /// When the Raft leader last reached this member (an AppendEntries it accepted)
+    /// and the leader's node id; `None` on the leader itself or before any contact.
+    pub fn leader_contact(&self) -> Option<(std::time::Instant, NodeId)> {
+        self.svc.leader_contact.last()
     }
 
     pub fn node_id(&self) -> NodeId {

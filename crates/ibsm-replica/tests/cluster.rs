@@ -101,6 +101,16 @@ async fn three_nodes_replicate_and_refuse_stale_epochs() -> Result<(), ReplicaEr
             Some("10")
         );
     }
+    // Each follower heard the leader's AppendEntries (the SM election's second
+    // opinion on its master).
+    let leader_id = nodes[li].replica.node_id();
+    for (i, n) in nodes.iter().enumerate().filter(|(i, _)| *i != li) {
+        let (_, from) = n
+            .replica
+            .leader_contact()
+            .expect("a follower hears the leader");
+        assert_eq!(from, leader_id, "node {i} names the leader");
+    }
     shutdown_all(&nodes).await;
     Ok(())
 }

@@ -57,6 +57,7 @@ pub fn settings_json(t: &SmSettings) -> Value {
         "repoll_interval_ms": t.repoll_interval_ms,
         "poll_retries": t.poll_retries,
         "hung_master_window_ms": t.hung_master_window_ms,
+        "leader_heartbeat_grace_ms": t.leader_heartbeat_grace_ms,
         "masterless_takeover_ms": t.masterless_takeover_ms,
         "sm_key_policy": t.sm_key_policy,
         "partition_enforcement": t.partition_enforcement,
@@ -101,10 +102,11 @@ fn settings_rows(t: &SmSettings) -> Vec<(&'static str, String)> {
         (
             "detection",
             format!(
-                "poll {} ms, re-poll {} ms x {}, hung master {}, masterless takeover {}",
+                "poll {} ms, re-poll {} ms x {}, Raft heartbeat grace {}, hung master {}, masterless takeover {}",
                 t.poll_interval_ms,
                 t.repoll_interval_ms,
                 t.poll_retries,
+                ms_or_off(t.leader_heartbeat_grace_ms),
                 ms_or_off(t.hung_master_window_ms),
                 ms_or_off(t.masterless_takeover_ms)
             ),

@@ -186,6 +186,12 @@ pub(crate) struct Cli {
     /// for this long (a hung master), 0 = never [default: three light sweeps, 6000]. OpenSM: none.
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub(crate) hung_master_window_ms: Option<u64>,
+    /// Standby with replication: after its SMInfo polls of the master went unanswered, keep
+    /// re-polling for up to this long while the master is the Raft leader and its heartbeat
+    /// reached us within 75 ms (a busy master is alive; a killed one sends no heartbeat), 0 =
+    /// polls alone decide [default: 1000]. OpenSM: none.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub(crate) leader_heartbeat_grace_ms: Option<u64>,
     /// How the SM_Key of incoming SMInfo control packets is checked: strict (ours only; zero
     /// only in a HANDOVER from our own master, as OpenSM before 3.3.21 sends), allow-zero, off [default: strict]. OpenSM: none.
     #[arg(long, value_parser = ibsmd::config::parse_sm_key_policy)]

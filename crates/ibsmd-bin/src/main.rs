@@ -493,6 +493,7 @@ async fn run_daemon(
     cfg.trusted_sm_guids = cli.trusted_sm_guids.clone();
     cfg.sticky_priority = cli.sticky_priority;
     cfg.hung_master_window = cli.hung_master_window_ms.map(Duration::from_millis);
+    cfg.leader_heartbeat_grace = cli.leader_heartbeat_grace_ms.map(Duration::from_millis);
     cfg.sm_key_policy = cli.sm_key_policy;
     if let Some(seed) = &cli.guid2lid {
         tracing::info!(

@@ -36,6 +36,7 @@ pub(crate) struct DaemonSettings {
     pub(crate) sticky_priority: Option<u8>,
     /// `None`: the default, three light sweeps; `Some(0)`: never.
     pub(crate) hung_master_window_ms: Option<u64>,
+    pub(crate) leader_heartbeat_grace_ms: Option<u64>,
     pub(crate) sm_key_policy: ibsm_core::election::SmKeyPolicy,
     /// `--partitions-file`, read again on SIGHUP and `Fabric/ReloadPartitions`.
     pub(crate) partitions_file: Option<PathBuf>,
@@ -139,6 +140,9 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
         partitions_file,
         sticky_priority: cli.sticky_priority.or(file.sticky_priority),
         hung_master_window_ms: cli.hung_master_window_ms.or(file.hung_master_window_ms),
+        leader_heartbeat_grace_ms: cli
+            .leader_heartbeat_grace_ms
+            .or(file.leader_heartbeat_grace_ms),
         sm_key_policy: cli.sm_key_policy.or(file.sm_key_policy).unwrap_or_default(),
         fault_injection: cli.fault_injection,
         trusted_sm_guids: trusted_sm_guids.map(|v| v.into_iter().collect()),

@@ -223,6 +223,9 @@ pub struct FileConfig {
     /// `--hung-master-window-ms` (0..=3600000; 0 = never).
     #[serde(default, deserialize_with = "de_hung_master_window")]
     pub hung_master_window_ms: Option<u64>,
+    /// `--leader-heartbeat-grace-ms` (0..=60000; 0 = heartbeats not consulted).
+    #[serde(default, deserialize_with = "de_leader_heartbeat_grace")]
+    pub leader_heartbeat_grace_ms: Option<u64>,
     /// `--sm-key-policy`: `"strict"`, `"allow-zero"` or `"off"`.
     #[serde(default, deserialize_with = "de_sm_key_policy")]
     pub sm_key_policy: Option<SmKeyPolicy>,
@@ -356,6 +359,10 @@ fn de_sticky_priority<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::
 
 fn de_hung_master_window<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     de_range(d, "hung_master_window_ms", 0, 3_600_000).map(Some)
+}
+
+fn de_leader_heartbeat_grace<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    de_range(d, "leader_heartbeat_grace_ms", 0, 60_000).map(Some)
 }
 
 fn de_sm_key_policy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SmKeyPolicy>, D::Error> {

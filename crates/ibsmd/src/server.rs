@@ -141,6 +141,7 @@ fn settings_of(v: &crate::instance::SettingsView) -> pb::SmSettings {
         repoll_interval_ms: ms(v.repoll_interval),
         poll_retries: v.poll_retries,
         hung_master_window_ms: v.hung_master_window.map_or(0, ms),
+        leader_heartbeat_grace_ms: v.leader_heartbeat_grace.map_or(0, ms),
         masterless_takeover_ms: v.masterless_takeover.map_or(0, ms),
         sm_key_policy: crate::config::sm_key_policy_name(v.sm_key_policy).into(),
         partition_enforcement: v.partition_enforcement,

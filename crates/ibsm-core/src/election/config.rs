@@ -16,6 +16,9 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(25);
 /// Default [`ElectionConfig::repoll_interval`].
 pub const DEFAULT_REPOLL_INTERVAL: Duration = Duration::from_millis(20);
 
+/// Default [`ElectionConfig::leader_heartbeat_fresh`].
+pub const DEFAULT_LEADER_HEARTBEAT_FRESH: Duration = Duration::from_millis(75);
+
 /// Highest SM priority (4 bits).
 pub const MAX_PRIORITY: u8 = 15;
 
@@ -104,6 +107,20 @@ pub struct ElectionConfig {
     /// three light-sweep intervals of a master at the default 2 s (`NodeConfig` sets
     /// it to three of its own light-sweep intervals).
     pub stall_window: Option<Duration>,
+    /// Standby: how long the Raft leader's heartbeat may hold off declaring the master
+    /// lost after `poll_retries` missed polls, when the Raft leader is the SM we follow
+    /// and its last heartbeat reached us within `leader_heartbeat_fresh`
+    /// ([`Election::handle_leader_contact`](super::Election::handle_leader_contact)).
+    /// Re-polls go on meanwhile; the first answer ends the streak. The heartbeat is a
+    /// second opinion, never the decider: it only delays, at most this long per miss
+    /// streak, so an SM port that died under a live process is still declared lost.
+    /// `None` ignores heartbeats. Default 1 s. See the module doc, "A busy master".
+    pub leader_heartbeat_grace: Option<Duration>,
+    /// How recent the Raft leader's last heartbeat must be to hold off a loss (see
+    /// `leader_heartbeat_grace`). Default 75 ms: one and a half of Raft's 50 ms
+    /// heartbeat, so a killed master's last heartbeat is too old by the time its
+    /// missed polls are counted (25 ms + 3 x 20 ms).
+    pub leader_heartbeat_fresh: Duration,
     /// Discovering / master sweeps: timeout of one SubnGet(SMInfo). Default 100 ms.
     pub query_timeout: Duration,
     /// Retries of such a query after the first try. Default 2.
@@ -148,6 +165,8 @@ impl ElectionConfig {
             discovering_grace: Duration::from_secs(1),
             masterless_takeover: Some(Duration::from_secs(1)),
             stall_window: Some(Duration::from_secs(6)),
+            leader_heartbeat_grace: Some(Duration::from_secs(1)),
+            leader_heartbeat_fresh: DEFAULT_LEADER_HEARTBEAT_FRESH,
             query_timeout: Duration::from_millis(100),
             query_retries: 2,
             handover_timeout: Duration::from_millis(200),
@@ -186,6 +205,7 @@ impl ElectionConfig {
             ("query_timeout", self.query_timeout),
             ("handover_timeout", self.handover_timeout),
             ("master_poll_interval", self.master_poll_interval),
+            ("leader_heartbeat_fresh", self.leader_heartbeat_fresh),
         ] {
             if d.is_zero() {
                 return Err(ElectionConfigError::ZeroDuration { what });

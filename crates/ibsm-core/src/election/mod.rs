@@ -228,6 +228,29 @@
 //! timeout of its own for the lost master (see above), only the fresh sweep a takeover
 //! needs anyway.
 //!
+//! # A busy master: the Raft heartbeat as a second opinion (`leader_heartbeat_grace`)
+//!
+//! Polls alone cannot tell a dead master from one whose MAD thread is busy for longer
+//! than a streak. With replication the standby has a second source: when the master it
+//! follows is the Raft leader, the leader's AppendEntries (a heartbeat every 50 ms) come
+//! from the same process on other threads and another network, and keep coming while
+//! the MAD thread is busy. So after `poll_retries` misses, if the Raft leader is the SM
+//! we follow and its last heartbeat is at most `leader_heartbeat_fresh` (75 ms) old, the
+//! standby does not declare the master lost: it polls on every `repoll_interval`, and
+//! any answer of the streak ends it as usual ([`Election::losses_held_off`] counts such
+//! streaks). It never declares anything on the heartbeat's word: the heartbeat only
+//! delays, at most `leader_heartbeat_grace` (1 s) per streak, so an SM port that died
+//! under a live process (a pulled cable, a dead HCA) is still declared lost after the
+//! grace. A killed master sends no heartbeat either: its last one is older than 75 ms
+//! by the time its third miss is counted (25 + 2 x 20 ms after its last answer, plus
+//! the first poll's wait), or at worst one re-poll later, so detection is unchanged
+//! within one `repoll_interval`. The driver feeds the heartbeat with
+//! [`Election::handle_leader_contact`] (ibsmd: the follower's Raft service notes each
+//! AppendEntries it accepts; the leader's node id maps to its SM port through the
+//! replicated `sm.<guid>.node` registration). When the master is not the Raft leader
+//! (after a failover the new master need not be), there is no second opinion and
+//! polls alone decide.
+//!
 //! Our own starvation is no evidence: when the standby's timer for a poll fires more
 //! than `repoll_interval` after it was due, this process was descheduled, and the
 //! master's answer may be waiting unread (or still in a simulator that starved with

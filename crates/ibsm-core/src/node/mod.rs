@@ -154,7 +154,7 @@ impl Node {
                 Input::Gmp { .. } => {}
                 Input::Command { id, command } => s.commands.push((id, command)),
                 Input::Replicated(r) => s.replicated = Some(r),
-                Input::RoutingDone(_) | Input::SaSnapshotDone(_) => {}
+                Input::RoutingDone(_) | Input::SaSnapshotDone(_) | Input::LeaderContact { .. } => {}
             },
             NodePhase::Running(r) => {
                 match input {
@@ -164,6 +164,9 @@ impl Node {
                     Input::RoutingDone(done) => r.subnet.handle_routing_done(now, done),
                     Input::SaSnapshotDone(done) => r.subnet.handle_sa_snapshot_done(done),
                     Input::Replicated(rep) => r.replicated_changed(now, rep),
+                    Input::LeaderContact { sm_guid, at } => {
+                        r.election.handle_leader_contact(sm_guid, at)
+                    }
                 }
                 r.pump(now);
             }

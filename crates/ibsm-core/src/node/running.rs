@@ -630,6 +630,7 @@ impl Running {
             last_sweep: self.last_sweep.clone(),
             last_change_sweep: self.last_change_sweep.clone(),
             sm_key_rejections: self.election.sm_key_violations(),
+            losses_held_off: self.election.losses_held_off(),
             alarms: self.alarms.clone(),
             duplicate_guids: self.duplicate_guids,
             topology_capped: self.topology_capped,

@@ -48,6 +48,15 @@ pub enum Input<'a> {
     SaSnapshotDone(SaSnapshotDone),
     /// The replicated fabric state changed (or is known for the first time).
     Replicated(Arc<ReplicatedFabric>),
+    /// The Raft leader's heartbeat reached this SM's replica at `at` (the driver's
+    /// clock); `sm_guid` is the SM port registered for the leader's Raft node. A
+    /// standby's second opinion on its master (`ElectionConfig::leader_heartbeat_grace`).
+    LeaderContact {
+        /// The leader's SM port GUID.
+        sm_guid: u64,
+        /// When its heartbeat arrived.
+        at: Duration,
+    },
 }
 
 /// One output of [`super::Node::poll_output`].
@@ -286,6 +295,9 @@ pub struct NodeStatus {
     pub last_change_sweep: Option<(Duration, String)>,
     /// Incoming control packets rejected for a wrong SM_Key.
     pub sm_key_rejections: u64,
+    /// Standby: miss streaks whose loss the Raft leader's heartbeat held off
+    /// (`Election::losses_held_off`), in total.
+    pub losses_held_off: u64,
     /// Conditions an operator must resolve, from the last heavy sweep as MASTER.
     pub alarms: Vec<String>,
     /// Of those, duplicate GUIDs.

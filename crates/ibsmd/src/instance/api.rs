@@ -64,6 +64,11 @@ pub struct InstanceConfig {
     /// but its ActCount has not moved for this long. `None`: three light-sweep
     /// intervals (the master's, assumed equal to ours); `Some(Duration::ZERO)`: never.
     pub hung_master_window: Option<Duration>,
+    /// `--leader-heartbeat-grace-ms`: how long a fresh Raft heartbeat from the master
+    /// may hold off declaring it lost (see
+    /// `ibsm_core::election::ElectionConfig::leader_heartbeat_grace`). `None`: the
+    /// library's default (1 s); `Some(Duration::ZERO)`: heartbeats are not consulted.
+    pub leader_heartbeat_grace: Option<Duration>,
     /// `--sm-key-policy`: how incoming SMInfo control packets' SM_Key is checked.
     pub sm_key_policy: ibsm_core::election::SmKeyPolicy,
     /// `--guid2lid`: OpenSM guid2lid text a first master assigns LIDs from (see
@@ -77,6 +82,15 @@ impl InstanceConfig {
     pub fn effective_hung_master_window(&self) -> Option<Duration> {
         match self.hung_master_window {
             None => Some(self.subnet.sweep_interval.saturating_mul(3)),
+            Some(d) if d.is_zero() => None,
+            Some(d) => Some(d),
+        }
+    }
+
+    /// The Raft-heartbeat grace in effect (`None`: heartbeats are not consulted).
+    pub fn effective_leader_heartbeat_grace(&self) -> Option<Duration> {
+        match self.leader_heartbeat_grace {
+            None => ibsm_core::election::ElectionConfig::new(1).leader_heartbeat_grace,
             Some(d) if d.is_zero() => None,
             Some(d) => Some(d),
         }
@@ -107,6 +121,7 @@ impl InstanceConfig {
             trusted_sm_guids: None,
             sticky_priority: None,
             hung_master_window: None,
+            leader_heartbeat_grace: None,
             sm_key_policy: ibsm_core::election::SmKeyPolicy::default(),
             guid2lid_seed: None,
         }
@@ -239,6 +254,8 @@ pub struct SettingsView {
     pub poll_retries: u32,
     /// The hung-master window in effect (`None`: off).
     pub hung_master_window: Option<Duration>,
+    /// The Raft-heartbeat grace in effect (`None`: off).
+    pub leader_heartbeat_grace: Option<Duration>,
     /// Masterless takeover bound (`None`: off).
     pub masterless_takeover: Option<Duration>,
     /// SM_Key check of control packets.
@@ -269,6 +286,7 @@ impl SettingsView {
             repoll_interval: cfg.repoll_interval,
             poll_retries: cfg.poll_retries,
             hung_master_window: cfg.effective_hung_master_window(),
+            leader_heartbeat_grace: cfg.effective_leader_heartbeat_grace(),
             masterless_takeover: cfg.masterless_takeover,
             sm_key_policy: cfg.sm_key_policy,
             partition_enforcement: cfg.subnet.partition_enforcement,

@@ -144,6 +144,8 @@ pub(super) struct Driver {
     replies: HashMap<u64, Reply>,
     next_id: u64,
     worker: Worker,
+    /// The Raft leader's last heartbeat handed to the node (`Input::LeaderContact`).
+    leader_contact_at: Option<Instant>,
     /// The replica's applied index last handed to the node.
     replicated_at: Option<Option<u64>>,
     /// The replica's SA tables last handed to the node (to see them change, and to
@@ -195,6 +197,7 @@ impl Driver {
             next_id: 1,
             worker,
             replicated_at: None,
+            leader_contact_at: None,
             last_change_at: None,
             replica_sa: None,
             replica_cache: None,
@@ -237,6 +240,7 @@ impl Driver {
                 slow_step(what, t);
             }
             self.feed_replicated();
+            self.feed_leader_contact();
             // What already arrived goes first: after a busy stretch (a loaded host, a
             // long batch) the master's answer to a standby poll may be waiting in the
             // device, and the timers below must not count that poll as missed.
@@ -304,6 +308,29 @@ impl Driver {
                 },
             );
         }
+        self.drain();
+    }
+
+    /// Hand the node the Raft leader's newest heartbeat, if one arrived since the last
+    /// time: the election's second opinion on a master whose polls go unanswered.
+    fn feed_leader_contact(&mut self) {
+        let Some(r) = self.cfg.replication.as_ref() else {
+            return;
+        };
+        let Some((at, _)) = r.replica().leader_contact() else {
+            return;
+        };
+        if self.leader_contact_at == Some(at) {
+            return;
+        }
+        self.leader_contact_at = Some(at);
+        let Some((at, sm_guid)) = r.leader_contact_sm() else {
+            return;
+        };
+        let at = at.saturating_duration_since(self.epoch);
+        let now = self.now();
+        self.node
+            .handle_input(now, Input::LeaderContact { sm_guid, at });
         self.drain();
     }
 
@@ -619,6 +646,7 @@ impl Driver {
         m.set_state(state);
         m.set_act_count(st.act_count);
         m.set_sm_key_rejections(st.sm_key_rejections);
+        m.set_losses_held_off(st.losses_held_off);
         m.set_sminfo_requests(st.sminfo_requests);
         m.set_trap_totals(st.traps.0, st.traps.1, st.traps.2);
         m.set_untrusted_sms(st.untrusted_sms.0, st.untrusted_sms.1);
@@ -731,6 +759,7 @@ fn node_config(cfg: &InstanceConfig) -> NodeConfig {
     // A hung master (answers SMInfo, ActCount frozen) is lost after three of its light
     // sweeps by default, assumed to run at our own interval.
     election.stall_window = cfg.effective_hung_master_window();
+    election.leader_heartbeat_grace = cfg.effective_leader_heartbeat_grace();
     election.sticky_priority = cfg.sticky_priority;
     election.sm_key_policy = cfg.sm_key_policy;
     election.trusted_sm_guids.clone_from(&cfg.trusted_sm_guids);

@@ -133,6 +133,12 @@ const FAMILIES: &[Family] = &[
         read: |m| one(&m.sminfo_requests),
     },
     Family {
+        name: "ibsm_master_losses_held_off_total",
+        kind: COUNTER,
+        help: "Standby: SMInfo miss streaks that reached poll_retries while the master was the Raft leader and its heartbeat was fresh, so the master was not declared lost (yet).",
+        read: |m| one(&m.losses_held_off),
+    },
+    Family {
         name: "ibsm_sm_key_rejections_total",
         kind: COUNTER,
         help: "SMInfo requests whose SM_Key did not match ours.",

@@ -45,6 +45,7 @@ pub struct Metrics {
     pub(super) mads_timeouts: AtomicU64,
     pub(super) mads_retries: AtomicU64,
     pub(super) sm_key_rejections: AtomicU64,
+    pub(super) losses_held_off: AtomicU64,
     pub(super) sminfo_requests: AtomicU64,
     pub(super) degraded: AtomicU64,
     pub(super) mad_send_errors: AtomicU64,
@@ -166,6 +167,11 @@ impl Metrics {
     /// Requests refused because their SM_Key was wrong (running total).
     pub fn set_sm_key_rejections(&self, n: u64) {
         self.sm_key_rejections.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// Miss streaks whose loss the Raft leader's heartbeat held off (running total).
+    pub fn set_losses_held_off(&self, n: u64) {
+        self.losses_held_off.fetch_max(n, Ordering::Relaxed);
     }
 
     /// SubnGet(SMInfo) requests received from other SMs (running total).

@@ -177,6 +177,17 @@ impl Replication {
         (c.generation, Arc::clone(&c.replicated))
     }
 
+    /// When the Raft leader's heartbeat last reached this member, and the SM port GUID
+    /// that leader registered (`sm.<guid>.node`); `None` before any contact, or when the
+    /// leader registered no SM (the election's second opinion on its master).
+    pub fn leader_contact_sm(&self) -> Option<(std::time::Instant, u64)> {
+        let (at, node) = self.replica.leader_contact()?;
+        let guid = self
+            .replica
+            .with_state(|s| ibsm_replica::config_keys::sm_of_node(&s.config, node))?;
+        Some((at, guid))
+    }
+
     /// The replica (metrics, membership, raw state).
     pub fn replica(&self) -> &Arc<Replica> {
         &self.replica

@@ -38,6 +38,13 @@ impl Election {
                 f.poll_tid = None;
                 f.missed_tids.clear();
                 f.discovering_since = None;
+                if let Some(since) = f.held_since.take() {
+                    tracing::info!(
+                        master = format_args!("{master:#018x}"),
+                        held_ms = now.saturating_sub(since).as_millis() as u64,
+                        "the master answered again: the Raft heartbeat was right to hold off its loss"
+                    );
+                }
                 if f.last_act != Some(info.act_count) {
                     f.last_act = Some(info.act_count);
                     f.last_act_change = now;
@@ -63,6 +70,7 @@ impl Election {
                 f.excused = 0;
                 f.poll_tid = None;
                 f.missed_tids.clear();
+                f.held_since = None;
                 f.last_act = None;
                 let since = *f.discovering_since.get_or_insert(now);
                 let waited = now.saturating_sub(since);
@@ -129,8 +137,12 @@ impl Election {
             f.missed += 1;
             f.missed_tids.push(tid);
         }
-        if f.missed >= retries {
-            let (master, missed, route) = (f.master, f.missed, f.route.clone());
+        let missed = f.missed;
+        if missed >= retries && !self.leader_holds_off(now) {
+            let Some(f) = self.following.as_mut() else {
+                return;
+            };
+            let (master, route) = (f.master, f.route.clone());
             let tids = std::mem::take(&mut f.missed_tids);
             self.enter_discovering_after(
                 now,
@@ -139,7 +151,11 @@ impl Election {
             );
             return;
         }
-        let dest = f.route.clone();
+        // Polled again (a held-off loss included: `missed` stays at the bound, so the
+        // next unanswered re-poll asks the heartbeat again).
+        let Some(dest) = self.following.as_ref().map(|f| f.route.clone()) else {
+            return;
+        };
         let tid = self.alloc_tid();
         let msg = SmInfoMsg::Get {
             tid,
@@ -186,5 +202,42 @@ impl Election {
                 retries_left: self.cfg.query_retries,
             },
         );
+    }
+
+    /// After `poll_retries` missed polls: whether the Raft leader's heartbeat holds off
+    /// declaring the master lost (see `ElectionConfig::leader_heartbeat_grace`). The
+    /// leader must be the SM we follow, its last heartbeat at most
+    /// `leader_heartbeat_fresh` old, and the streak held for less than the grace.
+    fn leader_holds_off(&mut self, now: Duration) -> bool {
+        let Some(grace) = self.cfg.leader_heartbeat_grace else {
+            return false;
+        };
+        let fresh = self.cfg.leader_heartbeat_fresh;
+        let Some((leader, at)) = self.leader_contact else {
+            return false;
+        };
+        let Some(f) = self.following.as_mut() else {
+            return false;
+        };
+        let age = now.saturating_sub(at);
+        if leader != f.master || age > fresh {
+            return false;
+        }
+        let since = match f.held_since {
+            Some(s) => s,
+            None => {
+                f.held_since = Some(now);
+                self.losses_held_off += 1;
+                tracing::info!(
+                    master = format_args!("{:#018x}", f.master),
+                    missed = f.missed,
+                    heartbeat_age_ms = age.as_millis() as u64,
+                    grace_ms = grace.as_millis() as u64,
+                    "SMInfo polls missed, but the master's Raft heartbeat is fresh: polling on"
+                );
+                now
+            }
+        };
+        now.saturating_sub(since) < grace
     }
 }

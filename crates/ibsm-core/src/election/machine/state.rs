@@ -78,7 +78,8 @@ pub(super) struct Following {
     /// The poll in flight (the newest one).
     pub(super) poll_tid: Option<u64>,
     /// The earlier polls of the current miss streak: an answer to any of them, however
-    /// late, shows the master alive (at most `poll_retries` TIDs).
+    /// late, shows the master alive (at most `poll_retries` TIDs, plus one a re-poll
+    /// while the Raft heartbeat holds the loss off).
     pub(super) missed_tids: Vec<u64>,
     pub(super) last_act: Option<u32>,
     pub(super) last_act_change: Duration,
@@ -88,6 +89,9 @@ pub(super) struct Following {
     /// than `repoll_interval` late (we were descheduled: the answer may be waiting
     /// unread); at most `poll_retries` per streak.
     pub(super) excused: u32,
+    /// When the Raft leader's heartbeat first held off declaring this master lost in
+    /// the current miss streak (`leader_heartbeat_grace` counts from here).
+    pub(super) held_since: Option<Duration>,
 }
 
 /// The sans-IO SMInfo election of one SM (see the `election` module doc).
@@ -135,6 +139,12 @@ pub struct Election {
     /// `masterless_takeover` is measured against.
     pub(super) masterless_since: Option<Duration>,
     pub(super) suspects: BTreeMap<u64, u32>,
+    /// The SM port GUID of the Raft leader and when its last heartbeat reached us
+    /// ([`Election::handle_leader_contact`]).
+    pub(super) leader_contact: Option<(u64, Duration)>,
+    /// Miss streaks that reached `poll_retries` while the Raft leader's heartbeat was
+    /// fresh, so the loss was held off, in total.
+    pub(super) losses_held_off: u64,
     pub(super) sm_key_violations: u64,
     pub(super) transmits: VecDeque<Transmit>,
     pub(super) events: VecDeque<ElectionEvent>,
@@ -174,6 +184,8 @@ impl Election {
             master_poll_at: None,
             masterless_since: Some(now),
             suspects: BTreeMap::new(),
+            leader_contact: None,
+            losses_held_off: 0,
             sm_key_violations: 0,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
@@ -234,6 +246,22 @@ impl Election {
     /// Count of incoming Sets rejected for a wrong SM_Key.
     pub fn sm_key_violations(&self) -> u64 {
         self.sm_key_violations
+    }
+
+    /// The Raft leader's heartbeat reached this SM's replica at `at`; `sm_guid` is the
+    /// SM port GUID registered for the leader's Raft node. A second opinion on the
+    /// master we follow (`ElectionConfig::leader_heartbeat_grace`): it can hold off
+    /// declaring that master lost for a while, never declare it.
+    pub fn handle_leader_contact(&mut self, sm_guid: u64, at: Duration) {
+        if self.leader_contact.is_none_or(|(_, t)| t <= at) {
+            self.leader_contact = Some((sm_guid, at));
+        }
+    }
+
+    /// Miss streaks that reached `poll_retries` while the master we followed was the
+    /// Raft leader and its heartbeat was fresh, so its loss was held off, in total.
+    pub fn losses_held_off(&self) -> u64 {
+        self.losses_held_off
     }
 
     /// GUID of the SM we are handing over to, while a HANDOVER is outstanding.

@@ -117,6 +117,7 @@ impl Election {
             last_act_change: now,
             discovering_since: (master.sm_state == SmState::Discovering).then_some(now),
             excused: 0,
+            held_since: None,
         });
         // A newcomer that outranks the master tells it (IBA / OpenSM: trap 144).
         if master.sm_state == SmState::Master && self.outranks_master(master) {

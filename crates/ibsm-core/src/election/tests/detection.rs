@@ -246,3 +246,121 @@ fn a_master_whose_only_activity_is_its_sminfo_polls_is_not_hung() {
     run_with_act_count(&mut e, Some(ms(2000)), ms(60_000));
     assert_eq!(e.state(), SmState::Standby);
 }
+
+/// The master is the Raft leader and its heartbeat reaches us every 50 ms (the last
+/// one at the latest multiple of 50 ms before `now`), from `guid`.
+fn heartbeat(e: &mut Election, now: Duration, guid: u64) {
+    let at = ms((now.as_millis() as u64 / 50) * 50);
+    e.handle_leader_contact(guid, at);
+}
+
+/// A silent master (it answered the poll at 26 ms, nothing after): when the standby
+/// declares it lost. `contact` feeds the Raft heartbeat at each step.
+fn silent_master_lost_at(
+    cfg: ElectionConfig,
+    mut contact: impl FnMut(&mut Election, Duration),
+) -> Duration {
+    let mut e = standby(cfg);
+    e.handle_timeout(ms(26));
+    let tid = polls(&mut e)[0];
+    answer_act(&mut e, ms(27), tid, 2);
+    let mut now = ms(27);
+    while e.state() == SmState::Standby && now < ms(10_000) {
+        now = e.poll_timeout().expect("standby has a timer");
+        contact(&mut e, now);
+        e.handle_timeout(now);
+        polls(&mut e);
+    }
+    assert!(
+        matches!(
+            lost_reason(&mut e),
+            Some(TransitionReason::MissedPolls { master: PEER, .. })
+        ),
+        "lost for its missed polls"
+    );
+    now
+}
+
+#[test]
+fn a_busy_master_whose_raft_heartbeat_arrives_is_not_lost_for_slow_answers() {
+    // 200 ms answers lose the master at 91 ms on polls alone (see above); with the
+    // master's Raft heartbeat fresh, the standby polls on and every late answer ends
+    // the streak: no failover in 5 s.
+    let mut e = standby(ElectionConfig::new(ME));
+    let mut due: Vec<(Duration, u64)> = Vec::new();
+    let mut now = ms(1);
+    while now < ms(5000) {
+        now = [e.poll_timeout(), due.iter().map(|(t, _)| *t).min()]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("a timer");
+        heartbeat(&mut e, now, PEER);
+        due.retain(|(t, tid)| {
+            if *t <= now {
+                answer_act(&mut e, now, *tid, 2);
+                false
+            } else {
+                true
+            }
+        });
+        e.handle_timeout(now);
+        for tid in polls(&mut e) {
+            due.push((now + ms(200), tid));
+        }
+        assert_eq!(e.state(), SmState::Standby, "lost at {now:?}");
+    }
+    assert!(
+        e.losses_held_off() >= 10,
+        "each 200 ms streak was held off: {}",
+        e.losses_held_off()
+    );
+}
+
+#[test]
+fn a_killed_master_is_lost_as_fast_as_on_polls_alone() {
+    // Its last heartbeat came with its last answer (27 ms): 89 ms old when the third
+    // miss is counted at 116 ms, over the 75 ms bound.
+    let lost = silent_master_lost_at(ElectionConfig::new(ME), |e, _| {
+        e.handle_leader_contact(PEER, ms(27))
+    });
+    assert_eq!(lost, ms(116));
+    // A heartbeat just before it died (50 ms) is 66 ms old at 116: one more re-poll.
+    let lost = silent_master_lost_at(ElectionConfig::new(ME), |e, _| {
+        e.handle_leader_contact(PEER, ms(50))
+    });
+    assert_eq!(lost, ms(136));
+}
+
+#[test]
+fn a_live_raft_leader_holds_a_dead_sm_port_off_for_the_grace_only() {
+    // The master's process lives (heartbeats every 50 ms) but its SM port answers
+    // nothing: held from the third miss (116 ms) for the 1 s grace, then lost.
+    let lost = silent_master_lost_at(ElectionConfig::new(ME), |e, now| heartbeat(e, now, PEER));
+    assert_eq!(lost, ms(1116));
+    let cfg = ElectionConfig {
+        leader_heartbeat_grace: Some(ms(200)),
+        ..ElectionConfig::new(ME)
+    };
+    assert_eq!(
+        silent_master_lost_at(cfg, |e, now| heartbeat(e, now, PEER)),
+        ms(316)
+    );
+}
+
+#[test]
+fn a_heartbeat_holds_nothing_when_off_or_from_another_leader() {
+    let other = |e: &mut Election, now| heartbeat(e, now, 0x0002_c900_0000_0009);
+    assert_eq!(
+        silent_master_lost_at(ElectionConfig::new(ME), other),
+        ms(116)
+    );
+    let off = ElectionConfig {
+        leader_heartbeat_grace: None,
+        ..ElectionConfig::new(ME)
+    };
+    assert_eq!(
+        silent_master_lost_at(off, |e, now| heartbeat(e, now, PEER)),
+        ms(116)
+    );
+}
