@@ -8,7 +8,15 @@
 #     `ibsmctl sa paths --all`), wall time including the client's RMPP reassembly;
 #   - MCMemberRecord create-joins and leaves per second (`ibsmctl sa bench join`);
 #   - SIGKILL of the master to the first PathRecord SubnAdmGet answered by the new
-#     master (asked of the new master's LID every ~0.1 s by a fresh ibsmctl).
+#     master (asked of the new master's LID every ~0.1 s by a fresh ibsmctl);
+#   - the floor: what ibsim/umad2sim carries at all. A trivial responder with no SM
+#     logic (crates/ibsm-transport/examples/sa_floor.rs: every SubnAdmGet(PathRecord)
+#     answered with one fixed record, MCMemberRecord Set/Delete with the request's
+#     record) on the killed master's HCA, once the new master
+#     settled, driven by the same client and destinations at window 1 and 16 (and the
+#     same join bench); the SMs'
+#     rates are shown as a % of it. The new master (B, two instances left) is measured
+#     in turn with it, best of three rounds each, for a like-for-like % of the floor.
 # ibsmd: three replicated instances (priorities 10/8/6, defaults: 25 ms polls, 20 ms re-polls x 3);
 # the query rows are measured against the settled master of that cluster.
 # OpenSM: two instances (priorities 10/5) with a guid2lid of ibsmd's LIDs
@@ -35,7 +43,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ "$QUICK" = 1 ]; then
-    N_W1=500 N_W16=2000 N_JOIN=200
+    N_W1=2000 N_W16=8000 N_JOIN=1000
 else
     N_W1=3000 N_W16=20000 N_JOIN=1000
 fi
@@ -48,11 +56,14 @@ done
 [ -f "$UMAD2SIM" ] || { echo "sa.sh: $UMAD2SIM is missing" >&2; exit 1; }
 
 if [ -z "${IBSM_BENCH_NO_BUILD:-}" ]; then
-    (cd "$ROOT" && cargo build --quiet --release -p ibsmd-bin -p ibsmctl)
+    (cd "$ROOT" && cargo build --quiet --release -p ibsmd-bin -p ibsmctl &&
+        cargo build --quiet --release -p ibsm-transport --example sa_floor)
 fi
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/release
 IBSMD=$TARGET/ibsmd
 IBSMCTL=$TARGET/ibsmctl
+FLOOR=$TARGET/examples/sa_floor
+[ -x "$FLOOR" ] || { echo "sa.sh: $FLOOR is missing (cargo build --release -p ibsm-transport --example sa_floor)" >&2; exit 1; }
 
 WORK=$(mktemp -d /tmp/ibsm-sa-bench.XXXXXX)
 head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/cluster-secret"
@@ -263,8 +274,9 @@ FIRST_DLID=${DLIDS%%,*}
 N_DLIDS=$(tr ',' '\n' <<<"$DLIDS" | wc -l)
 [ "$N_DLIDS" = "$N_HCA" ] || { echo "sa.sh: ibnetdiscover saw $N_DLIDS HCA LIDs, the net has $N_HCA" >&2; exit 1; }
 MY_LID=$(own_lid "$CLIENT")
+LID_A=$(own_lid "$HOST_A")
 LID_B=$(own_lid "$HOST_B")
-[ -n "$MY_LID" ] && [ -n "$LID_B" ] || { echo "sa.sh: ibaddr gave no LID for $CLIENT or $HOST_B" >&2; exit 1; }
+[ -n "$MY_LID" ] && [ -n "$LID_A" ] && [ -n "$LID_B" ] || { echo "sa.sh: ibaddr gave no LID for $CLIENT, $HOST_A or $HOST_B" >&2; exit 1; }
 sleep 2
 query_rows ibsmd 1
 IB_Q=("$Q_W1" "$Q_W1_P50" "$Q_W1_P99" "$Q_W16" "$Q_W16_P50" "$Q_W16_P99" "$Q_ONE" "$Q_ALL" "$Q_JOIN")
@@ -279,6 +291,38 @@ wait "$PID_A" 2>/dev/null || true
 reap ibsmd
 IB_FAIL=$(first_answer "$LID_B" "$t0")
 echo "  first PathRecord from B after $IB_FAIL s (standby answered before the kill: $STANDBY_ANSWERS)" >&2
+
+# --- The floor: a trivial responder on A's HCA (its SM is gone), once B settled.
+wait_until 300 settled "${PORTS[2]}" "${PORTS[3]}" || echo "sa.sh: B did not settle as master; the floor is measured anyway" >&2
+path_rate() { # sa_lid, window, count -> ops/s
+    local j
+    j=$(sa --sa-lid "$1" bench path --count "$3" --window "$2" --dlids "$DLIDS" --json) || { echo "sa.sh: path bench at LID $1 failed: $j" >&2; exit 1; }
+    echo "    $j" >&2
+    fmt0 "$(field .ops_per_s "$j")"
+}
+echo "floor: trivial PathRecord responder on $HOST_A (LID $LID_A)..." >&2
+(cd "$WORK" && IBSIM_SOCKNAME=$SOCK SIM_HOST=$HOST_A LD_PRELOAD=$UMAD2SIM exec "$FLOOR" 2>"$WORK/floor.log") &
+PIDS+=("$!")
+wait_until 30 grep -sqF "answering" "$WORK/floor.log" || { echo "sa.sh: the floor responder did not start" >&2; cat "$WORK/floor.log" >&2; exit 1; }
+join_rate() { # sa_lid -> ops/s
+    local j
+    j=$(sa --sa-lid "$1" bench join --count "$N_JOIN" --window 4 --json) || { echo "sa.sh: join bench at LID $1 failed: $j" >&2; exit 1; }
+    echo "    $j" >&2
+    fmt0 "$(field .ops_per_s "$j")"
+}
+max() { [ "${1:-0}" -ge "${2:-0}" ] && echo "${1:-0}" || echo "${2:-0}"; }
+# Best of three, the floor and B alternating, so a burst of load from elsewhere on the
+# host does not land on one of them only.
+B_W1=0 B_W16=0 B_JOIN=0 FL_W1=0 FL_W16=0 FL_JOIN=0
+for round in 1 2 3; do
+    echo "  round $round: B (LID $LID_B), then the floor (LID $LID_A): Get w1, w16, join" >&2
+    B_W1=$(max "$B_W1" "$(path_rate "$LID_B" 1 "$N_W1")")
+    FL_W1=$(max "$FL_W1" "$(path_rate "$LID_A" 1 "$N_W1")")
+    B_W16=$(max "$B_W16" "$(path_rate "$LID_B" 16 "$N_W16")")
+    FL_W16=$(max "$FL_W16" "$(path_rate "$LID_A" 16 "$N_W16")")
+    B_JOIN=$(max "$B_JOIN" "$(join_rate "$LID_B")")
+    FL_JOIN=$(max "$FL_JOIN" "$(join_rate "$LID_A")")
+done
 stop_all
 
 # --- OpenSM, 100 ms x 2, same LIDs.
@@ -326,6 +370,9 @@ fi
 ratio() { # a b -> a / b
     awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'
 }
+pct() { # a b -> a as % of b
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.0f%%", 100 * a / b; else print "-" }'
+}
 row() { printf '%-52s | %10s | %10s | %6s\n' "$1" "$2" "$3" "$(ratio "$2" "$3")"; }
 
 echo
@@ -342,6 +389,16 @@ row "PathRecord GetTable, all-to-all ($IB_ALL_N recs), s" "${IB_Q[7]}" "n/a (1)"
 row "MCMemberRecord join+leave ops/s, window 4" "${IB_Q[8]}" "${OS_Q[8]}"
 row "SIGKILL master -> 1st PathRecord, s (2)" "$IB_FAIL" "$OS_FAIL"
 row "  ... OpenSM at its defaults (10 s x 4), s" "$IB_FAIL" "$OS_FAIL_DEF"
+cell() { printf '%-52s | %10s | %10s | %6s\n' "$@"; }
+cell "floor: trivial responder Get/s, window 1 (3)" "$FL_W1" "$FL_W1" "$(ratio "$FL_W1" "${OS_Q[0]}")"
+cell "  ... the SM's rate as % of the floor" "$(pct "${IB_Q[0]}" "$FL_W1")" "$(pct "${OS_Q[0]}" "$FL_W1")" ""
+cell "  ... ibsmd's new master B, same load as the floor" "$B_W1 $(pct "$B_W1" "$FL_W1")" "" ""
+cell "floor: trivial responder Get/s, window 16 (3)" "$FL_W16" "$FL_W16" "$(ratio "$FL_W16" "${OS_Q[3]}")"
+cell "  ... the SM's rate as % of the floor" "$(pct "${IB_Q[3]}" "$FL_W16")" "$(pct "${OS_Q[3]}" "$FL_W16")" ""
+cell "  ... ibsmd's new master B, same load as the floor" "$B_W16 $(pct "$B_W16" "$FL_W16")" "" ""
+cell "floor: trivial responder join+leave ops/s (3)" "$FL_JOIN" "$FL_JOIN" "$(ratio "$FL_JOIN" "${OS_Q[8]}")"
+cell "  ... the SM's rate as % of the floor" "$(pct "${IB_Q[8]}" "$FL_JOIN")" "$(pct "${OS_Q[8]}" "$FL_JOIN")" ""
+cell "  ... ibsmd's new master B, same load as the floor" "$B_JOIN $(pct "$B_JOIN" "$FL_JOIN")" "" ""
 echo "errors (by kind) ibsmd: [${IB_ERR}] OpenSM: [${OS_ERR}]; client resends (w1+w16+join) ibsmd: $IB_RES, OpenSM: $OS_RES"
 echo "    all-to-all: every end port (HCAs and switches) to every other; $IB_ALL_DAMAGED records arrived"
 echo "    with bytes lost in umad2sim (it passes 232 of a segment's 256 bytes), counted, not re-asked."
@@ -350,3 +407,8 @@ echo "    multi-MAD answers leave it, so a whole GetTable from OpenSM cannot be 
 echo "(2) ibsmd: three replicated instances at their defaults (25 ms polls, 20 ms re-polls x 3); OpenSM: two"
 echo "    instances at 100 ms x 2. SubnAdmGet to the new master's LID, retried every 0.1 s by a"
 echo "    fresh ibsmctl (resolution ~0.1 s). ibsmd's standby answered before the kill: $STANDBY_ANSWERS."
+echo "(3) No SM logic: every SubnAdmGet(PathRecord) answered with one fixed record, every MCMemberRecord"
+echo "    Set/Delete with its own record (examples/sa_floor.rs: no group kept, no MFT, no replication),"
+echo "    on the ibsmd fabric after the failover row, same client and destinations, best of 3 rounds"
+echo "    alternating with the new master B (two instances left; also best of 3): what ibsim/umad2sim"
+echo "    carries; its ratio column is floor / OpenSM, the most any SM could show against OpenSM here."

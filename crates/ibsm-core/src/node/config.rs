@@ -47,6 +47,15 @@ pub const TRAP_RECORD_WINDOW: Duration = Duration::from_secs(10);
 /// See [`TRAP_RECORD_WINDOW`].
 pub const TRAP_RECORD_LINES: u32 = 20;
 
+/// SA client changes (joins, leaves, service registrations, subscriptions) in the log
+/// at info level: at most [`SA_ACTIVITY_LOG_LINES`] per window, the rest at debug and
+/// counted in one info line. Every change still goes on the `Watch` stream. A line per
+/// join cost a formatted write to stderr on the instance thread per join (~10% of
+/// its time in a join bench), and an IPoIB re-join storm is one join per port.
+pub const SA_ACTIVITY_LOG_WINDOW: Duration = Duration::from_secs(10);
+/// See [`SA_ACTIVITY_LOG_WINDOW`].
+pub const SA_ACTIVITY_LOG_LINES: u32 = 20;
+
 /// Settings of one node.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {

@@ -20,7 +20,10 @@ use crate::subnet::storm::LogSampler;
 use crate::subnet::{Outgoing, SubnetManager};
 use crate::transactions::{Transactions, TransactionsConfig};
 
-use super::config::{NodeConfig, TRAP_RECORD_LINES, TRAP_RECORD_WINDOW};
+use super::config::{
+    NodeConfig, SA_ACTIVITY_LOG_LINES, SA_ACTIVITY_LOG_WINDOW, TRAP_RECORD_LINES,
+    TRAP_RECORD_WINDOW,
+};
 use super::state::{
     PortWatch, Running, Timer, ELECTION_TIDS, ELECTION_TID_HIGH, MAX_REMEMBERED_REQUESTS,
     NODE_TIDS, PORT_WATCH_TIDS, SUBNET_TIDS,
@@ -113,6 +116,7 @@ impl Running {
             duplicate_guids: 0,
             topology_capped: false,
             trap_event_log: LogSampler::new(TRAP_RECORD_WINDOW, TRAP_RECORD_LINES),
+            sa_activity_log: LogSampler::new(SA_ACTIVITY_LOG_WINDOW, SA_ACTIVITY_LOG_LINES),
             sa: SaAgent::new(cfg.sa.clone()),
             cfg,
         };

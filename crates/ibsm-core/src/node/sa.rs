@@ -124,7 +124,17 @@ impl Running {
     /// programmed; true if there were any changes.
     pub(crate) fn apply_group_changes(&mut self, now: Duration) -> bool {
         for text in self.sa.take_activity() {
-            tracing::info!("SA: {text}");
+            if let Some(n) = self.sa_activity_log.take_suppressed(now) {
+                tracing::info!(
+                    suppressed = n,
+                    "SA: {n} more client change(s) logged at debug only (`ibsmctl watch` shows each)"
+                );
+            }
+            if self.sa_activity_log.allow(now) {
+                tracing::info!("SA: {text}");
+            } else {
+                tracing::debug!("SA: {text}");
+            }
             self.emit(NodeEvent::record("sa", text));
         }
         let changes = self.sa.groups_mut().take_changes();

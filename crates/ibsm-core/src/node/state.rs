@@ -182,6 +182,9 @@ pub(crate) struct Running {
     pub topology_capped: bool,
     /// Per-trap `Watch` records, sampled under a storm.
     pub trap_event_log: LogSampler,
+    /// SA client changes logged at info, sampled under a storm (each one is still a
+    /// `Watch` record).
+    pub sa_activity_log: LogSampler,
     /// The Subnet Administrator (answers only while MASTER; redirects otherwise).
     pub sa: SaAgent,
 }

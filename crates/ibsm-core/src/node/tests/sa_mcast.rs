@@ -119,3 +119,50 @@ fn a_burst_of_joins_writes_each_changed_block_once() {
         "a leave rewrites its member's leaf, not the whole tree: {wrote} of {holders}"
     );
 }
+
+#[test]
+fn every_join_and_leave_of_a_storm_is_on_the_event_stream() {
+    // More changes than the info log takes per window (`SA_ACTIVITY_LOG_LINES`): the
+    // log is sampled, the `Watch` stream is not.
+    let topo = gen::fat_tree_2level(4).expect("topology");
+    let mut lab = Lab::new(topo, &[10]);
+    lab.run_to(Duration::from_secs(4));
+    let lid = end_lids(&lab)[0];
+    let port_gid = port_gid_of(&mut lab, lid);
+    let groups = u64::from(crate::node::SA_ACTIVITY_LOG_LINES) + 5;
+    let seen = |lab: &Lab, what: &str| {
+        lab.sms[0]
+            .log
+            .iter()
+            .filter(|l| l.contains(what) && l.contains("multicast group"))
+            .count() as u64
+    };
+    let (joined, left) = (seen(&lab, " joined "), seen(&lab, " left "));
+    for i in 0..groups {
+        let create = McMemberRecord {
+            port_gid,
+            join_state: JoinState::FULL_MEMBER,
+            q_key: 0x1234,
+            p_key: 0xFFFF,
+            ..McMemberRecord::default()
+        };
+        let mask = join_mask()
+            | McMemberRecord::Q_KEY
+            | McMemberRecord::TCLASS
+            | McMemberRecord::P_KEY
+            | McMemberRecord::FLOW_LABEL
+            | McMemberRecord::SL;
+        let req = SaMad::query(Method::SET, 1000 + 2 * i, &create, mask).unwrap();
+        let got = ask(&mut lab, 0, &req, MadAddress::gsi(lid));
+        assert_eq!(got[0].status(), SaStatus::SUCCESS, "create {i}");
+        let created: McMemberRecord = got[0].record().unwrap();
+        join(&mut lab, lid, created.mgid, Method::DELETE, 1001 + 2 * i);
+    }
+    assert_eq!(
+        seen(&lab, " joined ") - joined,
+        groups,
+        "{:#?}",
+        lab.sms[0].log
+    );
+    assert_eq!(seen(&lab, " left ") - left, groups, "{:#?}", lab.sms[0].log);
+}
