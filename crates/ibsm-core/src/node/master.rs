@@ -34,6 +34,9 @@ impl Running {
         let rec = match &ev {
             ElectionEvent::StateChanged { from, to, .. } => {
                 tracing::info!("{text}");
+                if from != to {
+                    self.state_since = now;
+                }
                 if *to == SmState::Master && !self.subnet.is_active() {
                     self.enter_master(now);
                 } else if *to == SmState::Discovering && *from == SmState::Standby {

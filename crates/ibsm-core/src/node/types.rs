@@ -240,6 +240,13 @@ pub struct PeerView {
     pub is_self: bool,
     /// Trusted by this instance (always, without `trusted_sm_guids`).
     pub trusted: bool,
+    /// When its last SMInfo arrived (an answer to our SubnGet, or an SMInfo it sent
+    /// us), on the node's clock (the `now` the node was given); `None`: never, and
+    /// always for ourselves.
+    pub answered_at: Option<Duration>,
+    /// Our SubnGet(SMInfo) of it that went unanswered in a row since its last answer
+    /// (a standby's polls of its master, and the sweeps' reads of every SM port).
+    pub missed_polls: u32,
 }
 
 impl PeerView {
@@ -252,6 +259,8 @@ impl PeerView {
             act_count: 0,
             is_self: false,
             trusted: true,
+            answered_at: None,
+            missed_polls: 0,
         }
     }
 }
@@ -269,6 +278,9 @@ pub struct NodeStatus {
     pub priority: u8,
     /// SMState (`NotActive` until start-up is done).
     pub state: Option<SmState>,
+    /// Since when (node clock) the SM has been in `state`: its last state change, or
+    /// the end of start-up.
+    pub state_since: Duration,
     /// ActCount.
     pub act_count: u32,
     /// Master's port GUID (0 if unknown).
