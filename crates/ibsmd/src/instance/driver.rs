@@ -591,6 +591,8 @@ impl Driver {
             s.lid = st.lid;
             s.priority = st.priority;
             s.state = state;
+            s.state_since = st.state_since;
+            s.clock = Some(self.epoch);
             s.act_count = st.act_count;
             s.master_guid = st.master_guid;
             s.master_lid = st.master_lid;
