@@ -84,7 +84,7 @@ impl Drill {
                 unary(
                     &t,
                     "KillInstance",
-                    self.demo.kill_instance(dpb::KillInstanceRequest {
+                    self.demo_client()?.kill_instance(dpb::KillInstanceRequest {
                         name: master.to_string(),
                         ..Default::default()
                     }),
@@ -121,7 +121,7 @@ impl Drill {
                 unary(
                     &t,
                     "SetLinkState",
-                    self.demo.set_link_state(dpb::SetLinkStateRequest {
+                    self.demo_client()?.set_link_state(dpb::SetLinkStateRequest {
                         name: master.to_string(),
                         up: false,
                     }),
@@ -161,7 +161,7 @@ impl Drill {
                 unary(
                     &t,
                     "SetRaftIsolation",
-                    self.demo.set_raft_isolation(dpb::SetRaftIsolationRequest {
+                    self.demo_client()?.set_raft_isolation(dpb::SetRaftIsolationRequest {
                         name: master.to_string(),
                         isolated: true,
                         ..Default::default()
@@ -195,7 +195,7 @@ impl Drill {
                 unary(
                     &t,
                     "RestartInstance",
-                    self.demo
+                    self.demo_client()?
                         .restart_instance(dpb::RestartInstanceRequest { name }),
                 )
                 .await?;
@@ -204,7 +204,7 @@ impl Drill {
                 unary(
                     &t,
                     "SetLinkState",
-                    self.demo
+                    self.demo_client()?
                         .set_link_state(dpb::SetLinkStateRequest { name, up: true }),
                 )
                 .await?;
@@ -213,7 +213,7 @@ impl Drill {
                 unary(
                     &t,
                     "SetRaftIsolation",
-                    self.demo.set_raft_isolation(dpb::SetRaftIsolationRequest {
+                    self.demo_client()?.set_raft_isolation(dpb::SetRaftIsolationRequest {
                         name,
                         isolated: false,
                         ..Default::default()
