@@ -3,8 +3,14 @@
 //! with one call in flight per member and a [`CALL_DEADLINE`] per call, so a killed
 //! member costs a failed call, not a stalled loop.
 //!
-//! The timeline of each SM ([`merge`]): its own answer while its API answers (dated
-//! when the drill read it); once it stops answering, what the other members last saw
+//! The timeline of each SM ([`merge`]): its own answer while its API answers, dated
+//! at the start of the round that read it (every member's answer of one round at the
+//! same time, as an SMInfo poller's round: two SMs are both MASTER only if both
+//! answered MASTER in one round, not because one call came back a millisecond after
+//! another). An answer that took longer than [`SLOW_ANSWER`] says nothing about the
+//! round's instant (the state may have changed while it was on its way: a restarted
+//! member's first call waits for its connection) and is left out; once it stops
+//! answering, what the other members last saw
 //! of it on the fabric: each `ListSms` entry says how long ago that SM's last SMInfo
 //! reached the member (`answered_ms_ago`), so the drill dates the state it reported
 //! at `read time - age` with no clock shared between hosts. The silent SM keeps its
@@ -30,7 +36,9 @@ use crate::control::AuthChannel;
 /// How often every member is asked.
 pub const POLL_EVERY: Duration = Duration::from_millis(25);
 /// How long one call may take before the member counts as not answering this round.
-pub const CALL_DEADLINE: Duration = Duration::from_millis(250);
+pub const CALL_DEADLINE: Duration = Duration::from_millis(150);
+/// An answer slower than this is not placed at its round's instant (see the module doc).
+pub const SLOW_ANSWER: Duration = Duration::from_millis(50);
 /// Two peers' dated answers this close with the same state are one answer (the read
 /// times of two polls differ by the network's latency).
 const SAME_ANSWER_MS: u64 = 5;
@@ -89,6 +97,8 @@ pub struct Recorder {
     /// Calls made and failed, for the report.
     pub calls: u64,
     pub failed: u64,
+    /// Answers left out as slower than [`SLOW_ANSWER`].
+    pub slow: u64,
 }
 
 impl Recorder {
@@ -242,8 +252,10 @@ impl MembersView {
                 members.iter().map(|m| (m.guid, m.name.clone())).collect();
             loop {
                 let started = std::time::Instant::now();
+                let round_at = now_ms();
                 let mut set = tokio::task::JoinSet::new();
                 for m in &members {
+                    let round_start = started;
                     let mut c = m.control.clone();
                     let name = m.name.clone();
                     set.spawn(async move {
@@ -252,10 +264,12 @@ impl MembersView {
                             c.get_status(pb::GetStatusRequest {}),
                         )
                         .await;
-                        let at = now_ms();
                         let st = match st {
+                            Ok(Ok(_)) if round_start.elapsed() > SLOW_ANSWER => {
+                                return (name, Err(()), None)
+                            }
                             Ok(Ok(r)) => r.into_inner(),
-                            _ => return (name, at, None, None),
+                            _ => return (name, Ok(None), None),
                         };
                         let sms = tokio::time::timeout(
                             CALL_DEADLINE,
@@ -267,7 +281,7 @@ impl MembersView {
                             Ok(Ok(r)) => Some((read, r.into_inner().sms)),
                             _ => None,
                         };
-                        (name, at, Some(st), sms)
+                        (name, Ok(Some(st)), sms)
                     });
                 }
                 let mut round = Vec::new();
@@ -278,17 +292,18 @@ impl MembersView {
                 }
                 if let Ok(mut rec) = rec.lock() {
                     // Own answers first: a peer's word counts only for a silent SM.
-                    for (name, at, st, _) in &round {
+                    for (name, st, _) in &round {
                         rec.calls += 1;
                         match st {
-                            Some(s) => rec.own_answer(*at, name, state_name(s.state)),
-                            None => {
+                            Ok(Some(s)) => rec.own_answer(round_at, name, state_name(s.state)),
+                            Ok(None) => {
                                 rec.failed += 1;
-                                rec.own_silent(*at, name);
+                                rec.own_silent(round_at, name);
                             }
+                            Err(()) => rec.slow += 1,
                         }
                     }
-                    for (by, _, _, sms) in &round {
+                    for (by, _, sms) in &round {
                         let Some((read, sms)) = sms else { continue };
                         for e in sms.iter().filter(|e| !e.is_self) {
                             let (Some(ago), Some(name)) = (e.answered_ms_ago, names.get(&e.guid))
@@ -313,15 +328,13 @@ impl MembersView {
         }
     }
 
-    /// (calls made, calls that failed).
-    pub fn calls(&self) -> (u64, u64) {
-        match self.recorder.lock() {
-            Ok(r) => (r.calls, r.failed),
-            Err(p) => {
-                let r = p.into_inner();
-                (r.calls, r.failed)
-            }
-        }
+    /// (calls made, calls that failed, answers left out as slow).
+    pub fn calls(&self) -> (u64, u64, u64) {
+        let r = match self.recorder.lock() {
+            Ok(r) => r,
+            Err(p) => p.into_inner(),
+        };
+        (r.calls, r.failed, r.slow)
     }
 }
 

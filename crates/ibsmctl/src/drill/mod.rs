@@ -232,8 +232,9 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
         .map(|c| json!({"at_unix_ms": c.at, "name": c.name, "state": c.state}))
         .collect();
     if let Some(v) = &d.members_view {
-        let (calls, failed) = v.calls();
-        report["members_polls"] = json!({"calls": calls, "unanswered": failed});
+        let (calls, failed, slow) = v.calls();
+        report["members_polls"] =
+            json!({"calls": calls, "unanswered": failed, "left_out_as_slow": slow});
         if d.has_judge() {
             report["judge_wire_changes"] = d
                 .judge_changes
