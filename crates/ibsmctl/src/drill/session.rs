@@ -351,10 +351,44 @@ impl Drill {
             .collect())
     }
 
-    /// See [`Drill::lids`]: the PortInfo LIDs `name`'s fresh heavy sweep read.
+    /// See [`Drill::lids`]: the PortInfo LIDs a fresh heavy sweep of the MASTER read:
+    /// `name`'s, or, when mastership moved on meanwhile (a restored priority taking the
+    /// subnet back), whichever member is MASTER now (within [`STEP_TIMEOUT`]).
     async fn wire_lids(&mut self, name: &str) -> Result<BTreeMap<u64, (u32, u32)>, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        let mut why = Vec::new();
+        loop {
+            let mut order = vec![name.to_string()];
+            order.extend(self.members.iter().map(|m| m.name.clone()).filter(|n| n != name));
+            for n in order {
+                match self.swept_lids(&n).await {
+                    Ok(Some(lids)) => return self.check_wire_lids(&n, lids),
+                    Ok(None) => {}
+                    Err(e) => why.push(format!("{n}: {e}")),
+                }
+            }
+            if now_ms() > deadline {
+                return Err(DrillError::Setup(format!(
+                    "no member read PortInfo on the wire as MASTER within {STEP_TIMEOUT:?}: {}",
+                    why.join("; ")
+                )));
+            }
+            why.clear();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `name`'s heavy sweep's PortInfo LIDs if it is MASTER (`None`: it is not).
+    async fn swept_lids(
+        &mut self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<u64, (u32, u32)>>, DrillError> {
         let m = self.member(name)?;
         let t = m.target.clone();
+        let st = unary(&t, "GetStatus", m.control.get_status(pb::GetStatusRequest {})).await?;
+        if pb::SmState::try_from(st.state) != Ok(pb::SmState::Master) {
+            return Ok(None);
+        }
         unary(&t, "Sweep", m.control.sweep(pb::SweepRequest { heavy: true })).await?;
         let m = self.member(name)?;
         let topo = unary(
@@ -363,21 +397,27 @@ impl Drill {
             m.fabric.get_topology(pb::GetTopologyRequest {}),
         )
         .await?;
+        // Only a MASTER's own sweep read PortInfo; a replica's view has no read_lid.
         if topo.source != "master" {
-            return Err(DrillError::Setup(format!(
-                "{name} answered GetTopology from its {} view, not from its own sweep: \
-                 only a MASTER reads PortInfo on the wire",
-                topo.source
-            )));
+            return Ok(None);
         }
-        let lids: BTreeMap<u64, (u32, u32)> = topo
-            .nodes
-            .iter()
-            .flat_map(|n| &n.ports)
-            .filter(|p| p.read_lid != 0 && p.port_guid != 0)
-            .map(|p| (p.port_guid, (p.read_lid, 0)))
-            .collect();
-        // An SM's port keeps its LID whether its SM runs or not (its SMA answers).
+        Ok(Some(
+            topo.nodes
+                .iter()
+                .flat_map(|n| &n.ports)
+                .filter(|p| p.read_lid != 0 && p.port_guid != 0)
+                .map(|p| (p.port_guid, (p.read_lid, 0)))
+                .collect(),
+        ))
+    }
+
+    /// A wire read must hold every member's port: an SM's port keeps its LID whether
+    /// its SM runs or not (its SMA answers).
+    fn check_wire_lids(
+        &self,
+        name: &str,
+        lids: BTreeMap<u64, (u32, u32)>,
+    ) -> Result<BTreeMap<u64, (u32, u32)>, DrillError> {
         if let Some(m) = self.members.iter().find(|m| !lids.contains_key(&m.guid)) {
             return Err(DrillError::Setup(format!(
                 "{name}'s sweep read no LID in PortInfo for {} (port GUID {}): \
