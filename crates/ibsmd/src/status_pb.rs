@@ -52,6 +52,8 @@ pub(crate) fn status_of(s: &Snapshot, repl: Option<&Replication>, leader_applied
         alarms: s.alarms.clone(),
         settings: Some(settings_of(&s.settings)),
         state_for_ms: state_for.map_or(0, ms),
+        state_reason: s.state_reason.clone(),
+        handed_over_to: s.handed_over_to,
         state_since_unix_ms: state_for
             .and_then(|d| std::time::SystemTime::now().checked_sub(d))
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())

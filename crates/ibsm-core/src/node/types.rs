@@ -281,6 +281,13 @@ pub struct NodeStatus {
     /// Since when (node clock) the SM has been in `state`: its last state change, or
     /// the end of start-up.
     pub state_since: Duration,
+    /// Why it entered `state` (the election's rule, as its log line says it).
+    pub state_reason: String,
+    /// When `state` came from a completed HANDOVER out of MASTER: the port GUID it
+    /// handed the subnet to (0 otherwise). The two SMs are both MASTER for that
+    /// exchange's round trip (the target takes over on the HANDOVER, this SM leaves on
+    /// its answer).
+    pub handed_over_to: u64,
     /// ActCount.
     pub act_count: u32,
     /// Master's port GUID (0 if unknown).

@@ -3,13 +3,14 @@
 //! with one call in flight per member and a [`CALL_DEADLINE`] per call, so a killed
 //! member costs a failed call, not a stalled loop.
 //!
-//! The timeline of each SM ([`merge`]): its own answer while its API answers, dated
-//! at the start of the round that read it (every member's answer of one round at the
-//! same time, as an SMInfo poller's round: two SMs are both MASTER only if both
-//! answered MASTER in one round, not because one call came back a millisecond after
-//! another). An answer that took longer than [`SLOW_ANSWER`] says nothing about the
-//! round's instant (the state may have changed while it was on its way: a restarted
-//! member's first call waits for its connection) and is left out; once it stops
+//! The timeline of each SM ([`merge`]): its own answer while its API answers, each
+//! change dated by the SM itself (`Status.state_for_ms`: read time minus how long it
+//! has been in the state, never before its previous answer), so two SMs' changes are
+//! ordered to the millisecond whatever the order their calls came back in. An answer
+//! that took longer than [`SLOW_ANSWER`] is left out (a restarted member's first call
+//! waits for its connection). A change out of MASTER by a completed HANDOVER
+//! (`Status.handed_over_to`) is kept as a [`Handover`]: both SMs are MASTER for that
+//! exchange's round trip, which a drill reports apart from two masters. Once it stops
 //! answering, what the other members last saw
 //! of it on the fabric: each `ListSms` entry says how long ago that SM's last SMInfo
 //! reached the member (`answered_ms_ago`), so the drill dates the state it reported
@@ -42,6 +43,14 @@ pub const SLOW_ANSWER: Duration = Duration::from_millis(50);
 /// Two peers' dated answers this close with the same state are one answer (the read
 /// times of two polls differ by the network's latency).
 const SAME_ANSWER_MS: u64 = 5;
+
+/// `from` left MASTER at `at` by a completed HANDOVER to `to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handover {
+    pub at: u64,
+    pub from: String,
+    pub to: String,
+}
 
 /// One thing the poller learned about an SM.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +103,9 @@ pub struct Recorder {
     own: BTreeMap<String, (Option<&'static str>, u64)>,
     /// Per SM: the last peer answer recorded during its current silence.
     peer_last: BTreeMap<String, (u64, &'static str)>,
+    /// Per SM: when its API last answered.
+    seen_at: BTreeMap<String, u64>,
+    handovers: Vec<Handover>,
     /// Calls made and failed, for the report.
     pub calls: u64,
     pub failed: u64,
@@ -102,10 +114,31 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// `name`'s API answered `state` at `at`.
-    pub fn own_answer(&mut self, at: u64, name: &str, state: &'static str) {
+    /// `name`'s API answered `state`, read at `read`, in it for `state_for` ms; when
+    /// that state came from handing the subnet over, to whom.
+    pub fn own_answer(
+        &mut self,
+        read: u64,
+        name: &str,
+        state: &'static str,
+        state_for: u64,
+        handed_over_to: Option<&str>,
+    ) {
+        let prev_seen = self.seen_at.insert(name.to_string(), read);
         if self.own.get(name).is_some_and(|(s, _)| *s == Some(state)) {
             return;
+        }
+        // Dated by the SM; never before we last saw it in its previous state.
+        let at = read
+            .saturating_sub(state_for)
+            .max(prev_seen.unwrap_or(0))
+            .max(self.own.get(name).map_or(0, |(_, since)| *since));
+        if let Some(to) = handed_over_to {
+            self.handovers.push(Handover {
+                at,
+                from: name.to_string(),
+                to: to.to_string(),
+            });
         }
         self.own.insert(name.to_string(), (Some(state), at));
         self.peer_last.remove(name);
@@ -155,6 +188,11 @@ impl Recorder {
     /// Everything recorded so far.
     pub fn observations(&self) -> &[Obs] {
         &self.obs
+    }
+
+    /// The handovers seen so far.
+    pub fn handovers(&self) -> &[Handover] {
+        &self.handovers
     }
 }
 
@@ -268,7 +306,7 @@ impl MembersView {
                             Ok(Ok(_)) if round_start.elapsed() > SLOW_ANSWER => {
                                 return (name, Err(()), None)
                             }
-                            Ok(Ok(r)) => r.into_inner(),
+                            Ok(Ok(r)) => (now_ms(), r.into_inner()),
                             _ => return (name, Ok(None), None),
                         };
                         let sms = tokio::time::timeout(
@@ -295,7 +333,18 @@ impl MembersView {
                     for (name, st, _) in &round {
                         rec.calls += 1;
                         match st {
-                            Ok(Some(s)) => rec.own_answer(round_at, name, state_name(s.state)),
+                            Ok(Some((read, s))) => {
+                                let to = (s.handed_over_to != 0)
+                                    .then(|| names.get(&s.handed_over_to))
+                                    .flatten();
+                                rec.own_answer(
+                                    *read,
+                                    name,
+                                    state_name(s.state),
+                                    s.state_for_ms,
+                                    to.map(String::as_str),
+                                );
+                            }
                             Ok(None) => {
                                 rec.failed += 1;
                                 rec.own_silent(round_at, name);
@@ -320,12 +369,13 @@ impl MembersView {
         MembersView { recorder, task }
     }
 
-    /// The merged timeline now.
-    pub fn changes(&self) -> Vec<Change> {
-        match self.recorder.lock() {
-            Ok(r) => merge(r.observations()),
-            Err(p) => merge(p.into_inner().observations()),
-        }
+    /// The merged timeline now, and the handovers.
+    pub fn changes(&self) -> (Vec<Change>, Vec<Handover>) {
+        let r = match self.recorder.lock() {
+            Ok(r) => r,
+            Err(p) => p.into_inner(),
+        };
+        (merge(r.observations()), r.handovers().to_vec())
     }
 
     /// (calls made, calls that failed, answers left out as slow).
@@ -356,12 +406,12 @@ mod tests {
     #[test]
     fn a_silent_members_last_state_is_dated_by_the_peers_ages() {
         let mut r = Recorder::default();
-        r.own_answer(0, "sm1", "MASTER");
-        r.own_answer(0, "sm2", "STANDBY");
+        r.own_answer(0, "sm1", "MASTER", 0, None);
+        r.own_answer(0, "sm2", "STANDBY", 0, None);
         // While sm1 answers itself, peers' word about it is not kept.
         r.peer_seen(900, "sm1", "sm2", "STANDBY");
         r.own_silent(1030, "sm1");
-        r.own_answer(1200, "sm2", "MASTER");
+        r.own_answer(1200, "sm2", "MASTER", 0, None);
         // Read at 1500: sm2's answered_ms_ago for sm1 is 100.
         r.peer_seen(1500 - 100, "sm1", "sm2", "MASTER");
         // The same answer read again a poll later (ages moved by the same 25 ms,
@@ -394,6 +444,37 @@ mod tests {
         assert_eq!((g.dual, g.none_total), (0, 170));
     }
 
+    /// A planned handover: the target reports MASTER since 990, the old master
+    /// STANDBY since 996 by handing over to it; each change is dated by the SM itself
+    /// (read time minus state_for_ms), whatever order the calls came back in, and the
+    /// 6 ms both were MASTER is the HANDOVER's exchange, not two masters.
+    #[test]
+    fn a_handover_is_dated_by_the_sms_and_its_overlap_told_apart() {
+        let mut r = Recorder::default();
+        r.own_answer(0, "sm1", "MASTER", 0, None);
+        r.own_answer(0, "sm2", "STANDBY", 0, None);
+        r.own_answer(1003, "sm1", "STANDBY", 7, Some("sm2"));
+        r.own_answer(1000, "sm2", "MASTER", 10, None);
+        let t = merge(r.observations());
+        assert_eq!(states(&t, "sm2"), vec![(0, Some("STANDBY")), (990, Some("MASTER"))]);
+        assert_eq!(states(&t, "sm1"), vec![(0, Some("MASTER")), (996, Some("STANDBY"))]);
+        let g = master_gaps_windows(&t, 0, 2000);
+        assert_eq!(g.dual, 6);
+        let h = r.handovers().to_vec();
+        assert_eq!(super::super::cycle::handover_overlap(&t, &h, 0, 2000), (6, 1));
+        // Without the old master's word that it handed over, it is two masters.
+        assert_eq!(super::super::cycle::handover_overlap(&t, &[], 0, 2000), (0, 0));
+        // A third SM MASTER meanwhile is two masters whatever the handover.
+        let mut three = t.clone();
+        three.push(Change {
+            at: 992,
+            seq: 99,
+            name: "sm3".into(),
+            state: Some("MASTER"),
+        });
+        assert_eq!(super::super::cycle::handover_overlap(&three, &h, 0, 2000).0, 0);
+    }
+
     /// A killed master: the peers' last answers predate its silence, so it is
     /// "no answer" from its first unanswered call; the failover's masterless window
     /// runs from there to the standby's own MASTER answer. A peer that saw it
@@ -401,13 +482,13 @@ mod tests {
     #[test]
     fn a_killed_master_ends_at_its_silence_and_comes_back_as_itself() {
         let mut r = Recorder::default();
-        r.own_answer(0, "a", "MASTER");
-        r.own_answer(0, "b", "STANDBY");
+        r.own_answer(0, "a", "MASTER", 0, None);
+        r.own_answer(0, "b", "STANDBY", 0, None);
         r.own_silent(500, "a");
         r.own_silent(525, "a");
         r.peer_seen(480, "a", "b", "MASTER");
-        r.own_answer(900, "b", "MASTER");
-        r.own_answer(2000, "a", "STANDBY");
+        r.own_answer(900, "b", "MASTER", 0, None);
+        r.own_answer(2000, "a", "STANDBY", 0, None);
         let t = merge(r.observations());
         assert_eq!(
             states(&t, "a"),
@@ -417,7 +498,7 @@ mod tests {
         assert_eq!((g.none_total, g.dual), (400, 0));
 
         let mut r = Recorder::default();
-        r.own_answer(0, "a", "MASTER");
+        r.own_answer(0, "a", "MASTER", 0, None);
         r.own_silent(500, "a");
         r.peer_seen(600, "a", "b", "DISCOVERING");
         r.peer_seen(700, "a", "c", "DISCOVERING");

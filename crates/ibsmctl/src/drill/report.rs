@@ -106,6 +106,7 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
         "masterless_ms_max": masterless_max,
         "dual_master_ms": dual,
         "dual_master_bound_ms": args.dual_master_bound_ms,
+        "handover_overlap_ms": cycles.iter().map(|c| c.handover_overlap_ms).sum::<u64>(),
         "failover_ms": stats(&collect(|c| c.failover_ms)),
         "detection_ms": stats(&collect(|c| c.detection_ms)),
         "verified_ms": stats(&collect(|c| c.verified_ms)),
@@ -243,6 +244,12 @@ pub(super) fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> Stri
         r["writes_lost"],
         r["markers_unacknowledged"]
     ));
+    if r["handover_overlap_ms"].as_u64().unwrap_or(0) > 0 {
+        out.push_str(&format!(
+            "handover overlap {} ms (two SMs MASTER during a HANDOVER's own exchange, the old master's word; not counted as two masters)\n",
+            r["handover_overlap_ms"]
+        ));
+    }
     out.push_str(&format!("judged by: {}\n", r["poller"].as_str().unwrap_or("")));
     out.push_str(&format!(
         "LIDs read from: {}\n",

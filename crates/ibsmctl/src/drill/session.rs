@@ -18,7 +18,7 @@ use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::control_client::ControlClient;
 use ibsm_proto::v1::fabric_client::FabricClient;
 
-use super::members::{MembersView, Polled};
+use super::members::{Handover, MembersView, Polled};
 use super::options::{ClusterArgs, DrillError};
 use super::timeline::{now_ms, state_of, Change};
 use crate::control::{channel, unary, AuthChannel, Target};
@@ -54,8 +54,10 @@ pub(super) struct Drill {
     /// The primary timeline: the members' own view for a deployed cluster, else the
     /// demo's SMInfo poller.
     pub(super) changes: Vec<Change>,
-    /// A deployed cluster: every member's Status and ListSms, polled in the background.
+    /// A deployed cluster: every member's Status and ListSms, polled in the background,
+    /// and the HANDOVERs its members reported completing.
     pub(super) members_view: Option<MembersView>,
+    pub(super) handovers: Vec<Handover>,
     /// A deployed cluster with `--judge`: the judge's SMInfo timeline, beside the
     /// members' (`changes`).
     pub(super) judge_changes: Vec<Change>,
@@ -113,6 +115,7 @@ impl Drill {
             cursor: 0,
             changes: Vec::new(),
             members_view: None,
+            handovers: Vec::new(),
             judge_changes: Vec::new(),
             started: now_ms(),
             acted_at: None,
@@ -179,6 +182,7 @@ impl Drill {
             cursor: 0,
             changes: Vec::new(),
             members_view: Some(MembersView::start(polled)),
+            handovers: Vec::new(),
             judge_changes: Vec::new(),
             started: now_ms(),
             acted_at: None,
@@ -235,7 +239,7 @@ impl Drill {
             self.changes.extend(new);
             return Ok(now);
         };
-        self.changes = view.changes();
+        (self.changes, self.handovers) = view.changes();
         if self.demo.is_some() {
             let (_, new) = self.poll_judge().await?;
             self.judge_changes.extend(new);

@@ -56,6 +56,9 @@ pub struct Cycle {
     /// members' view fills the fields above), and where the two disagree.
     pub judge: Option<JudgeView>,
     pub disagreements: Vec<String>,
+    /// The members' view: time two SMs were MASTER during a HANDOVER's own exchange
+    /// (not counted in `dual_master_ms`).
+    pub handover_overlap_ms: u64,
 }
 
 /// One cycle as `ibsmd judge` saw it, beside the members' view.
@@ -194,6 +197,7 @@ impl Cycle {
             "sa_detail": self.sa_detail,
             "sa_checked": self.sa_checked.map(|s| s.json()),
             "judge": self.judge.as_ref().map(JudgeView::json),
+            "handover_overlap_ms": self.handover_overlap_ms,
             "disagreements": self.disagreements,
         })
     }

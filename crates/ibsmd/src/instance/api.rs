@@ -225,8 +225,11 @@ pub struct Snapshot {
     /// The instance thread's clock: time zero of the node's `Duration`s
     /// ([`PeerView::answered_at`], `state_since`); `None` before the thread ran.
     pub clock: Option<std::time::Instant>,
-    /// Since when (node clock) the SM has been in `state`.
+    /// Since when (node clock) the SM has been in `state`, why, and to whom it
+    /// handed over when that is why (0 otherwise).
     pub state_since: Duration,
+    pub state_reason: String,
+    pub handed_over_to: u64,
 }
 
 impl Snapshot {
@@ -323,6 +326,8 @@ impl Snapshot {
             send_errors: 0,
             clock: None,
             state_since: Duration::ZERO,
+            state_reason: String::new(),
+            handed_over_to: 0,
         }
     }
 }

@@ -53,8 +53,10 @@ fn a_hung_master_keeps_the_time_of_its_last_answer_and_counts_missed_polls() {
     assert_eq!(seen.answered_at, Some(last));
     assert!(seen.answered_at.unwrap() <= hung_at);
     assert_eq!(seen.state, Some(SmState::Master), "last seen MASTER");
-    let left_standby = lab.sms[1].node.as_ref().unwrap().status().state_since;
-    assert!(left_standby > hung_at, "state_since moves with the state");
+    let st1 = lab.sms[1].node.as_ref().unwrap().status();
+    assert!(st1.state_since > hung_at, "state_since moves with the state");
+    assert!(st1.state_reason.contains("missed"), "{}", st1.state_reason);
+    assert_eq!(st1.handed_over_to, 0);
     lab.run_to(lab.now + Duration::from_secs(3));
     assert_eq!(lab.masters(), vec![1]);
     let seen = peer(&lab, 1, master.port_guid);
