@@ -197,7 +197,9 @@ fn start_cluster() -> Result<Cluster> {
 fn supervisor(cluster: &Cluster, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         for (i, (name, _, _)) in MEMBERS.iter().enumerate() {
-            let req = cluster.dir.join(format!("{}.restart", cluster.endpoints[i]));
+            let req = cluster
+                .dir
+                .join(format!("{}.restart", cluster.endpoints[i]));
             if req.exists() {
                 if let Err(e) = cluster.start(i) {
                     eprintln!("supervisor: restarting {name}: {e:#}");
@@ -303,7 +305,10 @@ fn check_report(
     if judge {
         let j = &json["judge"];
         ensure!(
-            j["poller"].as_str().unwrap_or_default().contains("ibsmd judge"),
+            j["poller"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("ibsmd judge"),
             "no judge's view: {json:#}"
         );
         ensure!(
@@ -313,10 +318,19 @@ fn check_report(
                 .contains("ibnetdiscover"),
             "{json:#}"
         );
-        ensure!(j["lid_changes"] == 0, "the judge read LID changes: {json:#}");
-        ensure!(j["dual_master_ms_max"] == 0, "the judge saw two masters: {json:#}");
+        ensure!(
+            j["lid_changes"] == 0,
+            "the judge read LID changes: {json:#}"
+        );
+        ensure!(
+            j["dual_master_ms_max"] == 0,
+            "the judge saw two masters: {json:#}"
+        );
         for c in cs {
-            ensure!(c["judge"].is_object(), "a cycle without the judge's view: {c}");
+            ensure!(
+                c["judge"].is_object(),
+                "a cycle without the judge's view: {c}"
+            );
         }
         ensure!(json["judge_wire_changes"].is_array(), "{json:#}");
     } else {
@@ -401,7 +415,9 @@ fn drills_run_against_a_deployed_cluster_judged_by_its_members_and_from_the_fabr
             "master-step-down, members only:\n{}\n{}",
             String::from_utf8_lossy(&out.stderr),
             std::fs::read_to_string(
-                cluster.dir.join("report-master-step-down-members/report.txt")
+                cluster
+                    .dir
+                    .join("report-master-step-down-members/report.txt")
             )
             .unwrap_or_default()
         );

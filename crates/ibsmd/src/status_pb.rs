@@ -21,7 +21,11 @@ pub(crate) fn pb_state(s: SmState) -> pb::SmState {
     }
 }
 
-pub(crate) fn status_of(s: &Snapshot, repl: Option<&Replication>, leader_applied: u64) -> pb::Status {
+pub(crate) fn status_of(
+    s: &Snapshot,
+    repl: Option<&Replication>,
+    leader_applied: u64,
+) -> pb::Status {
     let r = repl.map(|r| r.status()).unwrap_or_default();
     let state_for = s.age_of(s.state_since);
     pb::Status {

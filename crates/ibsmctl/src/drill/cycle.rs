@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::members::Handover;
 use super::options::{DrillError, Scenario};
 use super::session::Drill;
 use super::summary::{Cycle, JudgeView};
-use super::members::Handover;
 use super::timeline::{dual_windows, master_gaps_windows, now_ms, Change};
 use crate::args::fmt_guid;
 
@@ -181,9 +181,9 @@ pub(super) fn handover_overlap(
         .iter()
         .filter(|(_, end, sms)| {
             sms.len() == 2
-                && handovers.iter().any(|h| {
-                    h.at == *end && sms.contains(&h.from) && sms.contains(&h.to)
-                })
+                && handovers
+                    .iter()
+                    .any(|h| h.at == *end && sms.contains(&h.from) && sms.contains(&h.to))
         })
         .fold((0, 0), |(ms, n), (a, b, _)| (ms + (b - a), n + 1))
 }

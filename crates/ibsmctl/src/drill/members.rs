@@ -211,17 +211,18 @@ pub fn merge(obs: &[Obs]) -> Vec<Change> {
         let mut cur: Option<Option<&'static str>> = None;
         // During a silence: when "no answer" starts (moved by every dated answer).
         let mut silent_until: Option<u64> = None;
-        let mut emit = |at: u64, state: Option<&'static str>, cur: &mut Option<Option<&'static str>>| {
-            if *cur != Some(state) {
-                out.push(Change {
-                    at,
-                    seq: 0,
-                    name: name.to_string(),
-                    state,
-                });
-                *cur = Some(state);
-            }
-        };
+        let mut emit =
+            |at: u64, state: Option<&'static str>, cur: &mut Option<Option<&'static str>>| {
+                if *cur != Some(state) {
+                    out.push(Change {
+                        at,
+                        seq: 0,
+                        name: name.to_string(),
+                        state,
+                    });
+                    *cur = Some(state);
+                }
+            };
         for o in list {
             match o {
                 Obs::Own { at, state, .. } => {
@@ -309,11 +310,9 @@ impl MembersView {
                             Ok(Ok(r)) => (now_ms(), r.into_inner()),
                             _ => return (name, Ok(None), None),
                         };
-                        let sms = tokio::time::timeout(
-                            CALL_DEADLINE,
-                            c.list_sms(pb::ListSmsRequest {}),
-                        )
-                        .await;
+                        let sms =
+                            tokio::time::timeout(CALL_DEADLINE, c.list_sms(pb::ListSmsRequest {}))
+                                .await;
                         let read = now_ms();
                         let sms = match sms {
                             Ok(Ok(r)) => Some((read, r.into_inner().sms)),
@@ -456,14 +455,26 @@ mod tests {
         r.own_answer(1003, "sm1", "STANDBY", 7, Some("sm2"));
         r.own_answer(1000, "sm2", "MASTER", 10, None);
         let t = merge(r.observations());
-        assert_eq!(states(&t, "sm2"), vec![(0, Some("STANDBY")), (990, Some("MASTER"))]);
-        assert_eq!(states(&t, "sm1"), vec![(0, Some("MASTER")), (996, Some("STANDBY"))]);
+        assert_eq!(
+            states(&t, "sm2"),
+            vec![(0, Some("STANDBY")), (990, Some("MASTER"))]
+        );
+        assert_eq!(
+            states(&t, "sm1"),
+            vec![(0, Some("MASTER")), (996, Some("STANDBY"))]
+        );
         let g = master_gaps_windows(&t, 0, 2000);
         assert_eq!(g.dual, 6);
         let h = r.handovers().to_vec();
-        assert_eq!(super::super::cycle::handover_overlap(&t, &h, 0, 2000), (6, 1));
+        assert_eq!(
+            super::super::cycle::handover_overlap(&t, &h, 0, 2000),
+            (6, 1)
+        );
         // Without the old master's word that it handed over, it is two masters.
-        assert_eq!(super::super::cycle::handover_overlap(&t, &[], 0, 2000), (0, 0));
+        assert_eq!(
+            super::super::cycle::handover_overlap(&t, &[], 0, 2000),
+            (0, 0)
+        );
         // A third SM MASTER meanwhile is two masters whatever the handover.
         let mut three = t.clone();
         three.push(Change {
@@ -472,7 +483,10 @@ mod tests {
             name: "sm3".into(),
             state: Some("MASTER"),
         });
-        assert_eq!(super::super::cycle::handover_overlap(&three, &h, 0, 2000).0, 0);
+        assert_eq!(
+            super::super::cycle::handover_overlap(&three, &h, 0, 2000).0,
+            0
+        );
     }
 
     /// A killed master: the peers' last answers predate its silence, so it is

@@ -89,7 +89,11 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
     }
     let disagreements: Vec<String> = cycles
         .iter()
-        .flat_map(|c| c.disagreements.iter().map(move |d| format!("cycle {}: {d}", c.index)))
+        .flat_map(|c| {
+            c.disagreements
+                .iter()
+                .map(move |d| format!("cycle {}: {d}", c.index))
+        })
         .collect();
     if dual_max > args.dual_master_bound_ms {
         broken.push(format!(
@@ -250,7 +254,10 @@ pub(super) fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> Stri
             r["handover_overlap_ms"]
         ));
     }
-    out.push_str(&format!("judged by: {}\n", r["poller"].as_str().unwrap_or("")));
+    out.push_str(&format!(
+        "judged by: {}\n",
+        r["poller"].as_str().unwrap_or("")
+    ));
     out.push_str(&format!(
         "LIDs read from: {}\n",
         r["lids_read_from"].as_str().unwrap_or("")

@@ -121,10 +121,11 @@ impl Drill {
                 unary(
                     &t,
                     "SetLinkState",
-                    self.demo_client()?.set_link_state(dpb::SetLinkStateRequest {
-                        name: master.to_string(),
-                        up: false,
-                    }),
+                    self.demo_client()?
+                        .set_link_state(dpb::SetLinkStateRequest {
+                            name: master.to_string(),
+                            up: false,
+                        }),
                 )
                 .await?;
                 Ok((
@@ -161,11 +162,12 @@ impl Drill {
                 unary(
                     &t,
                     "SetRaftIsolation",
-                    self.demo_client()?.set_raft_isolation(dpb::SetRaftIsolationRequest {
-                        name: master.to_string(),
-                        isolated: true,
-                        ..Default::default()
-                    }),
+                    self.demo_client()?
+                        .set_raft_isolation(dpb::SetRaftIsolationRequest {
+                            name: master.to_string(),
+                            isolated: true,
+                            ..Default::default()
+                        }),
                 )
                 .await?;
                 Ok((
@@ -213,11 +215,12 @@ impl Drill {
                 unary(
                     &t,
                     "SetRaftIsolation",
-                    self.demo_client()?.set_raft_isolation(dpb::SetRaftIsolationRequest {
-                        name,
-                        isolated: false,
-                        ..Default::default()
-                    }),
+                    self.demo_client()?
+                        .set_raft_isolation(dpb::SetRaftIsolationRequest {
+                            name,
+                            isolated: false,
+                            ..Default::default()
+                        }),
                 )
                 .await?;
             }

@@ -221,7 +221,8 @@ impl Drill {
         let list = unary(
             &self.target,
             "ListInstances",
-            self.demo_client()?.list_instances(dpb::ListInstancesRequest {}),
+            self.demo_client()?
+                .list_instances(dpb::ListInstancesRequest {}),
         )
         .await?;
         Ok(list
@@ -363,7 +364,12 @@ impl Drill {
         let mut why = Vec::new();
         loop {
             let mut order = vec![name.to_string()];
-            order.extend(self.members.iter().map(|m| m.name.clone()).filter(|n| n != name));
+            order.extend(
+                self.members
+                    .iter()
+                    .map(|m| m.name.clone())
+                    .filter(|n| n != name),
+            );
             for n in order {
                 match self.swept_lids(&n).await {
                     Ok(Some(lids)) => return self.check_wire_lids(&n, lids),
@@ -389,11 +395,21 @@ impl Drill {
     ) -> Result<Option<BTreeMap<u64, (u32, u32)>>, DrillError> {
         let m = self.member(name)?;
         let t = m.target.clone();
-        let st = unary(&t, "GetStatus", m.control.get_status(pb::GetStatusRequest {})).await?;
+        let st = unary(
+            &t,
+            "GetStatus",
+            m.control.get_status(pb::GetStatusRequest {}),
+        )
+        .await?;
         if pb::SmState::try_from(st.state) != Ok(pb::SmState::Master) {
             return Ok(None);
         }
-        unary(&t, "Sweep", m.control.sweep(pb::SweepRequest { heavy: true })).await?;
+        unary(
+            &t,
+            "Sweep",
+            m.control.sweep(pb::SweepRequest { heavy: true }),
+        )
+        .await?;
         let m = self.member(name)?;
         let topo = unary(
             &t,
@@ -450,7 +466,9 @@ impl Drill {
         if let Some(m) = self.members.iter().find(|m| !lids.contains_key(&m.guid)) {
             return Err(DrillError::Setup(format!(
                 "the judge's {} lists no LID for {} (port GUID {}): is the judge on this fabric?",
-                r.commands.first().map_or("ibnetdiscover -p", String::as_str),
+                r.commands
+                    .first()
+                    .map_or("ibnetdiscover -p", String::as_str),
                 m.name,
                 crate::args::fmt_guid(m.guid)
             )));

@@ -82,12 +82,13 @@ impl Drill {
         unary(
             &t,
             "SetCableFault",
-            self.demo_client()?.set_cable_fault(dpb::SetCableFaultRequest {
-                node: node.to_string(),
-                port,
-                up,
-                loss_percent,
-            }),
+            self.demo_client()?
+                .set_cable_fault(dpb::SetCableFaultRequest {
+                    node: node.to_string(),
+                    port,
+                    up,
+                    loss_percent,
+                }),
         )
         .await?;
         Ok(())

@@ -284,7 +284,8 @@ impl Drill {
         let at = unary(
             &t,
             "DescribeJudge",
-            self.demo_client()?.describe_judge(dpb::DescribeJudgeRequest {}),
+            self.demo_client()?
+                .describe_judge(dpb::DescribeJudgeRequest {}),
         )
         .await?;
         let exe = std::env::current_exe()
