@@ -245,6 +245,15 @@ impl FabricView {
             .unwrap_or(0)
     }
 
+    /// [`FabricView::read_lid`] of an end port (a CA's port, a switch's port 0); 0 for
+    /// a switch's external ports, which have no LID of their own.
+    pub fn end_port_read_lid(&self, node: NodeIdx, port: usize, is_switch: bool) -> u16 {
+        if is_switch && port != 0 {
+            return 0;
+        }
+        self.read_lid(node, port)
+    }
+
     /// Cables of `prev` (and its own lost ones) whose end is still here, without a
     /// cable and not Active.
     fn lost_since(&self, prev: &FabricView) -> Vec<LostLink> {

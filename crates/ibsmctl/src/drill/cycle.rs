@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::members::Handover;
+use super::members::handover_overlap;
 use super::options::{DrillError, Scenario};
 use super::session::Drill;
 use super::summary::{Cycle, JudgeView};
-use super::timeline::{dual_windows, master_gaps_windows, now_ms, Change};
+use super::timeline::{master_gaps_windows, now_ms, Change};
 use crate::args::fmt_guid;
 
 /// How long to watch a Raft-isolated MASTER keep its mastership once it is degraded.
@@ -165,27 +165,6 @@ impl Drill {
         }
         Ok(c)
     }
-}
-
-/// Of the stretches with two MASTERs, those that are a HANDOVER's own exchange: two
-/// SMs, ending when one of them left MASTER by handing the subnet to the other (the
-/// target takes over on the HANDOVER, the sender leaves on its answer). Their total
-/// time and number.
-pub(super) fn handover_overlap(
-    changes: &[Change],
-    handovers: &[Handover],
-    from: u64,
-    to: u64,
-) -> (u64, u64) {
-    dual_windows(changes, from, to)
-        .iter()
-        .filter(|(_, end, sms)| {
-            sms.len() == 2
-                && handovers
-                    .iter()
-                    .any(|h| h.at == *end && sms.contains(&h.from) && sms.contains(&h.to))
-        })
-        .fold((0, 0), |(ms, n), (a, b, _)| (ms + (b - a), n + 1))
 }
 
 /// The cycle as the judge's timeline and LID reads show it (see [`JudgeView`]).

@@ -31,7 +31,7 @@ use std::time::Duration;
 use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::control_client::ControlClient;
 
-use super::timeline::{now_ms, Change};
+use super::timeline::{dual_windows, now_ms, Change};
 use crate::control::AuthChannel;
 
 /// How often every member is asked.
@@ -251,6 +251,27 @@ pub fn merge(obs: &[Obs]) -> Vec<Change> {
     out
 }
 
+/// Of the stretches with two MASTERs, those that are a HANDOVER's own exchange: two
+/// SMs, ending when one of them left MASTER by handing the subnet to the other (the
+/// target takes over on the HANDOVER, the sender leaves on its answer). Their total
+/// time and number.
+pub fn handover_overlap(
+    changes: &[Change],
+    handovers: &[Handover],
+    from: u64,
+    to: u64,
+) -> (u64, u64) {
+    dual_windows(changes, from, to)
+        .iter()
+        .filter(|(_, end, sms)| {
+            sms.len() == 2
+                && handovers
+                    .iter()
+                    .any(|h| h.at == *end && sms.contains(&h.from) && sms.contains(&h.to))
+        })
+        .fold((0, 0), |(ms, n), (a, b, _)| (ms + (b - a), n + 1))
+}
+
 /// The SMState name a timeline uses.
 pub fn state_name(raw: i32) -> &'static str {
     match pb::SmState::try_from(raw) {
@@ -466,15 +487,9 @@ mod tests {
         let g = master_gaps_windows(&t, 0, 2000);
         assert_eq!(g.dual, 6);
         let h = r.handovers().to_vec();
-        assert_eq!(
-            super::super::cycle::handover_overlap(&t, &h, 0, 2000),
-            (6, 1)
-        );
+        assert_eq!(handover_overlap(&t, &h, 0, 2000), (6, 1));
         // Without the old master's word that it handed over, it is two masters.
-        assert_eq!(
-            super::super::cycle::handover_overlap(&t, &[], 0, 2000),
-            (0, 0)
-        );
+        assert_eq!(handover_overlap(&t, &[], 0, 2000), (0, 0));
         // A third SM MASTER meanwhile is two masters whatever the handover.
         let mut three = t.clone();
         three.push(Change {
@@ -483,10 +498,7 @@ mod tests {
             name: "sm3".into(),
             state: Some("MASTER"),
         });
-        assert_eq!(
-            super::super::cycle::handover_overlap(&three, &h, 0, 2000).0,
-            0
-        );
+        assert_eq!(handover_overlap(&three, &h, 0, 2000).0, 0);
     }
 
     /// A killed master: the peers' last answers predate its silence, so it is

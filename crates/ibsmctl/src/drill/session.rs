@@ -147,11 +147,7 @@ impl Drill {
                 guid: s.guid,
             });
         }
-        let hosts: Vec<String> = cluster
-            .members
-            .iter()
-            .map(|ep| super::scenarios::expand("{host}", "", ep, 0))
-            .collect();
+        let hosts: Vec<String> = cluster.members.iter().map(|ep| host_of(ep)).collect();
         for (m, n) in members.iter_mut().zip(member_names(&node_names, &hosts)) {
             if let Some(n) = n {
                 m.name = n;
@@ -610,6 +606,16 @@ impl Drill {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// The host of `[scheme://]host:port` (IPv6 brackets dropped).
+fn host_of(ep: &str) -> String {
+    let ep = ep.split_once("://").map_or(ep, |(_, r)| r);
+    ep.rsplit_once(':')
+        .map_or(ep, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
 }
 
 /// Members' names without a judge: their node names when those tell them apart, else
