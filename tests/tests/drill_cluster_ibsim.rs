@@ -1,16 +1,21 @@
 //! `ibsmctl drill` against a deployed cluster, no demo anywhere: three `ibsmd`
 //! processes on ibsim started exactly by deploy/systemd/ibsmd.service's `ExecStart=`
 //! line (`ibsmd --config FILE`, a config in deploy/ibsmd.toml's keys, bearer token,
-//! Raft peers), `ibsmd judge` on a fourth HCA as the fabric-side judge (SMInfo by
-//! directed route every 10 ms, LIDs from PortInfo through its ibnetdiscover), and the
-//! drill given `--members`, `--judge`, and for kill-master an operator's
+//! Raft peers), and the drill given `--members` and for kill-master an operator's
 //! `--kill-cmd`/`--restart-cmd` (here: SIGKILL of the pid file's process, and a
 //! restart request a supervisor thread of this test serves, as systemd would).
 //!
-//! Scenarios: kill-master (operator commands), master-step-down (Control/StepDown)
-//! and priority-flap (Control/SetPriority). Each report must show a new master in
-//! every cycle, no LID changed as the judge read them on the wire, no two masters,
-//! no acknowledged write lost, and name the judge as its source.
+//! First judged by the members alone (no `--judge`): their Status and ListSms, a
+//! killed member dated by the others' `answered_ms_ago`, LIDs from PortInfo as the
+//! master's heavy sweep reads it on the wire (`read_lid`). Then with `ibsmd judge` on
+//! a fourth HCA beside them (SMInfo by directed route every 10 ms, LIDs from PortInfo
+//! through its ibnetdiscover): the report carries both views.
+//!
+//! Scenarios: kill-master (operator commands) and master-step-down
+//! (Control/StepDown) in both modes, priority-flap (Control/SetPriority) with the
+//! judge. Each report must show a new master in every cycle, no LID changed as read
+//! on the wire, no two masters, no acknowledged write lost, and name its judges and
+//! where its LIDs come from.
 //!
 //! Fails, never skips, when ibsim, umad2sim or infiniband-diags are missing. No
 //! wall-clock speed is asserted.
@@ -97,8 +102,9 @@ impl Cluster {
             .stdout(Stdio::null())
             .stderr(log);
         let child = self.sim.spawn(&mut cmd)?;
+        // By endpoint: the drill's {endpoint}, whatever it names the member.
         std::fs::write(
-            self.dir.join(format!("{name}.pid")),
+            self.dir.join(format!("{}.pid", self.endpoints[i])),
             child.pid().to_string(),
         )?;
         let mut c = self.children.lock().unwrap_or_else(|p| p.into_inner());
@@ -191,7 +197,9 @@ fn start_cluster() -> Result<Cluster> {
 fn supervisor(cluster: &Cluster, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         for (i, (name, _, _)) in MEMBERS.iter().enumerate() {
-            let req = cluster.dir.join(format!("{name}.restart"));
+            let req = cluster
+                .dir
+                .join(format!("{}.restart", cluster.endpoints[i]));
             if req.exists() {
                 if let Err(e) = cluster.start(i) {
                     eprintln!("supervisor: restarting {name}: {e:#}");
@@ -205,12 +213,15 @@ fn supervisor(cluster: &Cluster, stop: &AtomicBool) {
 
 fn drill(
     cluster: &Cluster,
-    judge: &str,
+    judge: Option<&str>,
     scenario: &str,
     cycles: u32,
     extra: &[String],
 ) -> Result<(Output, Value)> {
-    let report_dir = cluster.dir.join(format!("report-{scenario}"));
+    let report_dir = cluster.dir.join(format!(
+        "report-{scenario}-{}",
+        if judge.is_some() { "judge" } else { "members" }
+    ));
     let mut cmd = Command::new(binary("ibsmctl")?);
     cmd.arg("--token-file")
         .arg(cluster.dir.join("token"))
@@ -218,7 +229,7 @@ fn drill(
         .arg(cycles.to_string())
         .arg("--members")
         .arg(cluster.endpoints.join(","))
-        .args(["--judge", judge])
+        .args(judge.map(|j| ["--judge", j]).into_iter().flatten())
         .arg("--report-dir")
         .arg(&report_dir)
         .args(extra);
@@ -237,7 +248,13 @@ fn drill(
 
 /// The invariants of every report (errors, not panics: the test must still stop its
 /// supervisor and processes).
-fn check_report(json: &Value, out: &Output, cycles: usize) -> Result<()> {
+fn check_report(
+    json: &Value,
+    out: &Output,
+    cycles: usize,
+    judge: bool,
+    endpoints: &[String],
+) -> Result<()> {
     let err = String::from_utf8_lossy(&out.stderr);
     ensure!(
         out.status.code() == Some(0),
@@ -261,16 +278,65 @@ fn check_report(json: &Value, out: &Output, cycles: usize) -> Result<()> {
         ensure!(c["dual_master_ms"] == 0, "two masters: {c}");
     }
     ensure!(json["writes_lost"] == 0, "writes lost: {json:#}");
+    // The members judge in both modes; their LIDs are PortInfo as the master's sweep
+    // read it on the wire (a run whose read lacked a member's LID fails the drill).
     let poller = json["poller"].as_str().unwrap_or_default();
     ensure!(
-        poller.contains("ibsmd judge"),
-        "not judged by ibsmd judge: {json:#}"
+        poller.contains("members' own view"),
+        "not judged by the members: {json:#}"
     );
     let lids = json["lids_read_from"].as_str().unwrap_or_default();
     ensure!(
-        lids.contains("ibnetdiscover"),
+        lids.contains("PortInfo on the wire") && lids.contains("read_lid"),
         "LIDs not read on the wire: {json:#}"
     );
+    ensure!(
+        json["members_polls"]["calls"].as_u64().unwrap_or(0) > 0,
+        "the members were not polled: {json:#}"
+    );
+    // Named by the judge's targets, or (one host, every node named "ibsmd") by
+    // their endpoints.
+    let mut names: Vec<&str> = MEMBERS.iter().map(|m| m.0).collect();
+    names.extend(endpoints.iter().map(String::as_str));
+    for c in json["wire_changes"].as_array().context("wire_changes")? {
+        let n = c["name"].as_str().unwrap_or_default();
+        ensure!(names.contains(&n), "a timeline of an unknown SM {n}: {c}");
+    }
+    if judge {
+        let j = &json["judge"];
+        ensure!(
+            j["poller"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("ibsmd judge"),
+            "no judge's view: {json:#}"
+        );
+        ensure!(
+            j["lids_read_from"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("ibnetdiscover"),
+            "{json:#}"
+        );
+        ensure!(
+            j["lid_changes"] == 0,
+            "the judge read LID changes: {json:#}"
+        );
+        ensure!(
+            j["dual_master_ms_max"] == 0,
+            "the judge saw two masters: {json:#}"
+        );
+        for c in cs {
+            ensure!(
+                c["judge"].is_object(),
+                "a cycle without the judge's view: {c}"
+            );
+        }
+        ensure!(json["judge_wire_changes"].is_array(), "{json:#}");
+    } else {
+        ensure!(json["judge"].is_null(), "a judge without --judge: {json:#}");
+        ensure!(json["disagreements"] == serde_json::json!([]), "{json:#}");
+    }
     Ok(())
 }
 
@@ -284,7 +350,7 @@ impl Drop for StopOnDrop {
 }
 
 #[test]
-fn drills_run_against_a_deployed_cluster_judged_from_the_fabric() -> Result<()> {
+fn drills_run_against_a_deployed_cluster_judged_by_its_members_and_from_the_fabric() -> Result<()> {
     let cluster = start_cluster()?;
     let jport = free_port()?;
     let judge_addr = format!("127.0.0.1:{jport}");
@@ -327,23 +393,51 @@ fn drills_run_against_a_deployed_cluster_judged_from_the_fabric() -> Result<()> 
     let dir = cluster.dir.display().to_string();
     let kill = vec![
         "--kill-cmd".to_string(),
-        format!("kill -KILL $(cat {dir}/{{name}}.pid)"),
+        format!("kill -KILL $(cat {dir}/{{endpoint}}.pid)"),
         "--restart-cmd".to_string(),
-        format!("touch {dir}/{{name}}.restart; while [ -e {dir}/{{name}}.restart ]; do sleep 0.05; done"),
+        format!("touch {dir}/{{endpoint}}.restart; while [ -e {dir}/{{endpoint}}.restart ]; do sleep 0.05; done"),
     ];
+    let hold = ["--step-down-hold-s".to_string(), "3".to_string()];
     let result = (|| -> Result<()> {
-        let (out, json) = drill(&cluster, &judge_addr, "kill-master", 2, &kill)?;
-        check_report(&json, &out, 2)?;
+        // The members alone judge.
+        let (out, json) = drill(&cluster, None, "kill-master", 2, &kill)?;
+        check_report(&json, &out, 2, false, &cluster.endpoints)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(err.contains("--kill-cmd: ran `kill -KILL"), "{err}");
+        eprintln!(
+            "kill-master, members only:\n{err}\n{}",
+            std::fs::read_to_string(cluster.dir.join("report-kill-master-members/report.txt"))
+                .unwrap_or_default()
+        );
+        let (out, json) = drill(&cluster, None, "master-step-down", 1, &hold)?;
+        check_report(&json, &out, 1, false, &cluster.endpoints)?;
+        eprintln!(
+            "master-step-down, members only:\n{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(
+                cluster
+                    .dir
+                    .join("report-master-step-down-members/report.txt")
+            )
+            .unwrap_or_default()
+        );
+
+        // The judge beside them.
+        let (out, json) = drill(&cluster, Some(&judge_addr), "kill-master", 2, &kill)?;
+        check_report(&json, &out, 2, true, &cluster.endpoints)?;
         let err = String::from_utf8_lossy(&out.stderr);
         ensure!(err.contains("--kill-cmd: ran `kill -KILL"), "{err}");
         ensure!(err.contains("--restart-cmd: ran `touch"), "{err}");
+        eprintln!(
+            "kill-master with the judge: disagreements {}",
+            json["disagreements"]
+        );
 
-        let hold = ["--step-down-hold-s".to_string(), "3".to_string()];
-        let (out, json) = drill(&cluster, &judge_addr, "master-step-down", 2, &hold)?;
-        check_report(&json, &out, 2)?;
+        let (out, json) = drill(&cluster, Some(&judge_addr), "master-step-down", 2, &hold)?;
+        check_report(&json, &out, 2, true, &cluster.endpoints)?;
 
-        let (out, json) = drill(&cluster, &judge_addr, "priority-flap", 1, &[])?;
-        check_report(&json, &out, 1)?;
+        let (out, json) = drill(&cluster, Some(&judge_addr), "priority-flap", 1, &[])?;
+        check_report(&json, &out, 1, true, &cluster.endpoints)?;
         Ok(())
     })();
     stop.store(true, Ordering::Relaxed);

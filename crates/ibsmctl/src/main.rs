@@ -23,9 +23,10 @@
 //!   leaves, services, subscriptions, a load mode ([`sa`]). No daemon involved.
 //! - `import-opensm [opensm.conf]` converts an OpenSM configuration into ibsmd's
 //!   config file, listing what does not map and why ([`import_opensm`]). No daemon.
-//! - `drill SCENARIO` repeats a failover against `ibsmd demo`, or a deployed cluster
-//!   (`--members`, `--judge`), and judges it by a fabric-side SMInfo poller (the demo's
-//!   or `ibsmd judge`), not by what the SMs say ([`drill`]); it exits 5
+//! - `drill SCENARIO` repeats a failover against `ibsmd demo`, judged by the demo's
+//!   fabric-side SMInfo poller, or a deployed cluster (`--members`), judged by the
+//!   members' own fabric view (each SM's last SMInfo answer, dated by its age) and
+//!   optionally `ibsmd judge` beside it (`--judge`) ([`drill`]); it exits 5
 //!   when an invariant breaks (a LID changed, no new master, two masters).
 //!
 //! Every command prints a human table by default and JSON with `--json` (GUIDs as
@@ -204,8 +205,18 @@ enum Command {
         #[command(subcommand)]
         action: Option<MemberCmd>,
     },
-    /// Repeat a failover scenario against `ibsmd demo` and report what the fabric saw
-    /// (exit 5 when an invariant breaks: a LID changed, no new master, two masters).
+    /// Repeat a failover scenario against `ibsmd demo` or a deployed cluster (--members)
+    /// and report what the fabric saw (exit 5 when an invariant breaks: a LID changed, no
+    /// new master, two masters).
+    ///
+    /// Judges and LIDs: the demo is judged by its SMInfo poller, LIDs from the SMs'
+    /// GetLids. A deployed cluster is judged by the members' own fabric view (GetStatus
+    /// and ListSms of every member every 25 ms; a member whose API is silent keeps the
+    /// state the others last saw it answer SMInfo, dated by their answered_ms_ago), its
+    /// LIDs read on the wire: the master's heavy sweep (Control/Sweep) reads every port's
+    /// PortInfo and Fabric/GetTopology's read_lid gives that LID as read. With --judge,
+    /// `ibsmd judge` judges beside it (its SMInfo poller, LIDs by its ibnetdiscover -p),
+    /// and the report says where the two views disagree.
     Drill {
         /// The scenario.
         #[arg(value_enum)]

@@ -40,6 +40,8 @@ pub fn status_json(s: &Status) -> Value {
         "last_sweep": s.last_sweep,
         "last_change_sweep": s.last_change_sweep,
         "last_change_sweep_unix_ms": s.last_change_sweep_unix_ms,
+        "state_for_ms": s.state_for_ms,
+        "state_since_unix_ms": s.state_since_unix_ms,
         "node_name": s.node_name,
         "sm_key_rejections": s.sm_key_rejections,
         "alarms": s.alarms,
@@ -136,7 +138,19 @@ pub fn status_text(s: &Status) -> String {
         ("node", name.to_string()),
         ("guid", fmt_guid(s.guid)),
         ("lid", s.lid.to_string()),
-        ("state", state_name(s.state)),
+        (
+            "state",
+            if s.state_since_unix_ms == 0 {
+                state_name(s.state)
+            } else {
+                format!(
+                    "{} (for {}, since {})",
+                    state_name(s.state),
+                    fmt_age(s.state_for_ms),
+                    utc_timestamp(s.state_since_unix_ms)
+                )
+            },
+        ),
         ("priority", s.priority.to_string()),
         ("act_count", s.act_count.to_string()),
         (
@@ -225,7 +239,18 @@ pub fn sm_json(e: &SmEntry) -> Value {
         "act_count": e.act_count,
         "is_self": e.is_self,
         "trusted": e.trusted,
+        "answered_ms_ago": e.answered_ms_ago,
+        "missed_polls": e.missed_polls,
     })
+}
+
+/// `1234` ms as `1.234 s`, under a second as `56 ms`.
+pub fn fmt_age(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{}.{:03} s", ms / 1000, ms % 1000)
+    }
 }
 
 pub fn sms_json(sms: &[SmEntry]) -> Value {
@@ -241,10 +266,12 @@ pub fn sms_text(sms: &[SmEntry]) -> String {
         "STATE",
         "ACT_COUNT",
         "TRUSTED",
+        "ANSWERED",
+        "MISSED",
         "SELF",
     ]
     .map(String::from);
-    let mut rows: Vec<[String; 7]> = vec![header];
+    let mut rows: Vec<[String; 9]> = vec![header];
     for e in sms {
         rows.push([
             fmt_guid(e.guid),
@@ -253,6 +280,12 @@ pub fn sms_text(sms: &[SmEntry]) -> String {
             state_name(e.state),
             e.act_count.to_string(),
             if e.trusted { "yes" } else { "NO" }.into(),
+            match (e.is_self, e.answered_ms_ago) {
+                (true, _) => "-".into(),
+                (false, Some(ms)) => format!("{} ago", fmt_age(ms)),
+                (false, None) => "never".into(),
+            },
+            e.missed_polls.to_string(),
             if e.is_self { "*".into() } else { String::new() },
         ]);
     }
@@ -409,6 +442,7 @@ mod tests {
                 act_count: 12345,
                 is_self: true,
                 trusted: true,
+                ..SmEntry::default()
             },
             SmEntry {
                 guid: 0x100004,
@@ -418,6 +452,8 @@ mod tests {
                 act_count: 9,
                 is_self: false,
                 trusted: false,
+                answered_ms_ago: Some(1250),
+                missed_polls: 2,
             },
         ];
         let t = sms_text(&sms);
@@ -431,6 +467,13 @@ mod tests {
         let col = lines[0].find("TRUSTED").unwrap_or(0);
         assert_eq!(lines[1].get(col..col + 3), Some("yes"));
         assert_eq!(lines[2].get(col..col + 2), Some("NO"));
+        // The peer's last SMInfo answer is dated; our own entry is not.
+        let col = lines[0].find("ANSWERED").unwrap_or(0);
+        assert_eq!(lines[1].get(col..col + 1), Some("-"));
+        assert_eq!(lines[2].get(col..col + 11), Some("1.250 s ago"));
+        assert_eq!(sms_json(&sms)[1]["answered_ms_ago"], 1250);
+        assert_eq!(sms_json(&sms)[1]["missed_polls"], 2);
+        assert!(sms_json(&sms)[0]["answered_ms_ago"].is_null());
         assert_eq!(sms_json(&sms)[1]["state"], "STANDBY");
         assert_eq!(sms_json(&sms)[0]["trusted"], true);
         assert_eq!(sms_json(&sms)[1]["trusted"], false);

@@ -78,6 +78,7 @@ impl Control for MockSm {
                     act_count: me.act_count,
                     is_self: true,
                     trusted: true,
+                    ..SmEntry::default()
                 },
                 SmEntry {
                     guid: PEER_GUID,
@@ -87,6 +88,8 @@ impl Control for MockSm {
                     act_count: 0,
                     is_self: false,
                     trusted: true,
+                    answered_ms_ago: Some(40),
+                    missed_polls: 0,
                 },
             ],
         }))

@@ -158,6 +158,7 @@ fn topology_of_view(v: &FabricView) -> Vec<pb::TopoNodeEntry> {
                         remote_port: remote.map_or(0, |r| u32::from(r.1)),
                         port_state: u32::from(state),
                         phys_state: u32::from(phys),
+                        read_lid: u32::from(v.end_port_read_lid(idx, num, n.is_switch())),
                     }
                 })
                 .collect();

@@ -37,6 +37,9 @@ pub struct FabricView {
     /// Cables an earlier view had whose port now reads not Active (a pulled cable):
     /// the far end is no longer reached, so the topology alone would forget them.
     pub lost: Vec<LostLink>,
+    /// `read_lids[node][port]`: the LID in the port's PortInfo as the sweep's
+    /// discovery read it on the wire, before the sweep wrote anything (0: not read).
+    pub read_lids: Vec<Vec<u16>>,
 }
 
 /// A cable of an earlier view that is down now (see [`FabricView::lost`]).
@@ -200,7 +203,14 @@ impl FabricView {
                     .collect()
             })
             .collect();
+        // What the wire said, not what this sweep assigned.
+        let read_lids: Vec<Vec<u16>> = res
+            .port_info
+            .iter()
+            .map(|ports| ports.iter().map(|p| p.map_or(0, |p| p.lid)).collect())
+            .collect();
         let mut view = FabricView {
+            read_lids,
             taken_unix_ms,
             topology: res.topology.clone(),
             lfts: subnet
@@ -224,6 +234,24 @@ impl FabricView {
             .and_then(|v| v.get(port))
             .copied()
             .unwrap_or((0, 0))
+    }
+
+    /// The LID `port` of `node` had in its PortInfo as the sweep read it (0: not read).
+    pub fn read_lid(&self, node: NodeIdx, port: usize) -> u16 {
+        self.read_lids
+            .get(node.as_usize())
+            .and_then(|v| v.get(port))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// [`FabricView::read_lid`] of an end port (a CA's port, a switch's port 0); 0 for
+    /// a switch's external ports, which have no LID of their own.
+    pub fn end_port_read_lid(&self, node: NodeIdx, port: usize, is_switch: bool) -> u16 {
+        if is_switch && port != 0 {
+            return 0;
+        }
+        self.read_lid(node, port)
     }
 
     /// Cables of `prev` (and its own lost ones) whose end is still here, without a
@@ -505,7 +533,22 @@ mod tests {
             partitions: Vec::new(),
             port_states: Vec::new(),
             lost: Vec::new(),
+            read_lids: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_lid_read_on_the_wire_is_kept_apart_from_the_assigned_one() {
+        let v = FabricView {
+            read_lids: vec![vec![1], vec![2], vec![0, 9]],
+            ..line()
+        };
+        // ca1 port 1 read LID 9 on the wire, whatever the topology assigned.
+        assert_eq!(v.read_lid(NodeIdx(2), 1), 9);
+        assert_eq!(v.read_lid(NodeIdx(2), 0), 0);
+        // Not read (no such port or node): 0, never a panic.
+        assert_eq!(v.read_lid(NodeIdx(2), 7), 0);
+        assert_eq!(v.read_lid(NodeIdx(40), 1), 0);
     }
 
     #[test]

@@ -136,6 +136,7 @@ pub mod replication;
 pub mod sa_status;
 pub mod server;
 pub mod slot;
+mod status_pb;
 pub mod step_down;
 pub mod subnet_opts;
 pub mod web;

@@ -37,6 +37,7 @@ use crate::error::DaemonError;
 use crate::instance::{Command, CommandError, EventRecord, Instance, Snapshot};
 use crate::listener_limits::limited_incoming;
 use crate::replication::Replication;
+use crate::status_pb::{ms, pb_state, sm_entry_of, status_of};
 
 pub use crate::slot::{followed_sm, slot, InstanceSlot};
 
@@ -85,73 +86,6 @@ fn spawn_health_watch(health: tonic_health::server::HealthReporter, slot: Instan
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     });
-}
-
-fn pb_state(s: SmState) -> pb::SmState {
-    match s {
-        SmState::NotActive => pb::SmState::Notactive,
-        SmState::Discovering => pb::SmState::Discovering,
-        SmState::Standby => pb::SmState::Standby,
-        SmState::Master => pb::SmState::Master,
-    }
-}
-
-fn status_of(s: &Snapshot, repl: Option<&Replication>, leader_applied: u64) -> pb::Status {
-    let r = repl.map(|r| r.status()).unwrap_or_default();
-    pb::Status {
-        sa: Some(crate::sa_status::sa_summary(
-            s,
-            r.applied_index,
-            leader_applied,
-        )),
-        epoch: r.epoch,
-        raft_role: r.raft_role,
-        raft_term: r.term,
-        raft_leader: r.leader,
-        applied_index: r.applied_index,
-        degraded: r.degraded,
-        degraded_reason: r.degraded_reason,
-        guid: s.guid,
-        lid: u32::from(s.lid),
-        priority: u32::from(s.priority),
-        state: pb_state(s.state) as i32,
-        act_count: s.act_count,
-        master_guid: s.master_guid,
-        master_lid: u32::from(s.master_lid),
-        last_sweep: s.last_sweep.clone(),
-        last_change_sweep: s.last_change_sweep.clone(),
-        last_change_sweep_unix_ms: s.last_change_sweep_unix_ms,
-        node_name: s.name.clone(),
-        sm_key_rejections: u32::try_from(s.sm_key_rejections).unwrap_or(u32::MAX),
-        alarms: s.alarms.clone(),
-        settings: Some(settings_of(&s.settings)),
-    }
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn settings_of(v: &crate::instance::SettingsView) -> pb::SmSettings {
-    pb::SmSettings {
-        configured_priority: u32::from(v.priority),
-        sticky: v.sticky_priority.is_some(),
-        sticky_priority: u32::from(v.sticky_priority.unwrap_or(0)),
-        poll_interval_ms: ms(v.poll_interval),
-        repoll_interval_ms: ms(v.repoll_interval),
-        poll_retries: v.poll_retries,
-        hung_master_window_ms: v.hung_master_window.map_or(0, ms),
-        leader_heartbeat_grace_ms: v.leader_heartbeat_grace.map_or(0, ms),
-        masterless_takeover_ms: v.masterless_takeover.map_or(0, ms),
-        sm_key_policy: crate::config::sm_key_policy_name(v.sm_key_policy).into(),
-        partition_enforcement: v.partition_enforcement,
-        smp_window: u32::try_from(v.smp_window).unwrap_or(u32::MAX),
-        lmc: u32::from(v.lmc),
-        routing: v.routing.clone(),
-        light_sweep_interval_ms: ms(v.light_sweep_interval),
-        heavy_sweep_interval_ms: ms(v.heavy_sweep_interval),
-        trusted_sms: u32::try_from(v.trusted_sms).unwrap_or(u32::MAX),
-    }
 }
 
 /// The standby a handover to "the best standby" picks: highest priority, then lowest
@@ -306,19 +240,7 @@ impl Control for ControlService {
         _req: Request<pb::ListSmsRequest>,
     ) -> Result<Response<pb::ListSmsResponse>, tonic::Status> {
         let s = self.inst()?.status();
-        let sms = s
-            .sms
-            .iter()
-            .map(|p| pb::SmEntry {
-                guid: p.guid,
-                lid: u32::from(p.lid),
-                priority: u32::from(p.priority),
-                state: p.state.map_or(pb::SmState::Notactive, pb_state) as i32,
-                act_count: p.act_count,
-                is_self: p.is_self,
-                trusted: p.trusted,
-            })
-            .collect();
+        let sms = s.sms.iter().map(|p| sm_entry_of(&s, p)).collect();
         Ok(Response::new(pb::ListSmsResponse { sms }))
     }
 

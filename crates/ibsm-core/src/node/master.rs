@@ -32,8 +32,16 @@ impl Running {
     pub(crate) fn on_election_event(&mut self, now: Duration, ev: ElectionEvent) {
         let text = ev.to_string();
         let rec = match &ev {
-            ElectionEvent::StateChanged { from, to, .. } => {
+            ElectionEvent::StateChanged { from, to, reason } => {
                 tracing::info!("{text}");
+                if from != to {
+                    self.state_since = now;
+                }
+                self.state_reason = reason.to_string();
+                self.handed_over_to = match reason {
+                    crate::election::TransitionReason::HandoverDone { to, .. } => *to,
+                    _ => 0,
+                };
                 if *to == SmState::Master && !self.subnet.is_active() {
                     self.enter_master(now);
                 } else if *to == SmState::Discovering && *from == SmState::Standby {

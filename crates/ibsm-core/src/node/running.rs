@@ -96,6 +96,9 @@ impl Running {
             last_discovery: None,
             fabric_changes: 0,
             peers: BTreeMap::new(),
+            state_since: now,
+            state_reason: "started".into(),
+            handed_over_to: 0,
             requests: HashMap::new(),
             request_order: VecDeque::new(),
             last_sweep: String::new(),
@@ -360,7 +363,7 @@ impl Running {
             if ELECTION_TIDS.contains(low) {
                 smp.tid = (ELECTION_TID_HIGH << 32) | u64::from(low);
                 if let Some(msg) = wire::decode_for_election(&smp) {
-                    self.note_sm_info(&msg);
+                    self.note_sm_info(now, &msg);
                     let from = wire::arrival_route(&smp, 0);
                     self.election.handle_message(now, from, msg);
                 }
@@ -385,7 +388,7 @@ impl Running {
                         .handle_message(now, wire::arrival_route(&smp, 0), msg);
                     return;
                 }
-                self.note_sm_info(&msg);
+                self.note_sm_info(now, &msg);
                 if matches!(msg, SmInfoMsg::Get { .. }) {
                     self.sminfo_requests = self.sminfo_requests.saturating_add(1);
                 }
@@ -468,8 +471,9 @@ impl Running {
         }
     }
 
-    /// Record the SMInfo an SM reported about itself (answers and control payloads).
-    pub(crate) fn note_sm_info(&mut self, msg: &SmInfoMsg) {
+    /// Record the SMInfo an SM reported about itself (answers and control payloads),
+    /// arrived at `now`: it answered, so no poll of it is missed any more.
+    pub(crate) fn note_sm_info(&mut self, now: Duration, msg: &SmInfoMsg) {
         let info = match msg {
             SmInfoMsg::GetResp {
                 info, status: 0, ..
@@ -491,6 +495,8 @@ impl Running {
         entry.priority = info.priority;
         entry.state = Some(info.sm_state);
         entry.act_count = info.act_count;
+        entry.answered_at = Some(now);
+        entry.missed_polls = 0;
     }
 
     /// Move everything along until nothing changes: the agent's events into the
@@ -595,11 +601,19 @@ impl Running {
         let state = self.election.state();
         let master_guid = self.election.master_guid().unwrap_or(0);
         let master_lid = self.master_lid();
+        // A standby's polls of its master go through the election, which counts the
+        // misses; the sweeps' reads of every SM port are counted here.
+        let following = (state == SmState::Standby).then_some(master_guid);
         let mut sms: Vec<PeerView> = self
             .peers
             .values()
             .map(|p| PeerView {
                 trusted: self.election.is_trusted(p.guid),
+                missed_polls: if following == Some(p.guid) {
+                    p.missed_polls.max(self.election.missed_polls())
+                } else {
+                    p.missed_polls
+                },
                 ..p.clone()
             })
             .collect();
@@ -611,6 +625,8 @@ impl Running {
             act_count: self.election.act_count(),
             is_self: true,
             trusted: true,
+            answered_at: None,
+            missed_polls: 0,
         });
         sms.sort_by_key(|p| p.guid);
         let untrusted_sms = self
@@ -627,6 +643,9 @@ impl Running {
             lid: self.lid,
             priority: self.election.priority(),
             state: Some(state),
+            state_since: self.state_since,
+            state_reason: self.state_reason.clone(),
+            handed_over_to: self.handed_over_to,
             act_count: self.election.act_count(),
             master_guid,
             master_lid,

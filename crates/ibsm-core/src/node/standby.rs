@@ -117,10 +117,15 @@ impl Running {
                 self.finish_probe_one(now);
             }
             Job::PeerSmInfo(guid) => {
-                if let Some(smp) = smp.filter(|s| s.status == 0) {
-                    if let Some(msg) = wire::decode_for_election(&smp) {
-                        if matches!(&msg, SmInfoMsg::GetResp { info, .. } if info.guid == guid) {
-                            self.note_sm_info(&msg);
+                let msg = smp
+                    .filter(|s| s.status == 0)
+                    .and_then(|smp| wire::decode_for_election(&smp))
+                    .filter(|m| matches!(m, SmInfoMsg::GetResp { info, .. } if info.guid == guid));
+                match msg {
+                    Some(msg) => self.note_sm_info(now, &msg),
+                    None => {
+                        if let Some(p) = self.peers.get_mut(&guid) {
+                            p.missed_polls = p.missed_polls.saturating_add(1);
                         }
                     }
                 }

@@ -158,6 +158,11 @@ pub(crate) struct Running {
     /// heavy sweep requests, another SM in MASTER, our link going.
     pub fabric_changes: u64,
     pub peers: BTreeMap<u64, PeerView>,
+    /// When the SM entered its current SMState (node clock), why, and, when that was
+    /// a completed HANDOVER out of MASTER, to whom (0 otherwise).
+    pub state_since: Duration,
+    pub state_reason: String,
+    pub handed_over_to: u64,
     /// Requests to answer, by full TID: the request and the LID its answer goes to.
     pub requests: HashMap<u64, (Smp, u16)>,
     pub request_order: VecDeque<u64>,

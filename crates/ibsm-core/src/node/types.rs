@@ -249,6 +249,13 @@ pub struct PeerView {
     pub is_self: bool,
     /// Trusted by this instance (always, without `trusted_sm_guids`).
     pub trusted: bool,
+    /// When its last SMInfo arrived (an answer to our SubnGet, or an SMInfo it sent
+    /// us), on the node's clock (the `now` the node was given); `None`: never, and
+    /// always for ourselves.
+    pub answered_at: Option<Duration>,
+    /// Our SubnGet(SMInfo) of it that went unanswered in a row since its last answer
+    /// (a standby's polls of its master, and the sweeps' reads of every SM port).
+    pub missed_polls: u32,
 }
 
 impl PeerView {
@@ -261,6 +268,8 @@ impl PeerView {
             act_count: 0,
             is_self: false,
             trusted: true,
+            answered_at: None,
+            missed_polls: 0,
         }
     }
 }
@@ -278,6 +287,16 @@ pub struct NodeStatus {
     pub priority: u8,
     /// SMState (`NotActive` until start-up is done).
     pub state: Option<SmState>,
+    /// Since when (node clock) the SM has been in `state`: its last state change, or
+    /// the end of start-up.
+    pub state_since: Duration,
+    /// Why it entered `state` (the election's rule, as its log line says it).
+    pub state_reason: String,
+    /// When `state` came from a completed HANDOVER out of MASTER: the port GUID it
+    /// handed the subnet to (0 otherwise). The two SMs are both MASTER for that
+    /// exchange's round trip (the target takes over on the HANDOVER, this SM leaves on
+    /// its answer).
+    pub handed_over_to: u64,
     /// ActCount.
     pub act_count: u32,
     /// Master's port GUID (0 if unknown).

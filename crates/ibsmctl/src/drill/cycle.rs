@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::members::handover_overlap;
 use super::options::{DrillError, Scenario};
 use super::session::Drill;
-use super::summary::Cycle;
+use super::summary::{Cycle, JudgeView};
 use super::timeline::{master_gaps_windows, now_ms, Change};
 use crate::args::fmt_guid;
 
@@ -93,6 +94,12 @@ impl Drill {
         }
         let master = self.wait_stable().await?;
         let before = self.lids(&master).await?;
+        // A deployed cluster with --judge: the judge's read of the wire too.
+        let two_views = self.members_view.is_some() && self.has_judge();
+        let judge_before = match two_views {
+            true => Some(self.judge_lids().await?),
+            false => None,
+        };
         let epoch_before = self.epoch(&master).await;
         let marker = self.write_marker(&master, index).await?;
         // A pulled cable takes the master's port off the fabric: the new master cannot
@@ -146,7 +153,45 @@ impl Drill {
         c.masterless_max_ms = g.none_max;
         c.dual_master_ms = g.dual;
         c.dual_windows = g.dual_windows;
+        let (ms, n) = handover_overlap(&self.changes, &self.handovers, t0, c.end_at);
+        c.handover_overlap_ms = ms;
+        c.dual_master_ms = c.dual_master_ms.saturating_sub(ms);
+        c.dual_windows = c.dual_windows.saturating_sub(n);
+        if let Some(jb) = judge_before {
+            let judge_end = self.judge_lids().await?;
+            let j = judge_view(&self.judge_changes, &master, t0, c.end_at, &jb, &judge_end);
+            c.disagreements = j.disagreements(&c);
+            c.judge = Some(j);
+        }
         Ok(c)
+    }
+}
+
+/// The cycle as the judge's timeline and LID reads show it (see [`JudgeView`]).
+fn judge_view(
+    changes: &[Change],
+    old: &str,
+    t0: u64,
+    end: u64,
+    before: &BTreeMap<u64, (u32, u32)>,
+    after: &BTreeMap<u64, (u32, u32)>,
+) -> JudgeView {
+    let mut sorted: Vec<&Change> = changes.iter().filter(|x| x.at >= t0).collect();
+    sorted.sort_by_key(|x| (x.at, x.seq));
+    let first = sorted
+        .iter()
+        .find(|x| x.name != old && x.state == Some("MASTER"));
+    let g = master_gaps_windows(changes, t0, end);
+    let mut lids = Cycle::default();
+    diff_lids(before, after, "judge, after restore", None, &mut lids);
+    JudgeView {
+        new_master: first.map(|x| x.name.clone()),
+        failover_ms: first.map(|x| x.at.saturating_sub(t0)),
+        masterless_ms: g.none_total,
+        masterless_max_ms: g.none_max,
+        dual_master_ms: g.dual,
+        lid_changes: lids.lid_changes,
+        lid_change_detail: lids.lid_change_detail,
     }
 }
 

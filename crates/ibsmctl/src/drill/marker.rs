@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use ibsm_proto::demo::v1 as dpb;
 use ibsm_proto::v1 as pb;
 
 use super::options::DrillError;
@@ -128,16 +127,11 @@ impl Drill {
         if marker.acked.is_err() {
             return Ok(());
         }
-        let list = unary(
-            &self.target,
-            "ListInstances",
-            self.demo.list_instances(dpb::ListInstancesRequest {}),
-        )
-        .await?;
+        let running = self.running().await?;
         let deadline = now_ms() + u64::try_from(MARKER_TIMEOUT.as_millis()).unwrap_or(20_000);
         let mut missing = Vec::new();
-        for inst in list.instances.iter().filter(|i| i.running) {
-            let m = self.member(&inst.name)?;
+        for name in &running {
+            let m = self.member(name)?;
             let t = m.target.clone();
             let mut last = String::new();
             let found = loop {
@@ -167,7 +161,7 @@ impl Drill {
             if !found {
                 missing.push(format!(
                     "{} ({:#06x}) missing on {}: {last}",
-                    marker.name, marker.p_key, inst.name
+                    marker.name, marker.p_key, name
                 ));
             }
         }

@@ -15,12 +15,20 @@
 //! cable is ibsim's `Unlink`, and `raft-partition` asks the member process itself
 //! (the demo starts its members with `--fault-injection`, see `ibsmd::demo_service`).
 //!
-//! Against a deployed cluster (`--members EP,... --judge ADDR`, no Demo service) the
-//! judge is `ibsmd judge` on a host of the fabric (the same poller, served as the
-//! read-only part of the Demo service), members are named after the judge's targets
-//! by port GUID, LIDs are read by the judge's `ibnetdiscover -p` rather than asked of
-//! the SMs, a kill and a restart are the operator's `--kill-cmd`/`--restart-cmd`, and
-//! `master-step-down` uses `Control/StepDown`; see [`ClusterArgs`] and `session`.
+//! Against a deployed cluster (`--members EP,...`, no Demo service) the judge is the
+//! cluster's own view (`members`): every member's GetStatus and ListSms every 25 ms;
+//! a member whose API is gone keeps the state the other members last saw it answer
+//! SMInfo on the fabric, dated by their `answered_ms_ago`, so a killed or hung master
+//! is dated without a clock shared between hosts. Members are named by their node
+//! name. LIDs are read on the wire: the master's own heavy sweep reads every port's
+//! PortInfo (`Control/Sweep` heavy, then `Fabric/GetTopology`'s `read_lid`), not its
+//! LID table. With `--judge ADDR` too, `ibsmd judge` on a host of the fabric (the demo's
+//! poller, served as the read-only part of the Demo service) judges beside the
+//! members: members are then named after the judge's targets by port GUID, and each
+//! cycle carries the judge's view (its timeline, its `ibnetdiscover -p` LIDs) and where
+//! the two disagree; the members' view stays primary. A kill and a restart are the
+//! operator's `--kill-cmd`/`--restart-cmd`, and `master-step-down` uses
+//! `Control/StepDown`; see [`ClusterArgs`] and `session`.
 //!
 //! `soak` (ibsim only, module `soak`) mixes six actions cycle by cycle from a seeded
 //! RNG (master kill, standby kill, Raft isolation, 5 % SMP loss on a cable, a link
@@ -69,7 +77,8 @@
 //! per SM, colored by SMState as the poller saw it; hand-written SVG, no dependency).
 //!
 //! Files: `options` (scenario, arguments, errors), `launch` (`--start-demo`),
-//! `session` (connections, the poller's timeline, the waits), `timeline` (changes on
+//! `session` (connections, the poller's timeline, the waits), `members` (the
+//! members' own view as the judge), `timeline` (changes on
 //! the wire, gaps, the SVG), `summary` (one cycle's measurements), `scenarios` (the
 //! actions and their undoing), `marker` (the writes-lost check), `cycle` (one
 //! cycle), `report` (JSON and text), `soak`. This file only declares them and runs
@@ -86,6 +95,7 @@ use crate::control::Target;
 mod cycle;
 mod launch;
 mod marker;
+mod members;
 mod options;
 mod report;
 mod scenarios;
@@ -221,6 +231,18 @@ pub async fn run(target: &Target, args: &DrillArgs) -> Result<(), DrillError> {
         .iter()
         .map(|c| json!({"at_unix_ms": c.at, "name": c.name, "state": c.state}))
         .collect();
+    if let Some(v) = &d.members_view {
+        let (calls, failed, slow) = v.calls();
+        report["members_polls"] =
+            json!({"calls": calls, "unanswered": failed, "left_out_as_slow": slow});
+        if d.has_judge() {
+            report["judge_wire_changes"] = d
+                .judge_changes
+                .iter()
+                .map(|c| json!({"at_unix_ms": c.at, "name": c.name, "state": c.state}))
+                .collect();
+        }
+    }
     report["wire_from_unix_ms"] = json!(from);
     report["wire_to_unix_ms"] = json!(end);
     let text = report_text(args, &cycles, &report);

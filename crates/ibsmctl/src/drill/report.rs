@@ -72,6 +72,29 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
             ));
         }
     }
+    // The judge's view, when there is one beside the members': what it saw on the
+    // wire breaks the drill too (a LID change or two masters is a fact, whoever read it).
+    let judged: Vec<&super::summary::JudgeView> =
+        cycles.iter().filter_map(|c| c.judge.as_ref()).collect();
+    let judge_lids: u64 = judged.iter().map(|j| j.lid_changes).sum();
+    let judge_dual_max = judged.iter().map(|j| j.dual_master_ms).max().unwrap_or(0);
+    if judge_lids > 0 {
+        broken.push(format!("{judge_lids} LID changes in the judge's read"));
+    }
+    if judge_dual_max > args.dual_master_bound_ms {
+        broken.push(format!(
+            "two masters for {judge_dual_max} ms in one cycle in the judge's view (bound {} ms)",
+            args.dual_master_bound_ms
+        ));
+    }
+    let disagreements: Vec<String> = cycles
+        .iter()
+        .flat_map(|c| {
+            c.disagreements
+                .iter()
+                .map(move |d| format!("cycle {}: {d}", c.index))
+        })
+        .collect();
     if dual_max > args.dual_master_bound_ms {
         broken.push(format!(
             "two masters for {dual_max} ms in one cycle (bound {} ms)",
@@ -87,6 +110,7 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
         "masterless_ms_max": masterless_max,
         "dual_master_ms": dual,
         "dual_master_bound_ms": args.dual_master_bound_ms,
+        "handover_overlap_ms": cycles.iter().map(|c| c.handover_overlap_ms).sum::<u64>(),
         "failover_ms": stats(&collect(|c| c.failover_ms)),
         "detection_ms": stats(&collect(|c| c.detection_ms)),
         "verified_ms": stats(&collect(|c| c.verified_ms)),
@@ -97,15 +121,22 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
         "invariants_ok": broken.is_empty(),
         "broken": broken,
         "poller": poller_of(args),
-        "fabric": match &args.cluster.judge {
-            Some(_) => format!("deployed cluster: {}", args.cluster.members.join(", ")),
-            None => args.fabric.clone().unwrap_or_else(|| "demo default (embedded)".into()),
-        },
-        "lids_read_from": if args.cluster.deployed() {
-            "the judge's ibnetdiscover -p (PortInfo on the wire)"
+        "fabric": if args.cluster.deployed() {
+            format!("deployed cluster: {}", args.cluster.members.join(", "))
         } else {
-            "the SMs' GetLids"
+            args.fabric.clone().unwrap_or_else(|| "demo default (embedded)".into())
         },
+        "lids_read_from": lids_read_from(args),
+        "judge": (!judged.is_empty()).then(|| json!({
+            "poller": args.cluster.judge.as_ref().map(|j| format!(
+                "ibsm.demo.v1.Demo/PollSmInfo of `ibsmd judge` at {j}: SMInfo by directed route from its host every 10 ms")),
+            "lids_read_from": "the judge's ibnetdiscover -p (PortInfo on the wire), after the restore",
+            "lid_changes": judge_lids,
+            "dual_master_ms_max": judge_dual_max,
+            "failover_ms": stats(&judged.iter().filter_map(|j| j.failover_ms).collect::<Vec<_>>()),
+            "masterless_ms_max": judged.iter().map(|j| j.masterless_max_ms).max().unwrap_or(0),
+        })),
+        "disagreements": disagreements,
     });
     if let (Some(Value::Object(part)), Value::Object(map)) = (soak_part, &mut v) {
         map.extend(part);
@@ -114,10 +145,26 @@ pub fn report(args: &DrillArgs, cycles: &[Cycle]) -> (Value, Option<String>) {
     (v, why)
 }
 
+/// Where the LIDs the drill compares come from.
+fn lids_read_from(args: &DrillArgs) -> &'static str {
+    if args.cluster.deployed() {
+        "PortInfo on the wire, read by the master's own heavy sweep (Control/Sweep heavy, then \
+         Fabric/GetTopology read_lid of every end port), before the action, after the failover \
+         and after the restore"
+    } else {
+        "the SMs' GetLids"
+    }
+}
+
 /// Who judged the drill, for the report.
 fn poller_of(args: &DrillArgs) -> String {
-    if let Some(j) = &args.cluster.judge {
-        format!("ibsm.demo.v1.Demo/PollSmInfo of `ibsmd judge` at {j}: SMInfo by directed route from its host every 10 ms")
+    if args.cluster.deployed() {
+        format!(
+            "the members' own view: GetStatus and ListSms of {} every {} ms (a silent member: \
+             what the others last saw it answer on the fabric, dated by their answered_ms_ago)",
+            args.cluster.members.join(", "),
+            super::members::POLL_EVERY.as_millis()
+        )
     } else if args.on_ibsim() {
         "ibsm.demo.v1.Demo/PollSmInfo: the `ibsmd sminfo-poll` process under umad2sim on a spare HCA of ibsim, SMInfo by directed route every 10 ms".into()
     } else {
@@ -157,6 +204,22 @@ pub(super) fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> Stri
         for d in c.lid_change_detail.iter().chain(&c.writes_lost_detail) {
             out.push_str(&format!("       {d}\n"));
         }
+        if let Some(j) = &c.judge {
+            out.push_str(&format!(
+                "       judge: {} failover {} ms, masterless max {} ms, dual {} ms, LIDs changed {}\n",
+                j.new_master.as_deref().unwrap_or("none"),
+                fmt_opt(j.failover_ms),
+                j.masterless_max_ms,
+                j.dual_master_ms,
+                j.lid_changes
+            ));
+            for d in j.lid_change_detail.iter() {
+                out.push_str(&format!("       {d}\n"));
+            }
+            for d in &c.disagreements {
+                out.push_str(&format!("       members and judge disagree: {d}\n"));
+            }
+        }
         if args.scenario == Scenario::RaftPartition {
             out.push_str(&format!(
                 "       degraded after {} ms, cleared {} ms after the heal, replicas converged: {}\n",
@@ -185,6 +248,28 @@ pub(super) fn report_text(args: &DrillArgs, cycles: &[Cycle], r: &Value) -> Stri
         r["writes_lost"],
         r["markers_unacknowledged"]
     ));
+    if r["handover_overlap_ms"].as_u64().unwrap_or(0) > 0 {
+        out.push_str(&format!(
+            "handover overlap {} ms (two SMs MASTER during a HANDOVER's own exchange, the old master's word; not counted as two masters)\n",
+            r["handover_overlap_ms"]
+        ));
+    }
+    out.push_str(&format!(
+        "judged by: {}\n",
+        r["poller"].as_str().unwrap_or("")
+    ));
+    out.push_str(&format!(
+        "LIDs read from: {}\n",
+        r["lids_read_from"].as_str().unwrap_or("")
+    ));
+    if r["judge"].is_object() {
+        out.push_str(&format!(
+            "judge's view: LID changes {}, dual master max {} ms, disagreements {}\n",
+            r["judge"]["lid_changes"],
+            r["judge"]["dual_master_ms_max"],
+            r["disagreements"].as_array().map_or(0, Vec::len)
+        ));
+    }
     if args.scenario == Scenario::RaftPartition {
         out.push_str(&format!("degraded ms:   {}\n", s("degraded_ms")));
         out.push_str(&format!("heal ms:       {}\n", s("heal_ms")));

@@ -84,7 +84,7 @@ impl Drill {
                 unary(
                     &t,
                     "KillInstance",
-                    self.demo.kill_instance(dpb::KillInstanceRequest {
+                    self.demo_client()?.kill_instance(dpb::KillInstanceRequest {
                         name: master.to_string(),
                         ..Default::default()
                     }),
@@ -121,10 +121,11 @@ impl Drill {
                 unary(
                     &t,
                     "SetLinkState",
-                    self.demo.set_link_state(dpb::SetLinkStateRequest {
-                        name: master.to_string(),
-                        up: false,
-                    }),
+                    self.demo_client()?
+                        .set_link_state(dpb::SetLinkStateRequest {
+                            name: master.to_string(),
+                            up: false,
+                        }),
                 )
                 .await?;
                 Ok((
@@ -161,11 +162,12 @@ impl Drill {
                 unary(
                     &t,
                     "SetRaftIsolation",
-                    self.demo.set_raft_isolation(dpb::SetRaftIsolationRequest {
-                        name: master.to_string(),
-                        isolated: true,
-                        ..Default::default()
-                    }),
+                    self.demo_client()?
+                        .set_raft_isolation(dpb::SetRaftIsolationRequest {
+                            name: master.to_string(),
+                            isolated: true,
+                            ..Default::default()
+                        }),
                 )
                 .await?;
                 Ok((
@@ -195,7 +197,7 @@ impl Drill {
                 unary(
                     &t,
                     "RestartInstance",
-                    self.demo
+                    self.demo_client()?
                         .restart_instance(dpb::RestartInstanceRequest { name }),
                 )
                 .await?;
@@ -204,7 +206,7 @@ impl Drill {
                 unary(
                     &t,
                     "SetLinkState",
-                    self.demo
+                    self.demo_client()?
                         .set_link_state(dpb::SetLinkStateRequest { name, up: true }),
                 )
                 .await?;
@@ -213,11 +215,12 @@ impl Drill {
                 unary(
                     &t,
                     "SetRaftIsolation",
-                    self.demo.set_raft_isolation(dpb::SetRaftIsolationRequest {
-                        name,
-                        isolated: false,
-                        ..Default::default()
-                    }),
+                    self.demo_client()?
+                        .set_raft_isolation(dpb::SetRaftIsolationRequest {
+                            name,
+                            isolated: false,
+                            ..Default::default()
+                        }),
                 )
                 .await?;
             }

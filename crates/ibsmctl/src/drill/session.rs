@@ -1,5 +1,7 @@
 //! A drill's connections to the demo: its Demo service and, per SM instance, a
-//! Control and a Fabric client; the poller's timeline as read so far; and the waits
+//! Control and a Fabric client; the judge's timeline as read so far (the demo's
+//! SMInfo poller, or for a deployed cluster the members' own view, `members`, with
+//! `ibsmd judge`'s beside it when given); and the waits
 //! every cycle is made of (a stable cluster, a new master, a verified fabric,
 //! `degraded` set or cleared, converged replicas).
 //!
@@ -16,6 +18,7 @@ use ibsm_proto::v1 as pb;
 use ibsm_proto::v1::control_client::ControlClient;
 use ibsm_proto::v1::fabric_client::FabricClient;
 
+use super::members::{Handover, MembersView, Polled};
 use super::options::{ClusterArgs, DrillError};
 use super::timeline::{now_ms, state_of, Change};
 use crate::control::{channel, unary, AuthChannel, Target};
@@ -43,10 +46,21 @@ pub(super) struct Member {
 
 pub(super) struct Drill {
     pub(super) target: Target,
-    pub(super) demo: DemoClient<AuthChannel>,
+    /// The demo's Demo service, or `ibsmd judge`'s; `None`: a deployed cluster
+    /// without `--judge`.
+    demo: Option<DemoClient<AuthChannel>>,
     pub(super) members: Vec<Member>,
     cursor: u64,
+    /// The primary timeline: the members' own view for a deployed cluster, else the
+    /// demo's SMInfo poller.
     pub(super) changes: Vec<Change>,
+    /// A deployed cluster: every member's Status and ListSms, polled in the background,
+    /// and the HANDOVERs its members reported completing.
+    pub(super) members_view: Option<MembersView>,
+    pub(super) handovers: Vec<Handover>,
+    /// A deployed cluster with `--judge`: the judge's SMInfo timeline, beside the
+    /// members' (`changes`).
+    pub(super) judge_changes: Vec<Change>,
     pub(super) started: u64,
     /// When an action that had to be retried finally went through (unix ms).
     pub(super) acted_at: Option<u64>,
@@ -96,30 +110,34 @@ impl Drill {
         }
         Ok(Drill {
             target: target.clone(),
-            demo,
+            demo: Some(demo),
             members,
             cursor: 0,
             changes: Vec::new(),
+            members_view: None,
+            handovers: Vec::new(),
+            judge_changes: Vec::new(),
             started: now_ms(),
             acted_at: None,
             cluster: None,
         })
     }
 
-    /// A deployed cluster: each member's API from `--members`, named after the judge's
-    /// target whose port GUID it has (the judge must have read every member's SMInfo
-    /// within [`STEP_TIMEOUT`]).
+    /// A deployed cluster: each member's API from `--members`, named after its
+    /// node name (`GetStatus`) when the members' differ, else the host of its endpoint
+    /// when those differ, else its endpoint as given; or with
+    /// `--judge` after the judge's target whose port GUID it has (the judge must have
+    /// read every member's SMInfo within [`STEP_TIMEOUT`]). Starts the members' poller.
     async fn connect_cluster(target: &Target, cluster: &ClusterArgs) -> Result<Drill, DrillError> {
-        let mut jt = target.clone();
-        jt.endpoint = with_scheme(cluster.judge.as_deref().unwrap_or_default());
-        let mut demo = DemoClient::new(channel(&jt).await?);
         let mut members = Vec::new();
+        let mut node_names = Vec::new();
         for ep in &cluster.members {
             let mut t = target.clone();
             t.endpoint = with_scheme(ep);
             let ch = channel(&t).await?;
             let mut control = ControlClient::new(ch.clone());
             let s = unary(&t, "GetStatus", control.get_status(pb::GetStatusRequest {})).await?;
+            node_names.push(s.node_name.clone());
             members.push(Member {
                 name: ep.clone(),
                 priority: s.priority,
@@ -129,61 +147,63 @@ impl Drill {
                 guid: s.guid,
             });
         }
-        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
-        loop {
-            let list = unary(
-                &jt,
-                "ListInstances",
-                demo.list_instances(dpb::ListInstancesRequest {}),
-            )
-            .await?;
-            let named: BTreeMap<u64, String> = list
-                .instances
-                .iter()
-                .filter(|i| i.guid != 0)
-                .map(|i| (i.guid, i.name.clone()))
-                .collect();
-            let missing: Vec<String> = members
-                .iter()
-                .filter(|m| !named.contains_key(&m.guid))
-                .map(|m| format!("{} (port GUID {})", m.name, crate::args::fmt_guid(m.guid)))
-                .collect();
-            if missing.is_empty() {
-                for m in &mut members {
-                    m.name = named.get(&m.guid).cloned().unwrap_or_default();
-                }
-                break;
+        let hosts: Vec<String> = cluster.members.iter().map(|ep| host_of(ep)).collect();
+        for (m, n) in members.iter_mut().zip(member_names(&node_names, &hosts)) {
+            if let Some(n) = n {
+                m.name = n;
             }
-            if now_ms() > deadline {
-                let seen: Vec<String> = list
-                    .instances
-                    .iter()
-                    .map(|i| format!("{}={}", i.name, crate::args::fmt_guid(i.guid)))
-                    .collect();
-                return Err(DrillError::Setup(format!(
-                    "the judge does not see these members' ports answer SMInfo: {}; it sees [{}]: \
-                     give `ibsmd judge` a --target NAME=DR-PATH for each SM port",
-                    missing.join(", "),
-                    seen.join(", ")
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        let mut jt = target.clone();
+        let demo = match cluster.judge.as_deref() {
+            Some(j) => {
+                jt.endpoint = with_scheme(j);
+                let mut demo = DemoClient::new(channel(&jt).await?);
+                name_after_judge(&jt, &mut demo, &mut members).await?;
+                Some(demo)
+            }
+            None => None,
+        };
+        let polled = members
+            .iter()
+            .map(|m| Polled {
+                name: m.name.clone(),
+                guid: m.guid,
+                control: m.control.clone(),
+            })
+            .collect();
         Ok(Drill {
             target: jt,
             demo,
             members,
             cursor: 0,
             changes: Vec::new(),
+            members_view: Some(MembersView::start(polled)),
+            handovers: Vec::new(),
+            judge_changes: Vec::new(),
             started: now_ms(),
             acted_at: None,
             cluster: Some(cluster.clone()),
         })
     }
 
+    /// The Demo service (the demo's, or `ibsmd judge`'s).
+    pub(super) fn demo_client(&self) -> Result<DemoClient<AuthChannel>, DrillError> {
+        self.demo.clone().ok_or_else(|| {
+            DrillError::Setup(
+                "this step needs a Demo service (the demo, or `ibsmd judge` through --judge)"
+                    .into(),
+            )
+        })
+    }
+
+    /// Whether a judge (the demo's poller, or `ibsmd judge`) is there.
+    pub(super) fn has_judge(&self) -> bool {
+        self.demo.is_some()
+    }
+
     /// The instances running: the demo's word, or for a deployed cluster the members
     /// whose API answers (a process that is up, whatever its SM state).
-    async fn running(&mut self) -> Result<Vec<String>, DrillError> {
+    pub(super) async fn running(&mut self) -> Result<Vec<String>, DrillError> {
         if self.cluster.is_some() {
             let names: Vec<String> = self.members.iter().map(|m| m.name.clone()).collect();
             let mut up = Vec::new();
@@ -197,7 +217,8 @@ impl Drill {
         let list = unary(
             &self.target,
             "ListInstances",
-            self.demo.list_instances(dpb::ListInstancesRequest {}),
+            self.demo_client()?
+                .list_instances(dpb::ListInstancesRequest {}),
         )
         .await?;
         Ok(list
@@ -208,25 +229,43 @@ impl Drill {
             .collect())
     }
 
+    /// Bring the timelines up to date; returns the time they reach (unix ms).
     pub(super) async fn poll(&mut self) -> Result<u64, DrillError> {
+        let Some(view) = &self.members_view else {
+            let (now, new) = self.poll_judge().await?;
+            self.changes.extend(new);
+            return Ok(now);
+        };
+        (self.changes, self.handovers) = view.changes();
+        if self.demo.is_some() {
+            let (_, new) = self.poll_judge().await?;
+            self.judge_changes.extend(new);
+        }
+        Ok(now_ms())
+    }
+
+    /// The judge's new samples (Demo/PollSmInfo), and its clock.
+    async fn poll_judge(&mut self) -> Result<(u64, Vec<Change>), DrillError> {
         let r = unary(
             &self.target,
             "PollSmInfo",
-            self.demo.poll_sm_info(dpb::PollSmInfoRequest {
+            self.demo_client()?.poll_sm_info(dpb::PollSmInfoRequest {
                 after_seq: self.cursor,
             }),
         )
         .await?;
-        for s in &r.samples {
-            self.changes.push(Change {
+        let new = r
+            .samples
+            .iter()
+            .map(|s| Change {
                 at: s.at_unix_ms,
                 seq: s.seq,
                 name: s.name.clone(),
                 state: state_of(s),
-            });
-        }
+            })
+            .collect();
         self.cursor = r.next_seq;
-        Ok(r.now_unix_ms)
+        Ok((r.now_unix_ms, new))
     }
 
     /// The latest state of each member on the wire.
@@ -293,35 +332,16 @@ impl Drill {
         }
     }
 
-    /// The LIDs: for a deployed cluster as the judge reads them on the wire (PortInfo,
-    /// through `ibnetdiscover -p` on its host; LMC not read, 0); else as `name` lists them.
+    /// The LIDs. A deployed cluster: as read on the wire, from PortInfo, by `name`'s
+    /// heavy sweep (`Control/Sweep` heavy, then `Fabric/GetTopology`'s `read_lid` of
+    /// every end port: what that sweep's discovery read before it wrote anything);
+    /// LMC not read, 0. The demo: as `name` lists them (GetLids).
     pub(super) async fn lids(
         &mut self,
         name: &str,
     ) -> Result<BTreeMap<u64, (u32, u32)>, DrillError> {
         if self.cluster.is_some() {
-            let r = unary(
-                &self.target,
-                "ReadFabric",
-                self.demo.read_fabric(dpb::ReadFabricRequest {
-                    multicast: false,
-                    lids_only: true,
-                }),
-            )
-            .await?;
-            let lids: BTreeMap<u64, (u32, u32)> =
-                r.lids.iter().map(|l| (l.port_guid, (l.lid, 0))).collect();
-            // An SM's port keeps its LID whether its SM runs or not (its SMA answers):
-            // a read that lacks one is no read of this fabric.
-            if let Some(m) = self.members.iter().find(|m| !lids.contains_key(&m.guid)) {
-                return Err(DrillError::Setup(format!(
-                    "the judge's {} lists no LID for {} (port GUID {}): is the judge on this fabric?",
-                    r.commands.first().map_or("ibnetdiscover -p", String::as_str),
-                    m.name,
-                    crate::args::fmt_guid(m.guid)
-                )));
-            }
-            return Ok(lids);
+            return self.wire_lids(name).await;
         }
         let m = self.member(name)?;
         let t = m.target.clone();
@@ -330,6 +350,126 @@ impl Drill {
             .iter()
             .map(|l| (l.port_guid, (l.base_lid, l.lmc)))
             .collect())
+    }
+
+    /// See [`Drill::lids`]: the PortInfo LIDs a fresh heavy sweep of the MASTER read:
+    /// `name`'s, or, when mastership moved on meanwhile (a restored priority taking the
+    /// subnet back), whichever member is MASTER now (within [`STEP_TIMEOUT`]).
+    async fn wire_lids(&mut self, name: &str) -> Result<BTreeMap<u64, (u32, u32)>, DrillError> {
+        let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+        let mut why = Vec::new();
+        loop {
+            let mut order = vec![name.to_string()];
+            order.extend(
+                self.members
+                    .iter()
+                    .map(|m| m.name.clone())
+                    .filter(|n| n != name),
+            );
+            for n in order {
+                match self.swept_lids(&n).await {
+                    Ok(Some(lids)) => return self.check_wire_lids(&n, lids),
+                    Ok(None) => {}
+                    Err(e) => why.push(format!("{n}: {e}")),
+                }
+            }
+            if now_ms() > deadline {
+                return Err(DrillError::Setup(format!(
+                    "no member read PortInfo on the wire as MASTER within {STEP_TIMEOUT:?}: {}",
+                    why.join("; ")
+                )));
+            }
+            why.clear();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `name`'s heavy sweep's PortInfo LIDs if it is MASTER (`None`: it is not).
+    async fn swept_lids(
+        &mut self,
+        name: &str,
+    ) -> Result<Option<BTreeMap<u64, (u32, u32)>>, DrillError> {
+        let m = self.member(name)?;
+        let t = m.target.clone();
+        let st = unary(
+            &t,
+            "GetStatus",
+            m.control.get_status(pb::GetStatusRequest {}),
+        )
+        .await?;
+        if pb::SmState::try_from(st.state) != Ok(pb::SmState::Master) {
+            return Ok(None);
+        }
+        unary(
+            &t,
+            "Sweep",
+            m.control.sweep(pb::SweepRequest { heavy: true }),
+        )
+        .await?;
+        let m = self.member(name)?;
+        let topo = unary(
+            &t,
+            "GetTopology",
+            m.fabric.get_topology(pb::GetTopologyRequest {}),
+        )
+        .await?;
+        // Only a MASTER's own sweep read PortInfo; a replica's view has no read_lid.
+        if topo.source != "master" {
+            return Ok(None);
+        }
+        Ok(Some(
+            topo.nodes
+                .iter()
+                .flat_map(|n| &n.ports)
+                .filter(|p| p.read_lid != 0 && p.port_guid != 0)
+                .map(|p| (p.port_guid, (p.read_lid, 0)))
+                .collect(),
+        ))
+    }
+
+    /// A wire read must hold every member's port: an SM's port keeps its LID whether
+    /// its SM runs or not (its SMA answers).
+    fn check_wire_lids(
+        &self,
+        name: &str,
+        lids: BTreeMap<u64, (u32, u32)>,
+    ) -> Result<BTreeMap<u64, (u32, u32)>, DrillError> {
+        if let Some(m) = self.members.iter().find(|m| !lids.contains_key(&m.guid)) {
+            return Err(DrillError::Setup(format!(
+                "{name}'s sweep read no LID in PortInfo for {} (port GUID {}): \
+                 is its ibsmd older than the read_lid field?",
+                m.name,
+                crate::args::fmt_guid(m.guid)
+            )));
+        }
+        Ok(lids)
+    }
+
+    /// With `--judge`: the LIDs as the judge reads them on the wire (PortInfo, through
+    /// `ibnetdiscover -p` on its host; LMC not read, 0).
+    pub(super) async fn judge_lids(&mut self) -> Result<BTreeMap<u64, (u32, u32)>, DrillError> {
+        let r = unary(
+            &self.target,
+            "ReadFabric",
+            self.demo_client()?.read_fabric(dpb::ReadFabricRequest {
+                multicast: false,
+                lids_only: true,
+            }),
+        )
+        .await?;
+        let lids: BTreeMap<u64, (u32, u32)> =
+            r.lids.iter().map(|l| (l.port_guid, (l.lid, 0))).collect();
+        if let Some(m) = self.members.iter().find(|m| !lids.contains_key(&m.guid)) {
+            return Err(DrillError::Setup(format!(
+                "the judge's {} lists no LID for {} (port GUID {}): is the judge on this fabric?",
+                r.commands
+                    .first()
+                    .map_or("ibnetdiscover -p", String::as_str),
+                m.name,
+                crate::args::fmt_guid(m.guid)
+            )));
+        }
+        Ok(lids)
     }
 
     /// The SM's port GUID (GetStatus), 0 if it does not answer.
@@ -468,11 +608,110 @@ impl Drill {
     }
 }
 
+/// The host of `[scheme://]host:port` (IPv6 brackets dropped).
+fn host_of(ep: &str) -> String {
+    let ep = ep.split_once("://").map_or(ep, |(_, r)| r);
+    ep.rsplit_once(':')
+        .map_or(ep, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
+}
+
+/// Members' names without a judge: their node names when those tell them apart, else
+/// the hosts of their endpoints when those do; `None`: keep the endpoint.
+fn member_names(node_names: &[String], hosts: &[String]) -> Vec<Option<String>> {
+    let distinct = |v: &[String]| {
+        v.iter()
+            .all(|n| !n.is_empty() && v.iter().filter(|m| *m == n).count() == 1)
+    };
+    if distinct(node_names) {
+        node_names.iter().cloned().map(Some).collect()
+    } else if distinct(hosts) {
+        hosts.iter().cloned().map(Some).collect()
+    } else {
+        vec![None; node_names.len()]
+    }
+}
+
+/// Name each member after the judge's target whose port GUID it has, once the judge
+/// reads every member's SMInfo (within [`STEP_TIMEOUT`]).
+async fn name_after_judge(
+    jt: &Target,
+    demo: &mut DemoClient<AuthChannel>,
+    members: &mut [Member],
+) -> Result<(), DrillError> {
+    let deadline = now_ms() + u64::try_from(STEP_TIMEOUT.as_millis()).unwrap_or(60_000);
+    loop {
+        let list = unary(
+            jt,
+            "ListInstances",
+            demo.list_instances(dpb::ListInstancesRequest {}),
+        )
+        .await?;
+        let named: BTreeMap<u64, String> = list
+            .instances
+            .iter()
+            .filter(|i| i.guid != 0)
+            .map(|i| (i.guid, i.name.clone()))
+            .collect();
+        let missing: Vec<String> = members
+            .iter()
+            .filter(|m| !named.contains_key(&m.guid))
+            .map(|m| format!("{} (port GUID {})", m.name, crate::args::fmt_guid(m.guid)))
+            .collect();
+        if missing.is_empty() {
+            for m in members.iter_mut() {
+                m.name = named.get(&m.guid).cloned().unwrap_or_default();
+            }
+            return Ok(());
+        }
+        if now_ms() > deadline {
+            let seen: Vec<String> = list
+                .instances
+                .iter()
+                .map(|i| format!("{}={}", i.name, crate::args::fmt_guid(i.guid)))
+                .collect();
+            return Err(DrillError::Setup(format!(
+                "the judge does not see these members' ports answer SMInfo: {}; it sees [{}]: \
+                 give `ibsmd judge` a --target NAME=DR-PATH for each SM port",
+                missing.join(", "),
+                seen.join(", ")
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// `host:port` as an http URL (an endpoint given with its scheme is kept).
 fn with_scheme(ep: &str) -> String {
     if ep.contains("://") {
         ep.to_string()
     } else {
         format!("http://{ep}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::member_names;
+
+    #[test]
+    fn members_are_named_by_what_tells_them_apart() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            member_names(&s(&["a", "b"]), &s(&["h", "h"])),
+            vec![Some("a".to_string()), Some("b".to_string())]
+        );
+        // Every production ibsmd is "ibsmd": the hosts then.
+        assert_eq!(
+            member_names(&s(&["ibsmd", "ibsmd"]), &s(&["h1", "h2"])),
+            vec![Some("h1".to_string()), Some("h2".to_string())]
+        );
+        // One host: the endpoints as given.
+        assert_eq!(
+            member_names(&s(&["ibsmd", "ibsmd"]), &s(&["h", "h"])),
+            vec![None, None]
+        );
     }
 }

@@ -95,6 +95,41 @@ pub fn master_gaps_windows(changes: &[Change], from: u64, to: u64) -> Gaps {
     }
 }
 
+/// The stretches with two or more MASTERs within `[from, to)`: (start, end, the SMs
+/// MASTER then), adjacent stretches with the same SMs joined.
+pub fn dual_windows(changes: &[Change], from: u64, to: u64) -> Vec<(u64, u64, Vec<String>)> {
+    let mut sorted: Vec<&Change> = changes.iter().collect();
+    sorted.sort_by_key(|c| (c.at, c.seq));
+    let mut state: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+    let mut out: Vec<(u64, u64, Vec<String>)> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let t = sorted.get(i).map_or(0, |c| c.at);
+        while let Some(c) = sorted.get(i).filter(|c| c.at == t) {
+            state.insert(c.name.as_str(), c.state);
+            i += 1;
+        }
+        let next = sorted.get(i).map_or(to, |c| c.at.min(to));
+        let (a, b) = (t.max(from), next.min(to));
+        if b <= a {
+            continue;
+        }
+        let masters: Vec<String> = state
+            .iter()
+            .filter(|(_, s)| **s == Some("MASTER"))
+            .map(|(n, _)| n.to_string())
+            .collect();
+        if masters.len() < 2 {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.1 == a && last.2 == masters => last.1 = b,
+            _ => out.push((a, b, masters)),
+        }
+    }
+    out
+}
+
 /// The SVG timeline: one lane per SM, a rectangle per state interval.
 pub fn svg(
     names: &[String],

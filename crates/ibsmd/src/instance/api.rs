@@ -237,6 +237,21 @@ pub struct Snapshot {
     pub send_errors: u64,
     /// The settings the instance was started with, as an operator reads them.
     pub settings: SettingsView,
+    /// The instance thread's clock: time zero of the node's `Duration`s
+    /// ([`PeerView::answered_at`], `state_since`); `None` before the thread ran.
+    pub clock: Option<std::time::Instant>,
+    /// Since when (node clock) the SM has been in `state`, why, and to whom it
+    /// handed over when that is why (0 otherwise).
+    pub state_since: Duration,
+    pub state_reason: String,
+    pub handed_over_to: u64,
+}
+
+impl Snapshot {
+    /// How long ago `at` (a time on the node's clock) was, now.
+    pub fn age_of(&self, at: Duration) -> Option<Duration> {
+        self.clock.map(|c| c.elapsed().saturating_sub(at))
+    }
 }
 
 /// The election and subnet settings of an instance, for status (`ibsmctl status`).
@@ -327,6 +342,10 @@ impl Snapshot {
             sa_replica: SaReplica::default(),
             alarms: Vec::new(),
             send_errors: 0,
+            clock: None,
+            state_since: Duration::ZERO,
+            state_reason: String::new(),
+            handed_over_to: 0,
         }
     }
 }

@@ -618,6 +618,10 @@ impl Driver {
             s.lid = st.lid;
             s.priority = st.priority;
             s.state = state;
+            s.state_since = st.state_since;
+            s.state_reason = st.state_reason;
+            s.handed_over_to = st.handed_over_to;
+            s.clock = Some(self.epoch);
             s.act_count = st.act_count;
             s.master_guid = st.master_guid;
             s.master_lid = st.master_lid;

@@ -12,6 +12,7 @@ use super::*;
 
 mod detection;
 mod lid_seed;
+mod peer_ages;
 mod sa;
 mod sa_ipoib;
 mod sa_mcast;

@@ -122,7 +122,7 @@ impl Drill {
         let rf = unary(
             &t,
             "ReadFabric",
-            self.demo.read_fabric(dpb::ReadFabricRequest {
+            self.demo_client()?.read_fabric(dpb::ReadFabricRequest {
                 multicast: false,
                 lids_only: false,
             }),

@@ -46,7 +46,7 @@ impl Drill {
         let list = unary(
             &t,
             "ListCables",
-            self.demo.list_cables(dpb::ListCablesRequest {}),
+            self.demo_client()?.list_cables(dpb::ListCablesRequest {}),
         )
         .await?
         .cables;
@@ -82,12 +82,13 @@ impl Drill {
         unary(
             &t,
             "SetCableFault",
-            self.demo.set_cable_fault(dpb::SetCableFaultRequest {
-                node: node.to_string(),
-                port,
-                up,
-                loss_percent,
-            }),
+            self.demo_client()?
+                .set_cable_fault(dpb::SetCableFaultRequest {
+                    node: node.to_string(),
+                    port,
+                    up,
+                    loss_percent,
+                }),
         )
         .await?;
         Ok(())
@@ -184,7 +185,7 @@ impl Drill {
                 unary(
                     &t,
                     "KillInstance",
-                    self.demo.kill_instance(dpb::KillInstanceRequest {
+                    self.demo_client()?.kill_instance(dpb::KillInstanceRequest {
                         name: victim.clone(),
                         ..Default::default()
                     }),

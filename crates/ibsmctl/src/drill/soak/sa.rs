@@ -214,7 +214,7 @@ impl Drill {
         let rf = unary(
             &t,
             "ReadFabric",
-            self.demo.read_fabric(dpb::ReadFabricRequest {
+            self.demo_client()?.read_fabric(dpb::ReadFabricRequest {
                 multicast: true,
                 lids_only: false,
             }),
@@ -284,7 +284,8 @@ impl Drill {
         let at = unary(
             &t,
             "DescribeJudge",
-            self.demo.describe_judge(dpb::DescribeJudgeRequest {}),
+            self.demo_client()?
+                .describe_judge(dpb::DescribeJudgeRequest {}),
         )
         .await?;
         let exe = std::env::current_exe()
