@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use ibsm_integration::binary;
-use ibsm_labkit::{run_with_timeout, ChildGuard, Ibsim, IbsimOptions};
+use ibsm_integration::{binary, run_drill};
+use ibsm_labkit::{ChildGuard, Ibsim, IbsimOptions};
 use serde_json::Value;
 
 /// Members: name, ibsim node, priority. The judge sits on Hca4 (Switch2 port 2).
@@ -233,17 +233,7 @@ fn drill(
         .arg("--report-dir")
         .arg(&report_dir)
         .args(extra);
-    let out = run_with_timeout(&mut cmd, Duration::from_secs(300))?;
-    let json: Value = serde_json::from_str(
-        &std::fs::read_to_string(report_dir.join("report.json")).with_context(|| {
-            format!(
-                "no report.json; stdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })?,
-    )?;
-    Ok((out, json))
+    run_drill(&mut cmd, Duration::from_secs(300), &report_dir, &[])
 }
 
 /// The invariants of every report (errors, not panics: the test must still stop its

@@ -95,11 +95,11 @@ pub fn partition_key_pkey(key: &str) -> Option<Result<u16, ConfigKeyError>> {
     )
 }
 
-/// The SM port GUID registered for Raft node `node` (`sm.<guid>.node` = `node`) in a
-/// replicated config; `None` when no SM registered it.
+/// The SM port GUID registered for Raft node `node` (a `NodeId`; `sm.<guid>.node` =
+/// `node`) in a replicated config; `None` when no SM registered it.
 pub fn sm_of_node<'a>(
     config: impl IntoIterator<Item = (&'a String, &'a String)>,
-    node: crate::NodeId,
+    node: u64,
 ) -> Option<u64> {
     let node = node.to_string();
     config
