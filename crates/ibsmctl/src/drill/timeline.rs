@@ -51,13 +51,17 @@ pub struct Gaps {
     pub dual_windows: u64,
 }
 
-/// See [`Gaps`].
-pub fn master_gaps_windows(changes: &[Change], from: u64, to: u64) -> Gaps {
+/// Walks a change timeline (states hold until the next change) and calls `f(start,
+/// end, states)` for each stretch within `[from, to)` over which no state changes.
+fn for_each_stretch<'a>(
+    changes: &'a [Change],
+    from: u64,
+    to: u64,
+    mut f: impl FnMut(u64, u64, &BTreeMap<&'a str, Option<&'a str>>),
+) {
     let mut sorted: Vec<&Change> = changes.iter().collect();
     sorted.sort_by_key(|c| (c.at, c.seq));
     let mut state: BTreeMap<&str, Option<&str>> = BTreeMap::new();
-    let (mut none_total, mut none_max, mut run, mut dual) = (0u64, 0u64, 0u64, 0u64);
-    let (mut windows, mut in_dual) = (0u64, false);
     let mut i = 0;
     while i < sorted.len() {
         let t = sorted.get(i).map_or(0, |c| c.at);
@@ -67,9 +71,17 @@ pub fn master_gaps_windows(changes: &[Change], from: u64, to: u64) -> Gaps {
         }
         let next = sorted.get(i).map_or(to, |c| c.at.min(to));
         let (a, b) = (t.max(from), next.min(to));
-        if b <= a {
-            continue;
+        if b > a {
+            f(a, b, &state);
         }
+    }
+}
+
+/// See [`Gaps`].
+pub fn master_gaps_windows(changes: &[Change], from: u64, to: u64) -> Gaps {
+    let (mut none_total, mut none_max, mut run, mut dual) = (0u64, 0u64, 0u64, 0u64);
+    let (mut windows, mut in_dual) = (0u64, false);
+    for_each_stretch(changes, from, to, |a, b, state| {
         let masters = state.values().filter(|s| **s == Some("MASTER")).count();
         let d = b - a;
         if masters > 1 && !in_dual {
@@ -86,7 +98,7 @@ pub fn master_gaps_windows(changes: &[Change], from: u64, to: u64) -> Gaps {
                 dual += d;
             }
         }
-    }
+    });
     Gaps {
         none_total,
         none_max,
@@ -98,35 +110,21 @@ pub fn master_gaps_windows(changes: &[Change], from: u64, to: u64) -> Gaps {
 /// The stretches with two or more MASTERs within `[from, to)`: (start, end, the SMs
 /// MASTER then), adjacent stretches with the same SMs joined.
 pub fn dual_windows(changes: &[Change], from: u64, to: u64) -> Vec<(u64, u64, Vec<String>)> {
-    let mut sorted: Vec<&Change> = changes.iter().collect();
-    sorted.sort_by_key(|c| (c.at, c.seq));
-    let mut state: BTreeMap<&str, Option<&str>> = BTreeMap::new();
     let mut out: Vec<(u64, u64, Vec<String>)> = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let t = sorted.get(i).map_or(0, |c| c.at);
-        while let Some(c) = sorted.get(i).filter(|c| c.at == t) {
-            state.insert(c.name.as_str(), c.state);
-            i += 1;
-        }
-        let next = sorted.get(i).map_or(to, |c| c.at.min(to));
-        let (a, b) = (t.max(from), next.min(to));
-        if b <= a {
-            continue;
-        }
+    for_each_stretch(changes, from, to, |a, b, state| {
         let masters: Vec<String> = state
             .iter()
             .filter(|(_, s)| **s == Some("MASTER"))
             .map(|(n, _)| n.to_string())
             .collect();
         if masters.len() < 2 {
-            continue;
+            return;
         }
         match out.last_mut() {
             Some(last) if last.1 == a && last.2 == masters => last.1 = b,
             _ => out.push((a, b, masters)),
         }
-    }
+    });
     out
 }
 
@@ -254,5 +252,43 @@ mod tests {
         assert_eq!(s.matches("class=\"lane\"").count(), 3);
         assert!(s.contains("#2e7d32") && s.contains("&lt;kill&gt;"));
         assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
+    }
+
+    #[test]
+    fn gaps_and_dual_windows_read_the_same_stretches() {
+        let ch = |at, seq, name: &str, state| Change {
+            at,
+            seq,
+            name: name.into(),
+            state,
+        };
+        let changes = vec![
+            ch(0, 0, "a", Some("MASTER")),
+            ch(0, 1, "b", Some("STANDBY")),
+            ch(100, 2, "a", None),
+            ch(150, 3, "b", Some("MASTER")),
+            ch(200, 4, "a", Some("MASTER")),
+            ch(260, 5, "a", Some("STANDBY")),
+        ];
+        let g = master_gaps_windows(&changes, 0, 300);
+        assert_eq!(
+            g,
+            Gaps {
+                none_total: 50,
+                none_max: 50,
+                dual: 60,
+                dual_windows: 1
+            }
+        );
+        assert_eq!(
+            dual_windows(&changes, 0, 300),
+            vec![(200, 260, vec!["a".to_string(), "b".to_string()])]
+        );
+        // A window cuts the stretches: from 220 only 40 ms of two masters remain.
+        assert_eq!(master_gaps_windows(&changes, 220, 300).dual, 40);
+        assert_eq!(
+            dual_windows(&changes, 220, 250),
+            vec![(220, 250, vec!["a".to_string(), "b".to_string()])]
+        );
     }
 }
