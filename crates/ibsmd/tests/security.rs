@@ -20,6 +20,10 @@ use ibsmd::{Instance, InstanceConfig};
 use tokio::sync::oneshot;
 use tonic::transport::{Channel, Endpoint};
 
+#[path = "common/pki.rs"]
+mod pki;
+use pki::Pki;
+
 /// Set by the extra-services hook (where the Raft service will be added).
 static HOOK_CALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -199,66 +203,6 @@ async fn bearer_token_is_required_and_checked() {
     );
 }
 
-/// Test PKI made at test time: a CA, a server certificate for `localhost`, a client
-/// certificate, and a client certificate from an unrelated CA.
-struct Pki {
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn path(&self, f: &str) -> PathBuf {
-        self.dir.path().join(f)
-    }
-
-    fn new() -> Pki {
-        use rcgen::{
-            BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
-            IsCa, KeyPair, KeyUsagePurpose,
-        };
-        let dir = tempfile::tempdir().expect("tempdir");
-        let write = |name: &str, text: String| {
-            std::fs::write(dir.path().join(name), text).expect("write pem");
-        };
-        let make_ca = |cn: &str| {
-            let mut p = CertificateParams::new(Vec::<String>::new()).expect("params");
-            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            p.distinguished_name.push(DnType::CommonName, cn);
-            p.key_usages = vec![
-                KeyUsagePurpose::KeyCertSign,
-                KeyUsagePurpose::CrlSign,
-                KeyUsagePurpose::DigitalSignature,
-            ];
-            CertifiedIssuer::self_signed(p, KeyPair::generate().expect("key")).expect("CA")
-        };
-        let ca = make_ca("ibsm test CA");
-        let other_ca = make_ca("unrelated CA");
-        write("ca.pem", ca.pem());
-        let leaf = |sans: Vec<String>, eku: ExtendedKeyUsagePurpose, issuer: &_, name: &str| {
-            let key = KeyPair::generate().expect("key");
-            let mut p = CertificateParams::new(sans).expect("params");
-            p.distinguished_name.push(DnType::CommonName, name);
-            p.extended_key_usages = vec![eku];
-            let cert = p.signed_by(&key, issuer).expect("sign");
-            write(&format!("{name}.crt"), cert.pem());
-            write(&format!("{name}.key"), key.serialize_pem());
-        };
-        leaf(
-            vec!["localhost".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
-            &*ca,
-            "server",
-        );
-        leaf(vec![], ExtendedKeyUsagePurpose::ClientAuth, &*ca, "client");
-        leaf(
-            vec![],
-            ExtendedKeyUsagePurpose::ClientAuth,
-            &*other_ca,
-            "stranger",
-        );
-        Pki { dir }
-    }
-}
-
 async fn tls_channel(addr: SocketAddr, pki: &Pki, who: Option<&str>) -> Result<Channel, String> {
     let (c, k) = match who {
         Some(w) => (pki.path(&format!("{w}.crt")), pki.path(&format!("{w}.key"))),
@@ -288,7 +232,7 @@ async fn status_over(ch: Result<Channel, String>) -> Result<u32, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_accepts_only_certified_clients() {
-    let pki = Pki::new();
+    let pki = Pki::new(&["client"]);
     let opts = SecurityOptions {
         tls_cert: Some(pki.path("server.crt")),
         tls_key: Some(pki.path("server.key")),
@@ -338,7 +282,7 @@ async fn mutual_tls_accepts_only_certified_clients() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_tls_peer_is_dropped_after_the_handshake_timeout() {
     use tokio::io::AsyncReadExt;
-    let pki = Pki::new();
+    let pki = Pki::new(&["client"]);
     let sec = SecurityOptions {
         tls_cert: Some(pki.path("server.crt")),
         tls_key: Some(pki.path("server.key")),
@@ -364,7 +308,7 @@ async fn a_silent_tls_peer_is_dropped_after_the_handshake_timeout() {
 
 #[test]
 fn tls_without_client_ca_or_token_is_refused_unless_insecure() {
-    let pki = Pki::new();
+    let pki = Pki::new(&["client"]);
     let mut opts = SecurityOptions {
         tls_cert: Some(pki.path("server.crt")),
         tls_key: Some(pki.path("server.key")),

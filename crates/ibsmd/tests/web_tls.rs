@@ -4,7 +4,6 @@
 //! and none; and, with a token but no client CA, token login over HTTPS.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,63 +15,11 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
+#[path = "common/pki.rs"]
+mod pki;
+use pki::Pki;
+
 const TOKEN: &str = "web-tls-admin-token-0123456789";
-
-/// A CA, a server certificate for `localhost`, clients `admin` and `reader` from the
-/// CA, and `stranger` from an unrelated CA (PEM files in a temp dir).
-struct Pki {
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn path(&self, f: &str) -> PathBuf {
-        self.dir.path().join(f)
-    }
-
-    fn new() -> Pki {
-        use rcgen::{
-            BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
-            IsCa, KeyPair, KeyUsagePurpose,
-        };
-        let dir = tempfile::tempdir().expect("tempdir");
-        let write = |name: &str, text: String| {
-            std::fs::write(dir.path().join(name), text).expect("write pem");
-        };
-        let make_ca = |cn: &str| {
-            let mut p = CertificateParams::new(Vec::<String>::new()).expect("params");
-            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            p.distinguished_name.push(DnType::CommonName, cn);
-            p.key_usages = vec![
-                KeyUsagePurpose::KeyCertSign,
-                KeyUsagePurpose::DigitalSignature,
-            ];
-            CertifiedIssuer::self_signed(p, KeyPair::generate().expect("key")).expect("CA")
-        };
-        let ca = make_ca("ibsm web test CA");
-        let other = make_ca("unrelated CA");
-        write("ca.pem", ca.pem());
-        let leaf = |sans: Vec<String>, eku, issuer: &_, name: &str| {
-            let key = KeyPair::generate().expect("key");
-            let mut p = CertificateParams::new(sans).expect("params");
-            p.distinguished_name.push(DnType::CommonName, name);
-            p.extended_key_usages = vec![eku];
-            let cert = p.signed_by(&key, issuer).expect("sign");
-            write(&format!("{name}.crt"), cert.pem());
-            write(&format!("{name}.key"), key.serialize_pem());
-        };
-        let client = ExtendedKeyUsagePurpose::ClientAuth;
-        leaf(
-            vec!["localhost".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
-            &*ca,
-            "server",
-        );
-        leaf(vec![], client.clone(), &*ca, "admin");
-        leaf(vec![], client.clone(), &*ca, "reader");
-        leaf(vec![], client, &*other, "stranger");
-        Pki { dir }
-    }
-}
 
 /// One SM on an embedded fabric with its console served under `security`.
 struct Console {
@@ -191,7 +138,7 @@ async fn https(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_certificates_log_in_with_the_apis_roles() {
-    let pki = Pki::new();
+    let pki = Pki::new(&["admin", "reader"]);
     let sec = SecurityOptions {
         tls_cert: Some(pki.path("server.crt")),
         tls_key: Some(pki.path("server.key")),
@@ -269,7 +216,7 @@ async fn client_certificates_log_in_with_the_apis_roles() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_logs_in_over_https_without_a_client_ca() {
-    let pki = Pki::new();
+    let pki = Pki::new(&["admin", "reader"]);
     let dir = tempfile::tempdir().expect("tempdir");
     let token = dir.path().join("token");
     std::fs::write(&token, TOKEN).expect("token file");
@@ -309,7 +256,7 @@ async fn a_token_logs_in_over_https_without_a_client_ca() {
 /// handshake, the token on the call), and so does the console; neither alone will do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_client_ca_and_a_token_the_console_needs_both_as_the_api_does() {
-    let pki = Pki::new();
+    let pki = Pki::new(&["admin", "reader"]);
     let dir = tempfile::tempdir().expect("tempdir");
     let token = dir.path().join("token");
     std::fs::write(&token, TOKEN).expect("token file");
