@@ -251,10 +251,16 @@ pub fn merge(obs: &[Obs]) -> Vec<Change> {
     out
 }
 
+/// The longest two-MASTER stretch still taken for a HANDOVER's own exchange: the
+/// HANDOVER and its answer are one SMP round trip (1-6 ms seen on ibsim); a stretch
+/// longer than the sender's first HANDOVER timeout (200 ms) means both SMs acted as
+/// master, and counts as two masters whatever ended it.
+pub const HANDOVER_EXCHANGE_MAX_MS: u64 = 200;
+
 /// Of the stretches with two MASTERs, those that are a HANDOVER's own exchange: two
 /// SMs, ending when one of them left MASTER by handing the subnet to the other (the
-/// target takes over on the HANDOVER, the sender leaves on its answer). Their total
-/// time and number.
+/// target takes over on the HANDOVER, the sender leaves on its answer), and no longer
+/// than [`HANDOVER_EXCHANGE_MAX_MS`]. Their total time and number.
 pub fn handover_overlap(
     changes: &[Change],
     handovers: &[Handover],
@@ -263,8 +269,9 @@ pub fn handover_overlap(
 ) -> (u64, u64) {
     dual_windows(changes, from, to)
         .iter()
-        .filter(|(_, end, sms)| {
-            sms.len() == 2
+        .filter(|(start, end, sms)| {
+            end - start <= HANDOVER_EXCHANGE_MAX_MS
+                && sms.len() == 2
                 && handovers
                     .iter()
                     .any(|h| h.at == *end && sms.contains(&h.from) && sms.contains(&h.to))
@@ -499,6 +506,12 @@ mod tests {
             state: Some("MASTER"),
         });
         assert_eq!(handover_overlap(&three, &h, 0, 2000).0, 0);
+        // Two masters for longer than a HANDOVER's exchange: both acted as master.
+        let mut slow = t.clone();
+        for c in slow.iter_mut().filter(|c| c.name == "sm2" && c.at == 990) {
+            c.at = 990 - HANDOVER_EXCHANGE_MAX_MS;
+        }
+        assert_eq!(handover_overlap(&slow, &h, 0, 2000), (0, 0));
     }
 
     /// A killed master: the peers' last answers predate its silence, so it is
