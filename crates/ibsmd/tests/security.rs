@@ -12,17 +12,16 @@ use ibsm_proto::demo::v1::KillInstanceRequest;
 use ibsm_proto::v1::control_client::ControlClient;
 use ibsm_proto::v1::fault_injection_client::FaultInjectionClient;
 use ibsm_proto::v1::{GetStatusRequest, SetPriorityRequest, SetRaftIsolationRequest};
-use ibsm_transport::{FabricSpec, SharedSim};
+use ibsm_transport::SharedSim;
 use ibsmd::auth::client::{tls_config, BearerInterceptor};
 use ibsmd::auth::{Security, SecurityOptions, Token};
 use ibsmd::server::{bind_with, slot, ServeOptions};
-use ibsmd::{Instance, InstanceConfig};
+use ibsmd::Instance;
 use tokio::sync::oneshot;
 use tonic::transport::{Channel, Endpoint};
 
-#[path = "common/pki.rs"]
-mod pki;
-use pki::Pki;
+mod common;
+use common::pki::Pki;
 
 /// Set by the extra-services hook (where the Raft service will be added).
 static HOOK_CALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -47,17 +46,7 @@ impl Drop for Served {
 }
 
 async fn serve(security: Security) -> Served {
-    let spec = FabricSpec::parse("gen:fat-tree:4").expect("spec");
-    let topo = spec.topology().expect("topology").expect("embedded");
-    let (node, port, _) = ibsmd::embedded::pick_ca_ports(&topo, 1)
-        .into_iter()
-        .next()
-        .expect("a CA port");
-    let sim = SharedSim::new(&topo);
-    let inst = Arc::new(
-        ibsmd::embedded::spawn_on_sim(&sim, node, port, InstanceConfig::new("sec", 10))
-            .expect("instance"),
-    );
+    let (sim, inst) = common::sm_on_small_fat_tree("sec");
     let (tx, rx) = oneshot::channel::<()>();
     let (addr, fut) = bind_with(
         slot(Arc::clone(&inst)),

@@ -7,17 +7,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ibsm_transport::{FabricSpec, SharedSim};
+use ibsm_transport::SharedSim;
 use ibsmd::auth::{Security, SecurityOptions};
-use ibsmd::{Instance, InstanceConfig};
+use ibsmd::Instance;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-#[path = "common/pki.rs"]
-mod pki;
-use pki::Pki;
+mod common;
+use common::pki::Pki;
 
 const TOKEN: &str = "web-tls-admin-token-0123456789";
 
@@ -35,17 +34,7 @@ impl Drop for Console {
 }
 
 async fn console(security: Security) -> Console {
-    let spec = FabricSpec::parse("gen:fat-tree:4").expect("spec");
-    let topo = spec.topology().expect("topology").expect("embedded");
-    let (node, port, _) = ibsmd::embedded::pick_ca_ports(&topo, 1)
-        .into_iter()
-        .next()
-        .expect("a CA port");
-    let sim = SharedSim::new(&topo);
-    let inst = Arc::new(
-        ibsmd::embedded::spawn_on_sim(&sim, node, port, InstanceConfig::new("web", 10))
-            .expect("instance"),
-    );
+    let (sim, inst) = common::sm_on_small_fat_tree("web");
     let source = ibsmd::web::WebSource {
         name: "web".into(),
         slot: ibsmd::server::slot(Arc::clone(&inst)),

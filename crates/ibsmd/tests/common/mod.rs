@@ -1,15 +1,37 @@
 //! What several integration tests of `ibsmd` share: a one-member replication cluster
-//! on a temporary data dir, waiting for a condition with a deadline, and driving an
-//! embedded SM instance (subnet up, a sweep on demand, a master that sweeps only when
-//! asked).
+//! on a temporary data dir, waiting for a condition with a deadline, driving an
+//! embedded SM instance (one on a small fat tree, subnet up, a sweep on demand, a master
+//! that sweeps only when asked), and a test PKI ([`pki`]).
 #![allow(dead_code)] // each test binary uses its own part of this
+
+pub mod pki;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use ibsm_transport::{FabricSpec, SharedSim};
 
 use ibsmd::replication::ClusterConfig;
 use ibsmd::{Command, Instance, InstanceConfig};
+
+/// One SM instance named `name` (priority 10) on the first CA port of an embedded k=4
+/// fat tree; keep the simulator as long as the instance.
+pub fn sm_on_small_fat_tree(name: &str) -> (SharedSim, Arc<Instance>) {
+    let spec = FabricSpec::parse("gen:fat-tree:4").expect("spec");
+    let topo = spec.topology().expect("topology").expect("embedded");
+    let (node, port, _) = ibsmd::embedded::pick_ca_ports(&topo, 1)
+        .into_iter()
+        .next()
+        .expect("a CA port");
+    let sim = SharedSim::new(&topo);
+    let inst = Arc::new(
+        ibsmd::embedded::spawn_on_sim(&sim, node, port, InstanceConfig::new(name, 10))
+            .expect("instance"),
+    );
+    (sim, inst)
+}
 
 /// How long a condition may take before the test fails with its last explanation.
 pub const DEADLINE: Duration = Duration::from_secs(30);
