@@ -237,7 +237,15 @@ async fn the_console_shows_the_cluster_follows_a_failover_and_hides_actions_from
         "the page was reloaded"
     );
     let new_master = b.eval(&tab, "document.body.dataset.master");
-    // An admin action goes through its confirmation dialog.
+    // An admin action goes through its confirmation dialog. The header can name the new
+    // master (from the SMs' view) an update before its own row says MASTER: wait for the
+    // row's button.
+    b.wait_for(
+        &tab,
+        "the new master's row with its actions",
+        "!!document.querySelector('#instances tr[data-state=MASTER] button[data-action=sweep]')",
+        LIMIT,
+    );
     b.eval(&tab, "document.querySelector('#instances tr[data-state=MASTER] button[data-action=sweep]').click(); true");
     b.wait_for(
         &tab,
