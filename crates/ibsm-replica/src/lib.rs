@@ -137,6 +137,7 @@ pub mod config_keys;
 pub mod forward;
 pub mod identity;
 mod leader_contact;
+pub mod leadership;
 mod metrics;
 pub mod network;
 mod partition;
@@ -148,6 +149,7 @@ pub mod state;
 pub mod store;
 
 pub use leader_contact::LeaderContact;
+pub use leadership::Leadership;
 pub use metrics::{ReplicaMetrics, Role};
 pub use network::{ClusterSecret, FaultSwitch, PeerAuth};
 pub use replica::{

@@ -622,6 +622,8 @@ fn forward_allowed(req: &ForwardRequest) -> Result<(), String> {
                 ))
             }
         }
+        // Cooperative: pauses the leader's heartbeats for a bounded while, no log change.
+        ForwardRequest::YieldLeadership { .. } => Ok(()),
         ForwardRequest::AddMember { .. } | ForwardRequest::RemoveMember { .. } => Err(
             "membership changes are not forwarded: call Cluster/AddMember or RemoveMember on the Raft leader's control API".into(),
         ),
