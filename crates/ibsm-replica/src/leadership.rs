@@ -167,7 +167,12 @@ pub(crate) fn yield_to(
             "node {to} asked the leader to yield to itself"
         )));
     }
-    if !m.membership_config.membership().voter_ids().any(|v| v == to) {
+    if !m
+        .membership_config
+        .membership()
+        .voter_ids()
+        .any(|v| v == to)
+    {
         return Err(ForwardError::Failed(format!(
             "node {to} is not a voter: a learner cannot lead"
         )));
@@ -209,4 +214,12 @@ pub(crate) fn yield_to(
         );
     });
     Ok(ForwardReply::Yielding { lease_ms })
+}
+
+impl Replica {
+    /// The Raft timers this member runs with (election timeouts bound how long a
+    /// caller of [`Replica::request_leadership`] waits between tries).
+    pub fn timers(&self) -> &crate::RaftTimers {
+        &self.timers
+    }
 }

@@ -111,7 +111,11 @@ async fn a_bare_election_trigger_does_not_take_leadership_from_a_healthy_leader(
         .map_err(|e| ReplicaError::Raft(e.to_string()))?;
     // The candidate is refused; an election follows and someone leads again.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_ne!(b.replica.metrics().role, Role::Leader, "refused by the lease");
+    assert_ne!(
+        b.replica.metrics().role,
+        Role::Leader,
+        "refused by the lease"
+    );
     shutdown_all(&nodes).await;
     Ok(())
 }

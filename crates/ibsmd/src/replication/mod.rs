@@ -83,6 +83,7 @@ mod cluster;
 mod handle;
 mod inherit;
 mod keys;
+mod leadership;
 mod record;
 mod sa;
 mod status;
@@ -98,6 +99,7 @@ pub use keys::{
     decode_partition, effective_partitions, encode_partition, partition_key, partitions_in,
     sm_node_key, SkippedPartition, PARTITION_KEY,
 };
+pub use leadership::LEADERSHIP_TRIES;
 pub use record::{diff_ops, record_of, roster_of, FabricRecord};
 pub use sa::{core_tables, replica_tables, ReplicaSaTables};
 pub use status::ReplStatus;
