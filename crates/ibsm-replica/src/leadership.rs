@@ -101,9 +101,9 @@ impl Replica {
             if self.metrics().role == Role::Leader {
                 return Ok(Leadership::Elected);
             }
-            let quiet = self
-                .leader_contact()
-                .is_none_or(|(at, _)| at.elapsed() >= lease + MARGIN);
+            // No contact noted yet: count from the leader's answer (it paused then).
+            let last = self.leader_contact().map_or(started, |(at, _)| at);
+            let quiet = last.elapsed() >= lease + MARGIN;
             if quiet {
                 break;
             }

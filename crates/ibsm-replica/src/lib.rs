@@ -44,6 +44,9 @@
 //! // On becoming MASTER (the SM election said so):
 //! let epoch = replica.claim_mastership(my_port_guid).await?;   // new epoch
 //! let lids = replica.with_state(|s| s.guid2lid_file());        // LidManager::import_guid2lid
+//! // Once the claim applied here, move Raft leadership to this member (cooperative:
+//! // the leader pauses its heartbeats, this voter is elected; see `leadership`):
+//! let outcome = replica.request_leadership().await?;          // Leadership::Elected ...
 //! // Every write of this master carries `epoch`:
 //! replica.write(Command::Update { epoch, ops: vec![Op::ReplaceGuid2Lid(map), ...] }).await?;
 //! // Err(ReplicaError::Refused(Refusal::StaleEpoch{..})): another master took over: step down.
@@ -56,7 +59,8 @@
 //! ```
 //!
 //! `write`, `add_member` and `remove_member` work on any instance: a follower forwards
-//! to the Raft leader over the `Forward` RPC (the Raft leader need not be the SM master).
+//! to the Raft leader over the `Forward` RPC (the Raft leader need not be the SM master,
+//! though the daemon moves it there: [`Replica::request_leadership`]).
 //! They retry across leader changes until `timers.write_timeout`.
 //!
 //! # Bootstrap and membership
