@@ -83,6 +83,12 @@ pub(super) async fn follow_master(
             tokio::time::sleep(settle).await;
             continue;
         }
+        // The master's own record write renews the voters' leases while the leader
+        // pauses: let the pending one commit first (bounded).
+        let idle_by = tokio::time::Instant::now() + settle;
+        while lock(&shared).desired.is_some() && tokio::time::Instant::now() < idle_by {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         lock(&shared).leadership_requests += 1;
         let applied = m.last_applied;
         match replica.request_leadership().await {
