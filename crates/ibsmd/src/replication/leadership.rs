@@ -13,14 +13,18 @@ use super::writer::{lock, Shared};
 /// Requests per mastership at most (one, plus retries after a lost vote).
 pub const LEADERSHIP_TRIES: u32 = 3;
 
-/// Whether the mastership `generation` is still this instance's.
-fn current(shared: &Mutex<Shared>, generation: u64) -> bool {
-    let s = lock(shared);
-    !s.stop && s.generation == generation && s.master_guid.is_some()
+/// Whether the mastership `generation` is still this instance's, and no newer epoch
+/// than its claim's has been applied here (another master claimed: deposed).
+fn current(replica: &Replica, shared: &Mutex<Shared>, generation: u64, epoch: u64) -> bool {
+    let ours = {
+        let s = lock(shared);
+        !s.stop && s.generation == generation && s.master_guid.is_some()
+    };
+    ours && replica.with_state(|s| s.epoch) <= epoch
 }
 
-/// Spawn [`follow_master`] for the mastership `generation` (whose claim made `epoch`),
-/// unless one already ran for it.
+/// Spawn [`follow_master`] for the mastership `generation`'s claim of `epoch`, unless
+/// one already ran for that claim (a deposed master that claims again gets one more).
 pub(super) fn spawn_for(
     replica: &Arc<Replica>,
     shared: &Arc<Mutex<Shared>>,
@@ -29,10 +33,10 @@ pub(super) fn spawn_for(
 ) {
     {
         let mut s = lock(shared);
-        if s.leadership_for == Some(generation) {
+        if s.leadership_for == Some((generation, epoch)) {
             return;
         }
-        s.leadership_for = Some(generation);
+        s.leadership_for = Some((generation, epoch));
     }
     tokio::spawn(follow_master(
         Arc::clone(replica),
@@ -56,14 +60,14 @@ pub(super) async fn follow_master(
     // The claim committed on the leader; wait for it here, so this member's log is as
     // up to date as the claim (a vote needs that).
     while replica.with_state(|s| s.epoch) < epoch {
-        if !current(&shared, generation) {
+        if !current(&replica, &shared, generation, epoch) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let mut tries = 0;
     while tries < LEADERSHIP_TRIES {
-        if !current(&shared, generation) {
+        if !current(&replica, &shared, generation, epoch) {
             return;
         }
         let m = replica.metrics();
@@ -113,7 +117,7 @@ pub(super) async fn follow_master(
             }
         }
     }
-    if current(&shared, generation) && replica.metrics().role != Role::Leader {
+    if current(&replica, &shared, generation, epoch) && replica.metrics().role != Role::Leader {
         tracing::warn!(
             node_id = replica.node_id(),
             tries,

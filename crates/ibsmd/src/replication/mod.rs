@@ -55,8 +55,10 @@
 //!
 //! - only the SM MASTER asks, at most [`LEADERSHIP_TRIES`] times per mastership, a
 //!   retry only after a lost vote (its log was behind: after the next apply) or a
-//!   failed request; it never asks again while it stays master, so an operator (or
-//!   Raft itself, after a partition) moving leadership elsewhere is left alone;
+//!   failed request; it never asks again while it stays master (only a deposed master
+//!   that claims a new epoch asks once more), so leadership moved elsewhere (Raft's own
+//!   election after a partition) is left alone; it stops asking once a newer epoch
+//!   than its claim's is applied here (another master claimed);
 //! - a leader that is not the SM master is never stepped down by force: it only
 //!   pauses its idle heartbeats when asked, and resumes them when it loses leadership
 //!   or the pause ends. Writes keep replicating meanwhile, no log entry or membership

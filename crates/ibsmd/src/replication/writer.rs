@@ -42,9 +42,9 @@ pub(super) struct Shared {
     pub(super) register: Option<u64>,
     pub(super) registered: Option<u64>,
     pub(super) stop: bool,
-    /// The mastership generation a Raft leadership request task ran for (once per
-    /// mastership, see `super::leadership`).
-    pub(super) leadership_for: Option<u64>,
+    /// The mastership generation and epoch claim a Raft leadership request task ran
+    /// for (once per claim, see `super::leadership`).
+    pub(super) leadership_for: Option<(u64, u64)>,
     /// Raft leadership requests made (`ibsm_raft_leadership_requests_total`).
     pub(super) leadership_requests: u64,
 }
