@@ -31,6 +31,11 @@ use ibsm_labkit::{ChildGuard, Ibsim, IbsimOptions};
 
 const ROUNDS: usize = 20;
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Raft election timeouts a new master may take to lead Raft (generous: it takes
+/// about one lease plus an election when the leader is another member).
+const LEADER_TIMEOUTS: u32 = 20;
+/// The daemon's Raft election timeout (`RaftTimers::default().election_max`).
+const ELECTION_TIMEOUT: Duration = Duration::from_millis(500);
 
 fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0").context("bind an ephemeral port")?;
@@ -46,6 +51,7 @@ struct Status {
     degraded: bool,
     last_sweep: String,
     guid: String,
+    raft_role: String,
 }
 
 /// Three ibsmd processes forming one replication cluster on one ibsim fabric.
@@ -197,7 +203,29 @@ impl Cluster {
             degraded: v.get("degraded").and_then(|x| x.as_bool()).unwrap_or(true),
             last_sweep: s("last_sweep"),
             guid: s("guid"),
+            raft_role: s("raft_role"),
         })
+    }
+
+    /// Wait until the MASTER `i`'s member is the Raft leader (Raft leadership follows
+    /// the SM master), within `LEADER_TIMEOUTS` election timeouts of the daemon.
+    fn wait_raft_leader(&self, i: usize, what: &str) -> Result<()> {
+        let limit = ELECTION_TIMEOUT * LEADER_TIMEOUTS;
+        let deadline = Instant::now() + limit;
+        loop {
+            let s = self.status(i);
+            if s.as_ref().is_some_and(|s| s.raft_role == "leader") {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{what}: MASTER {} is not the Raft leader within {LEADER_TIMEOUTS} election timeouts: {s:?}\nits log:\n{}",
+                    self.hosts[i],
+                    self.log(i)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Wait for a master other than `not` that holds an epoch above `above` and has
@@ -463,8 +491,9 @@ fn failover_rounds(netfile: &Path, hosts: &[&str], probe: &str) -> Result<()> {
                 c.log(next)
             );
         }
+        c.wait_raft_leader(next, &format!("round {round}, after the SIGKILL"))?;
         eprintln!(
-            "round {round}: SIGKILL {} -> {} MASTER with the fabric verified in {:.2} s, epoch {} -> {}, fabric unchanged",
+            "round {round}: SIGKILL {} -> {} MASTER with the fabric verified in {:.2} s, epoch {} -> {}, fabric unchanged, MASTER leads Raft",
             c.hosts[master],
             c.hosts[next],
             t0.elapsed().as_secs_f64(),
@@ -493,6 +522,7 @@ fn failover_rounds(netfile: &Path, hosts: &[&str], probe: &str) -> Result<()> {
                 c.hosts[m], s2.epoch
             );
         }
+        c.wait_raft_leader(m, &format!("round {round}, after the restart"))?;
         epoch = s2.epoch;
         master = m;
     }

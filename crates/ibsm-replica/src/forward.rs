@@ -18,15 +18,37 @@ use crate::{NodeId, TypeConfig};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ForwardRequest {
     Write(Command),
-    AddMember { node_id: NodeId, addr: String },
-    RemoveMember { node_id: NodeId },
+    AddMember {
+        node_id: NodeId,
+        addr: String,
+    },
+    RemoveMember {
+        node_id: NodeId,
+    },
+    /// The voter `to` (a new SM master) asks the leader to let it take Raft
+    /// leadership: the leader pauses its heartbeats for one lease plus an election
+    /// timeout (see [`crate::leadership`]). Added last: an older peer cannot decode it
+    /// and the request fails, leaving leadership where it is.
+    YieldLeadership {
+        to: NodeId,
+    },
 }
 
 /// The leader's answer to a [`ForwardRequest`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ForwardReply {
-    Written { log_index: u64, outcome: Outcome },
-    MembershipChanged { log_index: u64 },
+    Written {
+        log_index: u64,
+        outcome: Outcome,
+    },
+    MembershipChanged {
+        log_index: u64,
+    },
+    /// The leader paused its heartbeats; `lease_ms` is its voters' leader lease (its
+    /// `election_timeout_max`): a vote is granted once it passed without contact.
+    Yielding {
+        lease_ms: u64,
+    },
 }
 
 /// Why a forwarded request did not go through.
@@ -79,6 +101,7 @@ pub(crate) async fn execute_local(
                 log_index: r.log_id.index,
             })
         }
+        ForwardRequest::YieldLeadership { to } => crate::leadership::yield_to(raft, to),
         ForwardRequest::RemoveMember { node_id } => {
             let m = raft.metrics().borrow().membership_config.clone();
             let is_voter = m.membership().voter_ids().any(|v| v == node_id);

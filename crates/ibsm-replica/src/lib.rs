@@ -44,6 +44,9 @@
 //! // On becoming MASTER (the SM election said so):
 //! let epoch = replica.claim_mastership(my_port_guid).await?;   // new epoch
 //! let lids = replica.with_state(|s| s.guid2lid_file());        // LidManager::import_guid2lid
+//! // Once the claim applied here, move Raft leadership to this member (cooperative:
+//! // the leader pauses its heartbeats, this voter is elected; see `leadership`):
+//! let outcome = replica.request_leadership().await?;          // Leadership::Elected ...
 //! // Every write of this master carries `epoch`:
 //! replica.write(Command::Update { epoch, ops: vec![Op::ReplaceGuid2Lid(map), ...] }).await?;
 //! // Err(ReplicaError::Refused(Refusal::StaleEpoch{..})): another master took over: step down.
@@ -56,7 +59,8 @@
 //! ```
 //!
 //! `write`, `add_member` and `remove_member` work on any instance: a follower forwards
-//! to the Raft leader over the `Forward` RPC (the Raft leader need not be the SM master).
+//! to the Raft leader over the `Forward` RPC (the Raft leader need not be the SM master,
+//! though the daemon moves it there: [`Replica::request_leadership`]).
 //! They retry across leader changes until `timers.write_timeout`.
 //!
 //! # Bootstrap and membership
@@ -137,6 +141,7 @@ pub mod config_keys;
 pub mod forward;
 pub mod identity;
 mod leader_contact;
+pub mod leadership;
 mod metrics;
 pub mod network;
 mod partition;
@@ -148,6 +153,7 @@ pub mod state;
 pub mod store;
 
 pub use leader_contact::LeaderContact;
+pub use leadership::Leadership;
 pub use metrics::{ReplicaMetrics, Role};
 pub use network::{ClusterSecret, FaultSwitch, PeerAuth};
 pub use replica::{

@@ -18,8 +18,9 @@
 //!
 //! Forward accepts only what a member's own code sends: epoch claims, a master's
 //! updates, and config keys of the daemon's own families
-//! ([`crate::config_keys::forwardable`]). Membership changes are never forwarded: they
-//! run on the leader, called through its control API.
+//! ([`crate::config_keys::forwardable`]), and a voter's request for leadership (the
+//! leader pauses its heartbeats for a bounded while, [`crate::leadership`]). Membership
+//! changes are never forwarded: they run on the leader, called through its control API.
 //!
 //! Snapshots: one is received at a time (a second concurrent stream gets
 //! `RESOURCE_EXHAUSTED`), a snapshot carrying a vote older than ours is answered on the
@@ -622,6 +623,8 @@ fn forward_allowed(req: &ForwardRequest) -> Result<(), String> {
                 ))
             }
         }
+        // Cooperative: pauses the leader's heartbeats for a bounded while, no log change.
+        ForwardRequest::YieldLeadership { .. } => Ok(()),
         ForwardRequest::AddMember { .. } | ForwardRequest::RemoveMember { .. } => Err(
             "membership changes are not forwarded: call Cluster/AddMember or RemoveMember on the Raft leader's control API".into(),
         ),
@@ -818,6 +821,7 @@ mod tests {
                 key: crate::config_keys::sm_node_key(5),
                 value: "2".into(),
             })),
+            ForwardRequest::YieldLeadership { to: 2 },
         ];
         for r in &ok {
             assert!(forward_allowed(r).is_ok(), "{r:?}");

@@ -190,6 +190,7 @@ mod tests {
                 epoch: 4,
                 sm_guid: 0x0002_c900_0000_0002,
             }),
+            Decoded::ForwardRequest(ForwardRequest::YieldLeadership { to: 2 }),
         ]
     }
 

@@ -215,7 +215,7 @@ pub struct Replica {
     sm: Arc<RwLock<SmData>>,
     peers: Arc<Peers>,
     fault: FaultSwitch,
-    timers: RaftTimers,
+    pub(crate) timers: RaftTimers,
     local_addr: Option<SocketAddr>,
     bootstrapped: bool,
     server: tokio::sync::Mutex<Server>,
@@ -583,7 +583,7 @@ impl Replica {
         }
     }
 
-    async fn execute(&self, req: ForwardRequest) -> Result<ForwardReply, ReplicaError> {
+    pub(crate) async fn execute(&self, req: ForwardRequest) -> Result<ForwardReply, ReplicaError> {
         let limit = self.timers.write_timeout;
         let deadline = Instant::now() + limit;
         let mut target: Option<(NodeId, String)> = None;

@@ -181,6 +181,12 @@ const FAMILIES: &[Family] = &[
         read: |m| repl(m, |r| vec![(Vec::new(), Value::Int(r.term))]),
     },
     Family {
+        name: "ibsm_raft_leadership_requests_total",
+        kind: COUNTER,
+        help: "Raft leadership requests this member made as SM master (its epoch applied, its member a voter but not the leader): the leader pauses its heartbeats and this member is elected, so the standbys' leader-heartbeat second opinion speaks for the master.",
+        read: |m| repl(m, |r| vec![(Vec::new(), Value::Int(r.leadership_requests))]),
+    },
+    Family {
         name: "ibsm_raft_node_id",
         kind: GAUGE,
         help: "This member's Raft node id (ListMembers node_id).",

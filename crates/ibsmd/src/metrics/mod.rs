@@ -168,6 +168,7 @@ mod tests {
             leader: 1,
             last_log_index: 30,
             matched: BTreeMap::from([(1, Some(30)), (2, Some(25)), (3, None)]),
+            leadership_requests: 2,
         }));
         m.count_port_trap(12, 3);
         m.count_port_trap(12, 3);
@@ -178,6 +179,7 @@ mod tests {
             "ibsm_raft_role{sm=\"a\",role=\"leader\"} 1",
             "ibsm_raft_role{sm=\"a\",role=\"follower\"} 0",
             "ibsm_raft_term{sm=\"a\"} 7",
+            "ibsm_raft_leadership_requests_total{sm=\"a\"} 2",
             "ibsm_raft_matched_index{sm=\"a\",member=\"2\"} 25",
             "ibsm_raft_follower_lag{sm=\"a\",member=\"2\"} 5",
             "ibsm_raft_follower_lag{sm=\"a\",member=\"3\"} 30",

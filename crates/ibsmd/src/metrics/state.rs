@@ -94,6 +94,9 @@ pub struct ReplicationFigures {
     /// On the leader: the highest log index each member is known to hold (`None`:
     /// nothing replicated to it yet). Empty elsewhere.
     pub matched: BTreeMap<u64, Option<u64>>,
+    /// Raft leadership requests this member made as SM master (Raft leadership follows
+    /// the SM master: `replication` module doc).
+    pub leadership_requests: u64,
 }
 
 /// Raft roles, every one a series of `ibsm_raft_role` (1 for the current one).

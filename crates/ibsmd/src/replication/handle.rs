@@ -329,6 +329,7 @@ impl Replication {
                         leader: st.leader,
                         last_log_index: rm.last_log_index.unwrap_or(0),
                         matched: rm.matched,
+                        leadership_requests: lock(&me.shared).leadership_requests,
                     }));
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;

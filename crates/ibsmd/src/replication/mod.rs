@@ -41,6 +41,36 @@
 //! so ports protected by the previous master are reachable and, when the configured
 //! key differs, reprogrammed with it; the configured key wins).
 //!
+//! # Raft leadership follows the SM master
+//!
+//! Mastership is decided by the SMInfo election, never by Raft; but a standby's second
+//! opinion on a busy master (the Raft leader's heartbeat, `ibsm_replica::LeaderContact`)
+//! speaks for the master only while the master's member is the Raft leader. So, once
+//! per mastership (a failover, a planned HANDOVER's new master, a restart that wins),
+//! after the epoch claim has been applied on this member, a master whose member is a
+//! voter but not the leader asks for leadership (`leadership`,
+//! [`ibsm_replica::Replica::request_leadership`]): the leader pauses its heartbeats for
+//! one lease plus an election timeout, and this member, its log holding the claim,
+//! wins the election it then triggers. The rule:
+//!
+//! - only the SM MASTER asks, at most [`LEADERSHIP_TRIES`] times per mastership, a
+//!   retry only after a lost vote (its log was behind: after the next apply) or a
+//!   failed request; it never asks again while it stays master (only a deposed master
+//!   that claims a new epoch asks once more), so leadership moved elsewhere (Raft's own
+//!   election after a partition) is left alone; it stops asking once a newer epoch
+//!   than its claim's is applied here (another master claimed);
+//! - a leader that is not the SM master is never stepped down by force: it only
+//!   pauses its idle heartbeats when asked, and resumes them when it loses leadership
+//!   or the pause ends. Writes keep replicating meanwhile, no log entry or membership
+//!   changes, and Raft's vote rule (the candidate's log at least as up to date as a
+//!   quorum's) keeps every committed write; at worst the cluster holds an ordinary
+//!   election;
+//! - a learner does not ask (it cannot lead), and an old member that cannot decode the
+//!   request refuses it: leadership stays where it is.
+//!
+//! Counted in `ibsm_raft_leadership_requests_total`; `ibsmctl status` on the master
+//! shows `state MASTER` beside `raft leader` (or `follower ... leader N`).
+//!
 //! # Partitions set through the API
 //!
 //! `Fabric/SetPartition` commits a partition to the replicated config as
@@ -83,6 +113,7 @@ mod cluster;
 mod handle;
 mod inherit;
 mod keys;
+mod leadership;
 mod record;
 mod sa;
 mod status;
@@ -98,6 +129,7 @@ pub use keys::{
     decode_partition, effective_partitions, encode_partition, partition_key, partitions_in,
     sm_node_key, SkippedPartition, PARTITION_KEY,
 };
+pub use leadership::LEADERSHIP_TRIES;
 pub use record::{diff_ops, record_of, roster_of, FabricRecord};
 pub use sa::{core_tables, replica_tables, ReplicaSaTables};
 pub use status::ReplStatus;

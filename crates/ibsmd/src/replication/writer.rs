@@ -42,6 +42,11 @@ pub(super) struct Shared {
     pub(super) register: Option<u64>,
     pub(super) registered: Option<u64>,
     pub(super) stop: bool,
+    /// The mastership generation and epoch claim a Raft leadership request task ran
+    /// for (once per claim, see `super::leadership`).
+    pub(super) leadership_for: Option<(u64, u64)>,
+    /// Raft leadership requests made (`ibsm_raft_leadership_requests_total`).
+    pub(super) leadership_requests: u64,
 }
 
 pub(super) fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
@@ -128,18 +133,32 @@ pub(super) async fn writer(replica: Arc<Replica>, shared: Arc<Mutex<Shared>>, wa
     }
 }
 
-async fn claim(replica: &Replica, shared: &Mutex<Shared>, generation: u64, guid: u64) -> Next {
+async fn claim(
+    replica: &Arc<Replica>,
+    shared: &Arc<Mutex<Shared>>,
+    generation: u64,
+    guid: u64,
+) -> Next {
     match replica.claim_mastership(guid).await {
         Ok(epoch) => {
-            let mut s = lock(shared);
-            if s.generation == generation {
-                s.held_epoch = Some(epoch);
-                s.deposed = None;
-                if s.degraded {
-                    tracing::info!(epoch, "replication: quorum is back");
+            let ours = {
+                let mut s = lock(shared);
+                let ours = s.generation == generation;
+                if ours {
+                    s.held_epoch = Some(epoch);
+                    s.deposed = None;
+                    if s.degraded {
+                        tracing::info!(epoch, "replication: quorum is back");
+                    }
+                    s.degraded = false;
+                    tracing::info!(epoch, "replication: mastership epoch claimed");
                 }
-                s.degraded = false;
-                tracing::info!(epoch, "replication: mastership epoch claimed");
+                ours
+            };
+            if ours {
+                // Raft leadership follows the SM master (module doc): its own task,
+                // so the writer goes on with the record at once.
+                super::leadership::spawn_for(replica, shared, generation, epoch);
             }
             Next::Again
         }
