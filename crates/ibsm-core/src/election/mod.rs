@@ -295,11 +295,14 @@
 //! ones this machine emits) with [`Election::handle_smps_sent`], never responses: a
 //! master that merely answers polls must not look alive to the stall rule.
 
+mod answer;
 mod config;
 mod machine;
 mod types;
 pub mod wire;
 
+pub(crate) use answer::response_dlid;
+pub use answer::{SmInfoAnswer, SmInfoResponder};
 #[cfg(feature = "fault-injection")]
 pub use config::InjectedFault;
 pub use config::{
