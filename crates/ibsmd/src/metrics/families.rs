@@ -133,6 +133,12 @@ const FAMILIES: &[Family] = &[
         read: |m| one(&m.sminfo_requests),
     },
     Family {
+        name: "ibsm_sminfo_fast_answers_total",
+        kind: COUNTER,
+        help: "SubnGet(SMInfo) answered on the port's reader thread as they arrived, without waiting for the SM thread's current step (also in ibsm_sminfo_requests_total).",
+        read: |m| one(&m.sminfo_fast_answers),
+    },
+    Family {
         name: "ibsm_master_losses_held_off_total",
         kind: COUNTER,
         help: "Standby: SMInfo miss streaks that reached poll_retries while the master was the Raft leader and its heartbeat was fresh, so the master was not declared lost (yet).",
