@@ -59,17 +59,17 @@ fn master_and_standby(
 }
 
 /// Stall `inst`'s SM thread for `stall` and watch `standby` meanwhile (and a little
-/// after): whether it left STANDBY, and its reason if so.
+/// after): the line of its transition out of STANDBY, if it left it.
 fn stall_and_watch(inst: &Instance, standby: &Instance, stall: Duration) -> Option<String> {
-    let since = standby.status().state_since;
+    let mut events = standby.subscribe();
     inst.send(Command::Stall(stall)).expect("stall");
     let end = Instant::now() + stall + Duration::from_millis(300);
     while Instant::now() < end {
-        let s = standby.status();
-        if s.state != SmState::Standby || s.state_since != since {
-            return Some(format!("{:?}: {}", s.state, s.state_reason));
+        match events.try_recv() {
+            Ok(e) if e.kind == "state" && e.from == Some(SmState::Standby) => return Some(e.text),
+            Ok(_) => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
         }
-        std::thread::sleep(Duration::from_millis(5));
     }
     None
 }

@@ -135,7 +135,7 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "ibsm_sminfo_fast_answers_total",
         kind: COUNTER,
-        help: "SubnGet(SMInfo) answered on the port's reader thread as they arrived, without waiting for the SM thread's current step (also in ibsm_sminfo_requests_total).",
+        help: "SubnGet(SMInfo) answered as they were read, ahead of the SM thread's queued work, or by its stand-in reader while the SM thread was busy (also in ibsm_sminfo_requests_total).",
         read: |m| one(&m.sminfo_fast_answers),
     },
     Family {

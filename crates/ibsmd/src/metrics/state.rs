@@ -180,7 +180,7 @@ impl Metrics {
         self.sminfo_requests.fetch_max(n, Ordering::Relaxed);
     }
 
-    /// One SubnGet(SMInfo) answered on the port's reader thread
+    /// One SubnGet(SMInfo) answered as read, ahead of the SM thread's turn
     /// (`ibsm_sminfo_fast_answers_total`).
     pub fn sminfo_fast_answered(&self) {
         self.sminfo_fast_answers.fetch_add(1, Ordering::Relaxed);

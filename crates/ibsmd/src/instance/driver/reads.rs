@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ibsm_core::election::SmInfoResponder;
 use ibsm_core::node::Input;
 use ibsm_core::sa::{SaReader, SaTransmit};
 use ibsm_transport::ReceivedMad;
@@ -32,12 +33,12 @@ impl Driver {
         Ok(())
     }
 
-    /// The next MAD, waiting up to `timeout`: from the port's reader thread when there
-    /// is one (SMInfo polls already answered, [`super::poll_answer`]), else from the
-    /// device.
+    /// The next MAD, waiting up to `timeout`: through the SMInfo stand-in when there is
+    /// one (first what it read while this thread was busy, SMInfo polls already
+    /// answered, [`super::poll_answer`]), else from the device.
     pub(super) fn recv(&mut self, timeout: Duration) -> Result<Option<Incoming>, DaemonError> {
         match &self.reader {
-            Some(r) => r.recv(timeout),
+            Some(r) => Ok(r.recv(timeout)?),
             None => Ok(self.dev.recv(timeout)?.map(|mad| Incoming {
                 mad,
                 answered: false,
@@ -45,12 +46,35 @@ impl Driver {
         }
     }
 
-    /// One MAD read: answered now by the SA reader, or queued.
-    pub(super) fn take(&mut self, r: Incoming) {
+    /// One MAD read: answered now by the SA reader, or queued. With the SMInfo
+    /// stand-in, a SubnGet(SMInfo) is answered now too, ahead of the MADs queued before
+    /// it, from the node's state after its last step (as the stand-in answers), and
+    /// queued marked answered.
+    pub(super) fn take(&mut self, mut r: Incoming) {
         if !r.mad.is_smp() && self.sa_read(&r.mad) {
             return;
         }
+        if !r.answered && self.reader.is_some() && SmInfoResponder::is_sminfo_get(&r.mad.mad) {
+            r.answered = self.answer_sminfo(&r.mad);
+        }
         self.pending.push_back(r);
+    }
+
+    /// Answer a SubnGet(SMInfo) as read ([`SmInfoResponder::answer`], the node's own
+    /// bytes); false: the node answers it in its turn.
+    fn answer_sminfo(&mut self, m: &ReceivedMad) -> bool {
+        let Some(a) = self
+            .node
+            .sminfo_responder()
+            .and_then(|s| s.answer(&m.mad, m.slid()))
+        else {
+            return false;
+        };
+        let sent = super::poll_answer::send_answer(&mut *self.dev, &a, m.slid());
+        if sent {
+            self.cfg.metrics.sminfo_fast_answered();
+        }
+        sent
     }
 
     /// Handle the queued MADs in order, reading ahead after each.
