@@ -200,9 +200,10 @@ pub(crate) struct Cli {
     /// OpenSM: -N/--no_part_enforce, no_partition_enforcement TRUE (part_enforce off).
     #[arg(long)]
     pub(crate) no_partition_enforcement: bool,
-    /// Read the port on the SM thread itself, so another SM's SMInfo poll waits for the
-    /// SM's current step (sweep work, a routing result) [default: a reader thread answers
-    /// polls as they arrive]. For comparison runs (bench/detection.sh). OpenSM: none.
+    /// Answer other SMs' SMInfo polls only in the SM thread's turn, so a poll waits for
+    /// the SM's current step (a sweep's end, a routing result) [default: answered as read,
+    /// and by a stand-in reader while the SM thread is busy]. For comparison runs
+    /// (bench/detection.sh). OpenSM: none.
     #[arg(long)]
     pub(crate) no_sminfo_answer_thread: bool,
     /// Master: LIDs to start from, an OpenSM guid2lid file (`0x<port guid> <min lid> <max lid>`

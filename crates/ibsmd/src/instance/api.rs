@@ -76,11 +76,11 @@ pub struct InstanceConfig {
     /// [`crate::config::load_guid2lid`] before anything starts.
     pub guid2lid_seed: Option<String>,
     /// `sminfo_answer_thread` (default on; `--no-sminfo-answer-thread` turns it off):
-    /// read the port on a thread of its own that answers SubnGet(SMInfo) the moment it
-    /// arrives, whatever step the SM thread is in, and hands every MAD on to the SM
-    /// thread (see `instance/driver/poll_answer.rs`). Off, or on a device that cannot be
-    /// shared between threads, the SM thread reads the port itself and a poll waits
-    /// for its current step.
+    /// another SM's SubnGet(SMInfo) is answered the moment it is read, from the node's
+    /// state after its last step, and while the SM thread is in a step of 5 ms or more a
+    /// stand-in thread reads the port for it and answers them (see
+    /// `instance/driver/poll_answer.rs`). Off, or on a device that cannot be shared
+    /// between threads, a poll waits for the SM thread's current step and its turn.
     pub sminfo_answer_thread: bool,
 }
 
