@@ -18,7 +18,10 @@
 #              the master was alive, and how many of those went on to MASTER (two
 #              masters until it hands back). The bar is 0.
 #   step     - the master's longest instance-thread step under load (its debug
-#              "instance thread busy" lines, >= 30 ms): how long SMInfo polls waited.
+#              "instance thread busy" lines, >= 30 ms): how long SMInfo polls waited
+#              when the master answers them only in its SM thread's turn
+#              (IBSM_BENCH_MASTER_ARGS=--no-sminfo-answer-thread); by default a
+#              stand-in answers them meanwhile and the step only delays the SM's work.
 #
 # With --replicated, a row is added that runs the SMs as one replication cluster, as deployed:
 # the master is Raft node 1 (it bootstraps, so it is the Raft leader), the standby under

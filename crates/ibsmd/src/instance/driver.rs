@@ -26,8 +26,9 @@ mod reads;
 use super::api::{record, Command, CommandError, EventRecord, InstanceConfig, Snapshot};
 
 /// A single step of the instance thread (one MAD, the timers, a job's result, a
-/// publication) that takes longer than this is logged: meanwhile no SMInfo poll is
-/// answered, and a standby counts the polls as missed.
+/// publication) that takes longer than this is logged: meanwhile its own work waits,
+/// and SMInfo polls are answered only by the stand-in (`poll_answer.rs`; without it
+/// they wait too, and a standby counts them as missed).
 const SLOW_STEP: Duration = Duration::from_millis(30);
 /// Longest sleep in `recv`, so commands are read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(20);
@@ -731,7 +732,7 @@ fn slow_step(what: &'static str, started: Instant) {
         tracing::debug!(
             step = what,
             took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
-            "instance thread busy: SMInfo polls wait meanwhile"
+            "instance thread busy: its work waits (SMInfo polls: the stand-in answers them)"
         );
     }
 }

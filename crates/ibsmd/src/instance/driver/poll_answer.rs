@@ -195,6 +195,7 @@ fn stand_in(
         let Ok(mut port) = shared.port.try_lock() else {
             continue;
         };
+        let (took_over, mut read, mut answered_n) = (Instant::now(), 0u64, 0u64);
         while shared.busy_since_us.load(Ordering::Relaxed) != 0
             && !shared.stop.load(Ordering::Relaxed)
         {
@@ -210,10 +211,21 @@ fn stand_in(
                 && answer(&mut **port, &shared.responder, &mad);
             if answered {
                 metrics.sminfo_fast_answered();
+                answered_n += 1;
             }
+            read += 1;
             if tx.send(Ok(Incoming { mad, answered })).is_err() {
                 return;
             }
+        }
+        drop(port);
+        if answered_n > 0 {
+            tracing::debug!(
+                answered = answered_n,
+                read,
+                ms = u64::try_from(took_over.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "SMInfo stand-in: polls answered while the SM thread was busy"
+            );
         }
     }
 }
