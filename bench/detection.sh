@@ -18,7 +18,10 @@
 #              the master was alive, and how many of those went on to MASTER (two
 #              masters until it hands back). The bar is 0.
 #   step     - the master's longest instance-thread step under load (its debug
-#              "instance thread busy" lines, >= 30 ms): how long SMInfo polls waited.
+#              "instance thread busy" lines, >= 30 ms): how long SMInfo polls waited
+#              when the master answers them only in its SM thread's turn
+#              (IBSM_BENCH_MASTER_ARGS=--no-sminfo-answer-thread); by default a
+#              stand-in answers them meanwhile and the step only delays the SM's work.
 #
 # With --replicated, a row is added that runs the SMs as one replication cluster, as deployed:
 # the master is Raft node 1 (it bootstraps, so it is the Raft leader), the standby under
@@ -35,6 +38,9 @@
 # Usage: bench/detection.sh [--quick] [--rounds N] [--k K] [--load-k K] [--seconds S]
 #                           [--no-load] [--no-build] [--ibsmd-only] [--replicated]
 #   --ibsmd-only: only the ibsmd default row (profiling a change); --rounds 0: no kills.
+# Env: IBSM_BENCH_MASTER_ARGS="..." more options for the master (e.g.
+#   --no-sminfo-answer-thread: its SM thread reads the port itself and the standby's polls
+#   wait for its steps, as before the reader thread that answers them).
 # Needs ibsim-utils, opensm, infiniband-diags (the same lab as the tests).
 set -euo pipefail
 
@@ -168,7 +174,7 @@ start_master() { # round -> MASTER_PID GRPC METRICS
         RUST_LOG=info,ibsmd::instance::driver=debug \
         exec "$IBSMD" --fabric umad --priority 10 --insecure-plaintext \
         --grpc "127.0.0.1:$GRPC" --metrics "127.0.0.1:$METRICS" "${CLUSTER[@]}" \
-        2>"$WORK/master.$1.log" >/dev/null) &
+        ${IBSM_BENCH_MASTER_ARGS:-} 2>"$WORK/master.$1.log" >/dev/null) &
     MASTER_PID=$!
     PIDS+=("$MASTER_PID")
     if [ "$REPL_ROW" = 1 ]; then

@@ -5,6 +5,8 @@
 #   SIZE: ft2-36 (2-level, radix 36: 648 HCAs, 54 switches), k16, k24, k32 (3-level fat
 #         trees: 1024/3456/8192 HCAs), or any ftN / kN.   Default: ft2-36 k16 k24.
 # Env:   IBSM_SMP_WINDOW=N   ibsmd --smp-window (default 64)
+#        IBSM_BENCH_IBSMD_ARGS="..."  more ibsmd options (e.g. --no-sminfo-answer-thread:
+#                            the SM thread reads the port itself, as before that thread)
 #        IBSM_BENCH_OPENSM=0 skip OpenSM (ratio column empty)
 #        IBSM_BENCH_DIR=DIR  keep net files and logs there (default: a temp dir, removed)
 #        IBSM_BENCH_SIM_RATE=N  ibsim's answer rate for the floor column, SMPs/s
@@ -116,7 +118,7 @@ run_ibsmd() { # net -> prints seconds (and phase line to stderr)
     t0=$(date +%s.%N)
     IBSIM_SOCKNAME=$sock SIM_HOST=$HOST LD_PRELOAD=$UMAD2SIM RUST_LOG=info NO_COLOR=1 \
         "$IBSMD" --fabric umad --priority 10 --grpc 127.0.0.1:0 --insecure-plaintext \
-        --smp-window "$WINDOW" >/dev/null 2>"$log" &
+        --smp-window "$WINDOW" ${IBSM_BENCH_IBSMD_ARGS:-} >/dev/null 2>"$log" &
     pid=$!
     PIDS+=("$pid")
     local deadline=$((SECONDS + TIMEOUT_S))

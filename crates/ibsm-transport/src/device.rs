@@ -105,6 +105,17 @@ pub trait MadDevice {
     /// LID-routed SMP with `send_lid(received.slid(), ..)`, a GMP with
     /// `send_gmp(&received.from, ..)`.
     fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError>;
+
+    /// A second handle on the same port, for another thread: both may send, and one of
+    /// them (only one) receives. What a driver needs to read the port on a thread of its
+    /// own while another sends (ibsmd answers SMInfo polls on its reader thread). `None`:
+    /// this device cannot be shared (the default); then one thread does both.
+    /// [`crate::UmadDevice`] shares its descriptor (a kernel umad fd takes concurrent
+    /// `write` and `read`; so does umad2sim, which serializes writes under its device lock
+    /// and queues reads per descriptor), [`crate::SimDevice`] its simulator client.
+    fn try_share(&self) -> Option<Box<dyn MadDevice + Send>> {
+        None
+    }
 }
 
 impl<D: MadDevice + ?Sized> MadDevice for Box<D> {
@@ -119,6 +130,9 @@ impl<D: MadDevice + ?Sized> MadDevice for Box<D> {
     }
     fn recv(&mut self, timeout: Duration) -> Result<Option<ReceivedMad>, TransportError> {
         (**self).recv(timeout)
+    }
+    fn try_share(&self) -> Option<Box<dyn MadDevice + Send>> {
+        (**self).try_share()
     }
 }
 

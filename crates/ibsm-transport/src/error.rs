@@ -40,6 +40,17 @@ pub enum TransportError {
     /// The simulator lock was poisoned by a panicking thread.
     #[error("simulator lock poisoned")]
     Poisoned,
+
+    /// A change to the device (registering an agent) after it was shared with
+    /// [`crate::MadDevice::try_share`]: agents are registered before the device is
+    /// shared.
+    #[error(
+        "cannot {what}: the device is already shared between threads (do it before try_share)"
+    )]
+    Shared {
+        /// What was refused.
+        what: &'static str,
+    },
     /// A driver ran past its overall deadline.
     #[error("{what} did not finish within {limit:?}")]
     Deadline {

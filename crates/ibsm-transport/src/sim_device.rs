@@ -233,4 +233,12 @@ impl MadDevice for SimDevice {
                 .0;
         }
     }
+    /// The same simulator client: MADs sent on either handle leave the same port; only
+    /// one of them should receive (they share one mailbox).
+    fn try_share(&self) -> Option<Box<dyn MadDevice + Send>> {
+        Some(Box::new(SimDevice {
+            shared: self.shared.clone(),
+            client: self.client,
+        }))
+    }
 }

@@ -1,5 +1,6 @@
 //! [`MadDevice`] over a umad port (kernel or ibsim's umad2sim).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ibsm_mad::{MadAddress, MAD_SIZE};
@@ -17,7 +18,8 @@ use crate::error::TransportError;
 /// comes back with the same status).
 #[derive(Debug)]
 pub struct UmadDevice {
-    port: UmadPort,
+    /// Shared by the handles [`MadDevice::try_share`] gives (its I/O takes `&self`).
+    port: Arc<UmadPort>,
 }
 
 impl UmadDevice {
@@ -31,7 +33,7 @@ impl UmadDevice {
             ..UmadOptions::default()
         };
         Ok(UmadDevice {
-            port: UmadPort::open_spec(spec, opts)?,
+            port: Arc::new(UmadPort::open_spec(spec, opts)?),
         })
     }
 
@@ -50,12 +52,18 @@ impl UmadDevice {
 
     /// Wrap an already open port (its GSI agents, if any, included).
     pub fn from_port(port: UmadPort) -> UmadDevice {
-        UmadDevice { port }
+        UmadDevice {
+            port: Arc::new(port),
+        }
     }
 
-    /// Register a GSI agent for another class ([`UmadPort::register_gsi`]).
+    /// Register a GSI agent for another class ([`UmadPort::register_gsi`]); only before
+    /// the device is shared ([`MadDevice::try_share`]).
     pub fn register_gsi(&mut self, class: GsiClass) -> Result<u32, TransportError> {
-        Ok(self.port.register_gsi(class)?)
+        let port = Arc::get_mut(&mut self.port).ok_or(TransportError::Shared {
+            what: "register a GSI agent",
+        })?;
+        Ok(port.register_gsi(class)?)
     }
 
     /// The underlying port.
@@ -101,5 +109,11 @@ impl MadDevice for UmadDevice {
                 None => return Ok(None),
             }
         }
+    }
+
+    fn try_share(&self) -> Option<Box<dyn MadDevice + Send>> {
+        Some(Box::new(UmadDevice {
+            port: Arc::clone(&self.port),
+        }))
     }
 }

@@ -200,6 +200,12 @@ pub(crate) struct Cli {
     /// OpenSM: -N/--no_part_enforce, no_partition_enforcement TRUE (part_enforce off).
     #[arg(long)]
     pub(crate) no_partition_enforcement: bool,
+    /// Answer other SMs' SMInfo polls only in the SM thread's turn, so a poll waits for
+    /// the SM's current step (a sweep's end, a routing result) [default: answered as read,
+    /// and by a stand-in reader while the SM thread is busy]. For comparison runs
+    /// (bench/detection.sh). OpenSM: none.
+    #[arg(long)]
+    pub(crate) no_sminfo_answer_thread: bool,
     /// Master: LIDs to start from, an OpenSM guid2lid file (`0x<port guid> <min lid> <max lid>`
     /// a line, e.g. /var/cache/opensm/guid2lid): the first master of a cluster gives every
     /// listed port exactly its LIDs, so ibsmd replacing an OpenSM master moves none. Used only

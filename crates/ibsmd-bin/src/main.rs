@@ -495,6 +495,7 @@ async fn run_daemon(
     cfg.hung_master_window = cli.hung_master_window_ms.map(Duration::from_millis);
     cfg.leader_heartbeat_grace = cli.leader_heartbeat_grace_ms.map(Duration::from_millis);
     cfg.sm_key_policy = cli.sm_key_policy;
+    cfg.sminfo_answer_thread = cli.sminfo_answer_thread;
     if let Some(seed) = &cli.guid2lid {
         tracing::info!(
             file = %seed.path.display(),

@@ -41,6 +41,8 @@ pub(crate) struct DaemonSettings {
     /// `--partitions-file`, read again on SIGHUP and `Fabric/ReloadPartitions`.
     pub(crate) partitions_file: Option<PathBuf>,
     pub(crate) guid2lid: Option<Guid2LidSeed>,
+    /// `--no-sminfo-answer-thread` / `sminfo_answer_thread` (default true).
+    pub(crate) sminfo_answer_thread: bool,
 }
 
 /// `--fabric` when neither the command line nor the file names one: the first port
@@ -136,6 +138,8 @@ pub(crate) fn merge(cli: Cli, file: FileConfig) -> Result<DaemonSettings, String
         Some(cli.trusted_sm_guids)
     };
     Ok(DaemonSettings {
+        sminfo_answer_thread: !cli.no_sminfo_answer_thread
+            && file.sminfo_answer_thread.unwrap_or(true),
         guid2lid,
         partitions_file,
         sticky_priority: cli.sticky_priority.or(file.sticky_priority),

@@ -341,6 +341,7 @@ fn every_option_is_documented_in_the_example_config() {
             "trusted_sm_guid" => "trusted_sm_guids".to_string(),
             // A negative flag; the key says it positively.
             "no_partition_enforcement" => "partition_enforcement".to_string(),
+            "no_sminfo_answer_thread" => "sminfo_answer_thread".to_string(),
             _ => key,
         };
         assert!(top.contains(&key), "--{flag} has no config key ({top:?})");

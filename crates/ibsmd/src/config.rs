@@ -232,6 +232,9 @@ pub struct FileConfig {
     /// `partition_enforcement = false` is `--no-partition-enforcement`.
     #[serde(default)]
     pub partition_enforcement: Option<bool>,
+    /// `sminfo_answer_thread = false` is `--no-sminfo-answer-thread`.
+    #[serde(default)]
+    pub sminfo_answer_thread: Option<bool>,
     /// `--guid2lid`: an OpenSM guid2lid file a first master assigns LIDs from.
     #[serde(default)]
     pub guid2lid: Option<PathBuf>,

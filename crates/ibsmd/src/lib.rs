@@ -26,19 +26,17 @@
 //! no query of its own to it (only the fresh sweep, which the prepared takeover is
 //! already running), so another SM is MASTER about 0.2 s after the crash on a k=16 fat
 //! tree on ibsim (OpenSM's defaults, 10 s x 4, take about a minute). Why that does not
-//! fail over falsely under load: SMInfo is answered by the master's MAD thread, never
-//! queued behind its sweep's SMPs or its routing worker, so a master busy configuring a
-//! large subnet still answers within milliseconds; it takes the master silent for 65 ms
-//! to every poll of a streak. The exception is a long step of that thread; steps over
-//! 30 ms are logged at debug (`instance thread busy`, with the step). The biggest, the
-//! SA snapshot the end of a heavy sweep builds (NodeRecords, PortInfo, P_Key and QoS
-//! tables, the PathRecord table, freeing the previous one), runs on the instance's
-//! worker thread (`SubnetConfig::offload_sa_snapshot`; the SA answers from the previous
-//! snapshot until it lands, and the sweep's `Done`/publication wait for it). What stays
-//! on the thread (the rest of the sweep's end, the fabric view for the API, some timer
-//! steps) still reaches 50-115 ms on a 2-core host with every core busy, and there a
-//! standby still declares a live master lost now and then (`bench/detection.sh`: 2-3
-//! times in 30 s, against 8 with the snapshot built inline; see the
+//! fail over falsely under load: SMInfo is never queued behind the master's sweep SMPs
+//! or its routing worker, and not behind its SM thread's steps either: the SM thread
+//! answers a SubnGet(SMInfo) the moment it reads it, from the node's state after its
+//! last step, and while it is in one step for 5 ms or more a stand-in thread reads the
+//! port and answers the polls (`instance/driver/poll_answer.rs`, `sminfo_answer_thread`;
+//! `ibsm_sminfo_fast_answers_total`). The answer's ActCount moves only with the SM
+//! thread's work, so a hung SM thread still looks hung. Steps over 30 ms are still
+//! logged at debug (`instance thread busy`, with the step): they delay the SM's own
+//! work, no longer its answers. Before, those steps (the sweep's end, the fabric view
+//! for the API, some timer steps: 50-126 ms on a 2-core host with every core busy) made
+//! a standby declare a live master lost now and then (`bench/detection.sh`; see the
 //! `ibsm_core::election` module doc). The price is 40 SMPs/s per standby on the master. The rule
 //! is in the `ibsm_core::election` module doc ("Detection"); `bench/detection.sh`
 //! measures its cost, its detection time and its false failovers under load beside

@@ -209,15 +209,17 @@
 //! thread as soon as it reads the request, never queued behind its sweep's SMPs (the
 //! configurator's window limits *its* SMPs, not the answers), and the standby's polls
 //! leave at once, outside its own agents' windows; a busy routing worker is a thread of
-//! its own. What still silences an ibsm master: a long step of its MAD thread, above
-//! all the end of a heavy sweep. ibsmd builds the SA snapshot and its path table on its
+//! its own. What silenced an ibsm master: a long step of its MAD thread, above
+//! all the end of a heavy sweep; a driver now answers polls off that thread from
+//! [`SmInfoResponder`] (ibsmd: as it reads them, and by a stand-in reader while its SM
+//! thread is busy), so only a driver without that path still has the problem below. ibsmd builds the SA snapshot and its path table on its
 //! worker (`SubnetConfig::offload_sa_snapshot`: 70-190 ms at k=32 when built inline);
 //! what stays on the thread (the rest of the sweep's end, the API's fabric view, some
 //! timer steps) still reaches 50-115 ms on a 2-core host with every core busy.
 //! `bench/detection.sh` measures it (a k=32 master sweeping back to back, every core
 //! busy, with the master's longest step): there the live master was declared lost 8
 //! times in 30 s with the snapshot inline, 2-3 times with it offloaded (the standby
-//! then hands straight back). Moving the rest off the MAD thread is what removes it.
+//! then hands straight back). Answering off the MAD thread is what removes it.
 //! Since a late answer to the streak counts through the DISCOVERING round that
 //! follows (see DISCOVERING above), such a detection rarely ends in MASTER: the round
 //! waits for a fresh sweep (long at k=32), and the stalled master's queued answers
@@ -295,11 +297,14 @@
 //! ones this machine emits) with [`Election::handle_smps_sent`], never responses: a
 //! master that merely answers polls must not look alive to the stall rule.
 
+mod answer;
 mod config;
 mod machine;
 mod types;
 pub mod wire;
 
+pub(crate) use answer::response_dlid;
+pub use answer::{SmInfoAnswer, SmInfoResponder};
 #[cfg(feature = "fault-injection")]
 pub use config::InjectedFault;
 pub use config::{

@@ -146,7 +146,7 @@ impl Node {
                 }
             }
             NodePhase::Starting(s) => match input {
-                Input::Mad { mad, slid } => {
+                Input::Mad { mad, slid } | Input::SmInfoAnswered { mad, slid } => {
                     if s.handle_mad(now, mad, slid, &mut self.out) == StartupStep::Done {
                         self.finish_startup(now);
                     }
@@ -160,6 +160,9 @@ impl Node {
             NodePhase::Running(r) => {
                 match input {
                     Input::Mad { mad, slid } => r.handle_mad(now, mad, slid),
+                    Input::SmInfoAnswered { mad, slid } => {
+                        r.handle_answered_sminfo_get(now, mad, slid)
+                    }
                     Input::Gmp { mad, from } => r.handle_gmp(now, mad, from),
                     Input::Command { id, command } => r.handle_command(now, id, command),
                     Input::RoutingDone(done) => r.subnet.handle_routing_done(now, done),
@@ -273,6 +276,19 @@ impl Node {
             {
                 r.subnet.sa_fabric()
             }
+            _ => None,
+        }
+    }
+
+    /// What a SubnGet(SMInfo) answer needs now, once the node runs: a driver that
+    /// reads the port on a thread of its own takes it after each batch of outputs and
+    /// answers the SMInfo polls it reads at once
+    /// ([`crate::election::SmInfoResponder::answer`], the same bytes as the node's own
+    /// answer), handing them on as [`Input::SmInfoAnswered`]. `None` while starting:
+    /// then every MAD goes to [`Node::handle_input`] as it is.
+    pub fn sminfo_responder(&self) -> Option<crate::election::SmInfoResponder> {
+        match &self.phase {
+            NodePhase::Running(r) => Some(r.election.sminfo_responder()),
             _ => None,
         }
     }

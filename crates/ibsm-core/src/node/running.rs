@@ -9,12 +9,12 @@
 //! plain `sminfo` (it reads the local PortInfo.MasterSMLID and sends a LID-routed
 //! SubnGet(SMInfo) there) and a LID-routed trap's TrapRepress find their way back.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use ibsm_mad::{Method, Smp, SmpRoute, MAD_SIZE, PERMISSIVE_LID};
 
-use crate::election::{wire, Election, ElectionError, SmInfoMsg, SmRoute, SmState, Transmit};
+use crate::election::{response_dlid, wire, Election, ElectionError, SmInfoMsg, SmState, Transmit};
 use crate::sa::SaAgent;
 use crate::subnet::storm::LogSampler;
 use crate::subnet::{Outgoing, SubnetManager};
@@ -101,6 +101,7 @@ impl Running {
             handed_over_to: 0,
             requests: HashMap::new(),
             request_order: VecDeque::new(),
+            answered: HashSet::new(),
             last_sweep: String::new(),
             last_change_sweep: None,
             election_sent: 0,
@@ -345,6 +346,22 @@ impl Running {
 
     /// One MAD from the port; `slid` is the LRH SLID it came from.
     pub(crate) fn handle_mad(&mut self, now: Duration, mad: &[u8; MAD_SIZE], slid: u16) {
+        self.handle_mad_as(now, mad, slid, false);
+    }
+
+    /// A SubnGet(SMInfo) the driver already answered ([`super::Input::SmInfoAnswered`]):
+    /// handled as any MAD (counted, the poller noted), but the election's answer is not
+    /// sent again.
+    pub(crate) fn handle_answered_sminfo_get(
+        &mut self,
+        now: Duration,
+        mad: &[u8; MAD_SIZE],
+        slid: u16,
+    ) {
+        self.handle_mad_as(now, mad, slid, true);
+    }
+
+    fn handle_mad_as(&mut self, now: Duration, mad: &[u8; MAD_SIZE], slid: u16, answered: bool) {
         let mut smp = match Smp::decode(mad) {
             Ok(s) => s,
             Err(err) => {
@@ -406,8 +423,12 @@ impl Running {
                     }
                     self.trap_event(now, format!("trap 144 from LID {hint}"));
                 }
-                self.remember_request(smp, hint);
                 let from = wire::arrival_route(&smp, hint);
+                let tid = smp.tid;
+                self.remember_request(smp, hint);
+                if answered && matches!(msg, SmInfoMsg::Get { .. }) {
+                    self.answered.insert(tid);
+                }
                 self.election.handle_message(now, from, msg);
             }
             None if smp.method == Method::TRAP && self.subnet.is_active() => {
@@ -467,6 +488,7 @@ impl Running {
         while self.request_order.len() > MAX_REMEMBERED_REQUESTS {
             if let Some(old) = self.request_order.pop_front() {
                 self.requests.remove(&old);
+                self.answered.remove(&old);
             }
         }
     }
@@ -569,6 +591,10 @@ impl Running {
                 );
                 return;
             };
+            if self.answered.remove(&t.msg.tid()) {
+                // The driver sent this answer when the request arrived.
+                return;
+            }
             let resp = match wire::encode_response(&req, &t.msg) {
                 Ok(r) => r,
                 Err(err) => {
@@ -576,11 +602,7 @@ impl Running {
                     return;
                 }
             };
-            let dlid = match (&req.route, &t.dest) {
-                (SmpRoute::Lid, SmRoute::Lid(l)) if *l != 0 => Some(*l),
-                (SmpRoute::Lid, _) if hint != 0 => Some(hint),
-                _ => None,
-            };
+            let dlid = response_dlid(&req.route, &t.dest, hint);
             self.send(resp.encode(), dlid);
             return;
         }

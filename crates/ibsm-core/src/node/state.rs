@@ -3,7 +3,7 @@
 //! small types it is made of; the behaviour lives in `running`, `standby`, `master`
 //! and `startup`, which all read this file and never each other.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -166,6 +166,9 @@ pub(crate) struct Running {
     /// Requests to answer, by full TID: the request and the LID its answer goes to.
     pub requests: HashMap<u64, (Smp, u16)>,
     pub request_order: VecDeque<u64>,
+    /// Requests among `requests` the driver already answered
+    /// ([`super::Input::SmInfoAnswered`]): the election's answer to them is not sent.
+    pub answered: HashSet<u64>,
     pub last_sweep: String,
     /// The last master heavy sweep that changed the fabric (LIDs, LFTs, port
     /// states, re-registrations, or a topology change), and when it finished.

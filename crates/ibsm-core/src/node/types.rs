@@ -27,6 +27,17 @@ pub enum Input<'a> {
         /// Its source LID.
         slid: u16,
     },
+    /// A SubnGet(SMInfo) that arrived on the SM's port and that the driver already
+    /// answered from [`super::Node::sminfo_responder`]
+    /// ([`crate::election::SmInfoResponder::answer`]): handled as [`Input::Mad`] (counted,
+    /// the poller noted in the roster) but not answered again. Anything else given
+    /// this way is handled as [`Input::Mad`].
+    SmInfoAnswered {
+        /// The MAD.
+        mad: &'a [u8; MAD_SIZE],
+        /// Its source LID.
+        slid: u16,
+    },
     /// A General Services MAD (the SA's class 0x03) that arrived on QP1, with its
     /// source address: where the answer goes.
     Gmp {

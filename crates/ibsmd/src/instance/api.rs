@@ -75,6 +75,13 @@ pub struct InstanceConfig {
     /// `ibsm_core::node::NodeConfig::guid2lid_seed`); check it with
     /// [`crate::config::load_guid2lid`] before anything starts.
     pub guid2lid_seed: Option<String>,
+    /// `sminfo_answer_thread` (default on; `--no-sminfo-answer-thread` turns it off):
+    /// another SM's SubnGet(SMInfo) is answered the moment it is read, from the node's
+    /// state after its last step, and while the SM thread is in a step of 5 ms or more a
+    /// stand-in thread reads the port for it and answers them (see
+    /// `instance/driver/poll_answer.rs`). Off, or on a device that cannot be shared
+    /// between threads, a poll waits for the SM thread's current step and its turn.
+    pub sminfo_answer_thread: bool,
 }
 
 impl InstanceConfig {
@@ -124,6 +131,7 @@ impl InstanceConfig {
             leader_heartbeat_grace: None,
             sm_key_policy: ibsm_core::election::SmKeyPolicy::default(),
             guid2lid_seed: None,
+            sminfo_answer_thread: true,
         }
     }
 }
@@ -183,6 +191,11 @@ pub enum Command {
         /// Outcome.
         reply: oneshot::Sender<Result<(), CommandError>>,
     },
+    /// Test facility: the SM thread sleeps this long as one step, as a hung or
+    /// descheduled thread would (no timers, no MADs handled meanwhile). No API sends it;
+    /// tests use it to check that SMInfo polls are answered meanwhile and ActCount
+    /// stands still.
+    Stall(Duration),
     /// Stop the instance (its port stops advertising IsSM).
     Shutdown,
 }

@@ -20,13 +20,15 @@ use tokio::sync::{broadcast, oneshot};
 
 use crate::error::DaemonError;
 
+mod poll_answer;
 mod reads;
 
 use super::api::{record, Command, CommandError, EventRecord, InstanceConfig, Snapshot};
 
 /// A single step of the instance thread (one MAD, the timers, a job's result, a
-/// publication) that takes longer than this is logged: meanwhile no SMInfo poll is
-/// answered, and a standby counts the polls as missed.
+/// publication) that takes longer than this is logged: meanwhile its own work waits,
+/// and SMInfo polls are answered only by the stand-in (`poll_answer.rs`; without it
+/// they wait too, and a standby counts them as missed).
 const SLOW_STEP: Duration = Duration::from_millis(30);
 /// Longest sleep in `recv`, so commands are read at least this often.
 const MAX_WAIT: Duration = Duration::from_millis(20);
@@ -169,7 +171,10 @@ pub(super) struct Driver {
     /// of the node's outputs.
     sa_reader: Option<SaReader>,
     /// MADs read ahead of their turn (not answered by `sa_reader`), handled in order.
-    pending: VecDeque<ReceivedMad>,
+    pending: VecDeque<poll_answer::Incoming>,
+    /// The port's reader thread, which answers SMInfo polls as they arrive
+    /// (`poll_answer.rs`); `None`: this thread reads the device.
+    reader: Option<poll_answer::PollAnswerer>,
     /// What `sa_reader` answered: requests, answers with an error status.
     sa_reader_counts: (u64, u64),
 }
@@ -185,6 +190,14 @@ impl Driver {
         let epoch = Instant::now();
         let node = Node::new(node_config(&cfg), Duration::ZERO);
         let worker = Worker::spawn(&cfg.name)?;
+        let reader = match dev.try_share() {
+            Some(theirs) if cfg.sminfo_answer_thread => Some(poll_answer::PollAnswerer::spawn(
+                &cfg.name,
+                theirs,
+                Arc::clone(&cfg.metrics),
+            )?),
+            _ => None,
+        };
         Ok(Driver {
             cfg,
             dev,
@@ -207,6 +220,7 @@ impl Driver {
             failed: None,
             sa_reader: None,
             pending: VecDeque::new(),
+            reader,
             sa_reader_counts: (0, 0),
         })
     }
@@ -272,7 +286,7 @@ impl Driver {
             if let Some(t) = self.node.poll_timeout() {
                 until = until.min(t);
             }
-            if let Some(r) = self.dev.recv(until.saturating_sub(now))? {
+            if let Some(r) = self.recv(until.saturating_sub(now))? {
                 self.feed_replicated();
                 self.take(r);
                 // Handle what else is already there before the next round of timers.
@@ -280,35 +294,6 @@ impl Driver {
                 self.handle_pending()?;
             }
         }
-    }
-
-    fn mad(&mut self, now: Duration, r: &ReceivedMad) {
-        let t = Instant::now();
-        self.mad_inner(now, r);
-        slow_step("MAD", t);
-    }
-
-    fn mad_inner(&mut self, now: Duration, r: &ReceivedMad) {
-        count_received(&self.cfg.metrics, r);
-        if r.is_smp() {
-            self.node.handle_input(
-                now,
-                Input::Mad {
-                    mad: &r.mad,
-                    slid: r.slid(),
-                },
-            );
-        } else {
-            // A GMP reaches the device only for a class it registered (the SA's 0x03).
-            self.node.handle_input(
-                now,
-                Input::Gmp {
-                    mad: &r.mad,
-                    from: r.from,
-                },
-            );
-        }
-        self.drain();
     }
 
     /// Hand the node the Raft leader's newest heartbeat, if one arrived since the last
@@ -411,6 +396,11 @@ impl Driver {
                 NodeCommand::SetConfiguredPartitions(partitions.clone()),
                 Reply::Partitions(reply, partitions),
             ),
+            Command::Stall(d) => {
+                tracing::warn!(ms = d.as_millis(), "test facility: the SM thread stalls");
+                std::thread::sleep(d);
+                return;
+            }
             Command::Shutdown => return,
         };
         self.replies.insert(id, reply);
@@ -421,6 +411,11 @@ impl Driver {
 
     /// Carry out everything the node emitted.
     fn drain(&mut self) {
+        // The node's state is final for this step: what the reader thread answers
+        // SMInfo polls with, before any of its MADs go out.
+        if let Some(r) = &mut self.reader {
+            r.publish(self.node.sminfo_responder());
+        }
         while let Some(out) = self.node.poll_output() {
             match out {
                 Output::Transmit(o) => {
@@ -737,7 +732,7 @@ fn slow_step(what: &'static str, started: Instant) {
         tracing::debug!(
             step = what,
             took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
-            "instance thread busy: SMInfo polls wait meanwhile"
+            "instance thread busy: its work waits (SMInfo polls: the stand-in answers them)"
         );
     }
 }

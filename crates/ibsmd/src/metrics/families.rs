@@ -133,6 +133,12 @@ const FAMILIES: &[Family] = &[
         read: |m| one(&m.sminfo_requests),
     },
     Family {
+        name: "ibsm_sminfo_fast_answers_total",
+        kind: COUNTER,
+        help: "SubnGet(SMInfo) answered as they were read, ahead of the SM thread's queued work, or by its stand-in reader while the SM thread was busy (also in ibsm_sminfo_requests_total).",
+        read: |m| one(&m.sminfo_fast_answers),
+    },
+    Family {
         name: "ibsm_master_losses_held_off_total",
         kind: COUNTER,
         help: "Standby: SMInfo miss streaks that reached poll_retries while the master was the Raft leader and its heartbeat was fresh, so the master was not declared lost (yet).",

@@ -47,6 +47,7 @@ pub struct Metrics {
     pub(super) sm_key_rejections: AtomicU64,
     pub(super) losses_held_off: AtomicU64,
     pub(super) sminfo_requests: AtomicU64,
+    pub(super) sminfo_fast_answers: AtomicU64,
     pub(super) degraded: AtomicU64,
     pub(super) mad_send_errors: AtomicU64,
     pub(super) traps: AtomicU64,
@@ -180,6 +181,12 @@ impl Metrics {
     /// SubnGet(SMInfo) requests received from other SMs (running total).
     pub fn set_sminfo_requests(&self, n: u64) {
         self.sminfo_requests.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// One SubnGet(SMInfo) answered as read, ahead of the SM thread's turn
+    /// (`ibsm_sminfo_fast_answers_total`).
+    pub fn sminfo_fast_answered(&self) {
+        self.sminfo_fast_answers.fetch_add(1, Ordering::Relaxed);
     }
 
     /// One MAD the device refused to send.

@@ -152,10 +152,8 @@ impl Election {
         let now = self.clock(now);
         match msg {
             SmInfoMsg::Get { tid, m_key, info } => {
-                let mut reply = self.sm_info();
-                if self.requester_passes(m_key, &info) && self.requester_trusted(&from) {
-                    reply.sm_key = self.cfg.sm_key;
-                }
+                // The same rule as an answer built off the election (SmInfoResponder).
+                let reply = self.sminfo_responder().reply_info(&from, m_key, &info);
                 self.transmits.push_back(Transmit {
                     dest: from.clone(),
                     msg: SmInfoMsg::GetResp {

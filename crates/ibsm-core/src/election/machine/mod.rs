@@ -19,5 +19,6 @@ mod standby;
 mod state;
 mod transitions;
 
+pub(crate) use route::requester_port_among;
 pub use route::route_for_new_request;
 pub use state::Election;

@@ -3,6 +3,7 @@
 //! answers, the masters held dead at a stalled ActCount, and ranking: higher priority
 //! wins, on equal priority the LOWER port GUID.
 
+use crate::election::answer::{m_key_passes, SmInfoResponder};
 #[cfg(feature = "fault-injection")]
 use crate::election::config::InjectedFault;
 use crate::election::types::{ElectionEvent, SmInfo, SmRoute, SmState};
@@ -62,7 +63,25 @@ impl Election {
 
     /// The M_Key rule for our SMInfo answers (see `ElectionConfig::m_key`).
     pub(super) fn requester_passes(&self, m_key: u64, info: &SmInfo) -> bool {
-        self.cfg.m_key == 0 || m_key == self.cfg.m_key || info.sm_key == self.cfg.sm_key
+        m_key_passes(self.cfg.m_key, self.cfg.sm_key, m_key, info)
+    }
+
+    /// What a SubnGet(SMInfo) answer needs now ([`SmInfoResponder`]): our SMInfo,
+    /// SM_Key, M_Key and, with `trusted_sm_guids`, the SM ports a trusted requester is
+    /// told by. The election answers its own Gets through it too.
+    pub fn sminfo_responder(&self) -> SmInfoResponder {
+        SmInfoResponder::new(
+            self.sm_info(),
+            self.cfg.sm_key,
+            self.cfg.m_key,
+            self.cfg.trusted_sm_guids.as_ref().map(|guids| {
+                (
+                    self.cfg.port_guid,
+                    guids.clone(),
+                    self.known.values().cloned().collect(),
+                )
+            }),
+        )
     }
 
     /// Without `trusted_sm_guids` everyone; with it, a request from a port we can tell

@@ -3,7 +3,7 @@
 //! request came from, told by its SLID or its directed route's return path, never by
 //! the GUID in its payload.
 
-use crate::election::types::{DrRoute, SmRoute};
+use crate::election::types::{DrRoute, SmPort, SmRoute};
 
 use super::state::Election;
 
@@ -16,31 +16,37 @@ impl Election {
     /// the route our sweep recorded to each SM port. The SMInfo payload's GUID is never
     /// used: any sender can write any GUID there.
     pub fn requester_port(&self, from: &SmRoute) -> Option<u64> {
-        match from {
-            SmRoute::Lid(0) => None,
-            SmRoute::Lid(lid) => self
-                .known
-                .values()
-                .find(|p| p.lid == Some(*lid))
-                .map(|p| p.guid),
-            SmRoute::Directed(dr) => {
-                if dr.dr_slid != 0xffff || dr.dr_dlid != 0xffff || dr.return_path.is_empty() {
-                    // LID-routed parts, or no recorded return path: the only hops we
-                    // would have are the ones the sender wrote itself.
-                    return None;
-                }
-                let SmRoute::Directed(back) = route_for_new_request(from) else {
-                    return None;
-                };
-                let hops = dr_hops(&back);
-                if hops.is_empty() {
-                    return None;
-                }
-                self.known
-                    .values()
-                    .find(|p| matches!(&p.route, SmRoute::Directed(d) if dr_hops(d) == hops))
-                    .map(|p| p.guid)
+        requester_port_among(self.known.values(), from)
+    }
+}
+
+/// [`Election::requester_port`] among the SM ports `known` (in GUID order, as the
+/// election keeps them): shared with the SMInfo answers built off the election
+/// (`crate::election::SmInfoResponder`), so both tell a requester the same way.
+pub(crate) fn requester_port_among<'a>(
+    known: impl Iterator<Item = &'a SmPort> + Clone,
+    from: &SmRoute,
+) -> Option<u64> {
+    match from {
+        SmRoute::Lid(0) => None,
+        SmRoute::Lid(lid) => known.clone().find(|p| p.lid == Some(*lid)).map(|p| p.guid),
+        SmRoute::Directed(dr) => {
+            if dr.dr_slid != 0xffff || dr.dr_dlid != 0xffff || dr.return_path.is_empty() {
+                // LID-routed parts, or no recorded return path: the only hops we
+                // would have are the ones the sender wrote itself.
+                return None;
             }
+            let SmRoute::Directed(back) = route_for_new_request(from) else {
+                return None;
+            };
+            let hops = dr_hops(&back);
+            if hops.is_empty() {
+                return None;
+            }
+            known
+                .clone()
+                .find(|p| matches!(&p.route, SmRoute::Directed(d) if dr_hops(d) == hops))
+                .map(|p| p.guid)
         }
     }
 }

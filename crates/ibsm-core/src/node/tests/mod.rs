@@ -19,6 +19,7 @@ mod sa_mcast;
 mod sa_reader;
 mod sa_services;
 mod sa_tables;
+mod sminfo_responder;
 use crate::election::SmState;
 
 const MS: Duration = Duration::from_millis(1);

@@ -5,9 +5,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ibsm_core::election::SmInfoResponder;
+use ibsm_core::node::Input;
 use ibsm_core::sa::{SaReader, SaTransmit};
 use ibsm_transport::ReceivedMad;
 
+use super::poll_answer::Incoming;
 use super::{count_received, slow_step, Driver};
 use crate::error::DaemonError;
 
@@ -22,7 +25,7 @@ impl Driver {
     /// batch of SMP answers (a light sweep's, a trap burst) read before it.
     pub(super) fn read_ahead(&mut self) -> Result<(), DaemonError> {
         while self.pending.len() < MAX_PENDING {
-            let Some(r) = self.dev.recv(Duration::ZERO)? else {
+            let Some(r) = self.recv(Duration::ZERO)? else {
                 break;
             };
             self.take(r);
@@ -30,12 +33,48 @@ impl Driver {
         Ok(())
     }
 
-    /// One MAD read: answered now by the SA reader, or queued.
-    pub(super) fn take(&mut self, r: ReceivedMad) {
-        if !r.is_smp() && self.sa_read(&r) {
+    /// The next MAD, waiting up to `timeout`: through the SMInfo stand-in when there is
+    /// one (first what it read while this thread was busy, SMInfo polls already
+    /// answered, [`super::poll_answer`]), else from the device.
+    pub(super) fn recv(&mut self, timeout: Duration) -> Result<Option<Incoming>, DaemonError> {
+        match &self.reader {
+            Some(r) => Ok(r.recv(timeout)?),
+            None => Ok(self.dev.recv(timeout)?.map(|mad| Incoming {
+                mad,
+                answered: false,
+            })),
+        }
+    }
+
+    /// One MAD read: answered now by the SA reader, or queued. With the SMInfo
+    /// stand-in, a SubnGet(SMInfo) is answered now too, ahead of the MADs queued before
+    /// it, from the node's state after its last step (as the stand-in answers), and
+    /// queued marked answered.
+    pub(super) fn take(&mut self, mut r: Incoming) {
+        if !r.mad.is_smp() && self.sa_read(&r.mad) {
             return;
         }
+        if !r.answered && self.reader.is_some() && SmInfoResponder::is_sminfo_get(&r.mad.mad) {
+            r.answered = self.answer_sminfo(&r.mad);
+        }
         self.pending.push_back(r);
+    }
+
+    /// Answer a SubnGet(SMInfo) as read ([`SmInfoResponder::answer`], the node's own
+    /// bytes); false: the node answers it in its turn.
+    fn answer_sminfo(&mut self, m: &ReceivedMad) -> bool {
+        let Some(a) = self
+            .node
+            .sminfo_responder()
+            .and_then(|s| s.answer(&m.mad, m.slid()))
+        else {
+            return false;
+        };
+        let sent = super::poll_answer::send_answer(&mut *self.dev, &a, m.slid());
+        if sent {
+            self.cfg.metrics.sminfo_fast_answered();
+        }
+        sent
     }
 
     /// Handle the queued MADs in order, reading ahead after each.
@@ -46,6 +85,34 @@ impl Driver {
             self.read_ahead()?;
         }
         Ok(())
+    }
+
+    /// Hand the node one MAD (logged when the step is slow).
+    pub(super) fn mad(&mut self, now: Duration, r: &Incoming) {
+        let t = Instant::now();
+        count_received(&self.cfg.metrics, &r.mad);
+        let m = &r.mad;
+        let input = if r.answered {
+            // Answered by the reader thread: the node notes it, sends nothing.
+            Input::SmInfoAnswered {
+                mad: &m.mad,
+                slid: m.slid(),
+            }
+        } else if m.is_smp() {
+            Input::Mad {
+                mad: &m.mad,
+                slid: m.slid(),
+            }
+        } else {
+            // A GMP reaches the device only for a class it registered (the SA's 0x03).
+            Input::Gmp {
+                mad: &m.mad,
+                from: m.from,
+            }
+        };
+        self.node.handle_input(now, input);
+        self.drain();
+        slow_step("MAD", t);
     }
 
     /// Answer `r` from the SA snapshot if it is a SubnAdmGet of a fabric record and
