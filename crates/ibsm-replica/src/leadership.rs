@@ -34,10 +34,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::forward::{ForwardError, ForwardReply, ForwardRequest};
+use crate::forward::{ForwardReply, ForwardRequest};
 use crate::metrics::Role;
 use crate::replica::{Replica, ReplicaError};
-use crate::{NodeId, TypeConfig};
 
 /// What [`Replica::request_leadership`] found or did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,78 +141,6 @@ impl Replica {
             Err(e) => Err(e),
         }
     }
-}
-
-/// The leader's side of [`ForwardRequest::YieldLeadership`]: pause the idle heartbeats
-/// for one lease plus `election_timeout_min` (module doc), resuming them as soon as
-/// this member is no longer leader.
-pub(crate) fn yield_to(
-    raft: &openraft::Raft<TypeConfig>,
-    to: NodeId,
-) -> Result<ForwardReply, ForwardError> {
-    let m = raft.metrics().borrow().clone();
-    let me = m.id;
-    if m.current_leader != Some(me) {
-        let leader = m.current_leader.and_then(|l| {
-            m.membership_config
-                .membership()
-                .get_node(&l)
-                .map(|n| (l, n.addr.clone()))
-        });
-        return Err(ForwardError::NotLeader { leader });
-    }
-    if to == me {
-        return Err(ForwardError::Failed(format!(
-            "node {to} asked the leader to yield to itself"
-        )));
-    }
-    if !m
-        .membership_config
-        .membership()
-        .voter_ids()
-        .any(|v| v == to)
-    {
-        return Err(ForwardError::Failed(format!(
-            "node {to} is not a voter: a learner cannot lead"
-        )));
-    }
-    let config = raft.config();
-    let lease_ms = config.election_timeout_max;
-    let pause = Duration::from_millis(lease_ms + config.election_timeout_min);
-    let term = m.current_term;
-    raft.runtime_config().heartbeat(false);
-    tracing::info!(
-        node_id = me,
-        to,
-        pause_ms = pause.as_millis() as u64,
-        "Raft leadership: pausing heartbeats so the SM master's member can be elected"
-    );
-    let raft = raft.clone();
-    tokio::spawn(async move {
-        let mut rx = raft.metrics();
-        let deposed = async {
-            loop {
-                {
-                    let m = rx.borrow_and_update();
-                    if m.current_leader != Some(me) || m.current_term != term {
-                        return;
-                    }
-                }
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
-        };
-        let deposed = tokio::time::timeout(pause, deposed).await.is_ok();
-        raft.runtime_config().heartbeat(true);
-        tracing::info!(
-            node_id = me,
-            to,
-            deposed,
-            "Raft leadership: heartbeats resumed"
-        );
-    });
-    Ok(ForwardReply::Yielding { lease_ms })
 }
 
 impl Replica {

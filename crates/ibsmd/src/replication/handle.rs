@@ -18,7 +18,8 @@ use super::cluster::ClusterConfig;
 use super::keys::{partitions_in, sm_node_key};
 use super::record::FabricRecord;
 use super::sa::ReplicaSaTables;
-use super::writer::{lock, writer, Shared};
+use super::shared::{lock, Shared};
+use super::writer::writer;
 
 /// Errors of the cluster operations.
 #[derive(Debug, thiserror::Error)]

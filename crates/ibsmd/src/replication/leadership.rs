@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ibsm_replica::{Leadership, Replica, Role};
 
-use super::writer::{lock, Shared};
+use super::shared::{lock, Shared};
 
 /// Requests per mastership at most (one, plus retries after a lost vote).
 pub const LEADERSHIP_TRIES: u32 = 3;

@@ -116,6 +116,7 @@ mod keys;
 mod leadership;
 mod record;
 mod sa;
+mod shared;
 mod status;
 mod writer;
 

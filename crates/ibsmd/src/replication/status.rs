@@ -9,7 +9,7 @@ use ibsm_replica::{ReplicaMetrics, Role};
 
 use super::cluster::{CORE_RETRY, QUORUM_LOST};
 use super::handle::Replication;
-use super::writer::lock;
+use super::shared::lock;
 
 /// The replication part of `GetStatus`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
