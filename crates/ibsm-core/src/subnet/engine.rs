@@ -274,6 +274,11 @@ impl SubnetManager {
                     }
                 }
                 Token::Light(op) => self.on_light(op, Some(&smp)),
+                Token::Verify(op) => {
+                    if let Stage::Verifying(v) = &mut self.stage {
+                        v.on_response(op, &smp);
+                    }
+                }
                 Token::Mft(w) => self.on_mft(w, smp.status == 0),
                 Token::ReadLft { node, block } => {
                     if let Stage::ReadingLfts(_, rb) = &mut self.stage {
@@ -316,6 +321,11 @@ impl SubnetManager {
                     }
                 }
                 Token::Light(op) => self.on_light(op, None),
+                Token::Verify(op) => {
+                    if let Stage::Verifying(v) = &mut self.stage {
+                        v.on_failure(op);
+                    }
+                }
                 Token::Mft(w) => self.on_mft(w, false),
                 Token::ReadLft { node, .. } => {
                     if let Stage::ReadingLfts(_, rb) = &mut self.stage {
@@ -347,6 +357,20 @@ impl SubnetManager {
                         ),
                         Err(err) => d.handle_failure(token, &err.to_string()),
                     }
+                }
+            }
+            Stage::Verifying(v) => {
+                while self.tx.queued() < window {
+                    let Some((op, smp)) = v.next() else { break };
+                    progressed = true;
+                    self.tx.submit(
+                        now,
+                        smp,
+                        Tagged {
+                            generation: self.generation,
+                            token: Token::Verify(op),
+                        },
+                    );
                 }
             }
             Stage::ReadingLfts(sw, rb) => {
@@ -440,17 +464,8 @@ impl SubnetManager {
                 }
                 None => (Stage::Idle, false),
             },
-            Stage::Discovering(d) if d.is_done() => {
-                self.mark(1, now);
-                let sweep = self.after_discovery(d.into_result());
-                if self.preparing.is_some() {
-                    self.events.push_back(SubnetEvent::PreparedDiscovery {
-                        sm_ports: sweep.report.sm_ports.clone(),
-                    });
-                }
-                self.wake_now = Some(now);
-                (Stage::LidsDone(sweep), true)
-            }
+            Stage::Discovering(d) if d.is_done() => (self.discovered(now, d.into_result()), true),
+            Stage::Verifying(v) if v.is_done() => (self.verified(now, *v), true),
             // Compute phases resume only from handle_timeout (which clears
             // wake_now), so the phase time is measured between two calls.
             Stage::LidsDone(mut sweep) if self.wake_now.is_none() => {

@@ -130,7 +130,7 @@ impl Readback {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::subnet::{SubnetConfig, SubnetEvent, SubnetManager, SweepReport};
     use ibsm_fabric::{gen, NodeIdx};
@@ -139,7 +139,7 @@ mod tests {
     use std::time::Duration;
 
     /// Drive `sm` on `sim` until the next heavy sweep completes.
-    fn sweep(
+    pub(in crate::subnet) fn sweep(
         sim: &mut Sim,
         client: ClientId,
         sm: &mut SubnetManager,
@@ -184,14 +184,14 @@ mod tests {
         panic!("no heavy sweep completed");
     }
 
-    fn master_at(sim: &mut Sim, node: NodeIdx) -> (ClientId, SubnetManager) {
+    pub(in crate::subnet) fn master_at(sim: &mut Sim, node: NodeIdx) -> (ClientId, SubnetManager) {
         let client = sim.attach(node, 1).expect("attach");
         sim.set_is_sm(client, true).expect("IsSM");
         let sm = SubnetManager::new(SubnetConfig::default()).expect("config");
         (client, sm)
     }
 
-    fn inherited(sm: &SubnetManager) -> Inherited {
+    pub(in crate::subnet) fn inherited(sm: &SubnetManager) -> Inherited {
         Inherited {
             lft_digests: sm
                 .programmed_lfts()
@@ -266,7 +266,7 @@ mod tests {
 
     /// Send what `sm` has queued into `sim` (recording every SMP), without
     /// delivering anything back.
-    fn send_queued(
+    pub(in crate::subnet) fn send_queued(
         sim: &mut Sim,
         client: ClientId,
         sm: &mut SubnetManager,
@@ -287,7 +287,7 @@ mod tests {
 
     /// Drive `sm` until nothing is on the wire and it asks for no timeout (a
     /// prepared takeover waiting for MASTER), recording every SMP it sends.
-    fn until_quiet(
+    pub(in crate::subnet) fn until_quiet(
         sim: &mut Sim,
         client: ClientId,
         sm: &mut SubnetManager,

@@ -24,6 +24,7 @@ use super::routing_job::RoutingJob;
 use super::sa_snapshot_job::{PendingSnapshot, Retired, SaSnapshotJob};
 use super::storm;
 use super::sweep::{Programmed, Stage, Tagged};
+use super::verify::{VerificationReport, Verify};
 
 /// The master SM's subnet configurator (see the module doc).
 #[derive(Debug)]
@@ -62,6 +63,8 @@ pub struct SubnetManager {
     /// What the previous master left, for the next mastership's first heavy sweep.
     pub(super) inherit: Option<Inherited>,
     pub(super) inherit_report: Option<InheritReport>,
+    /// What the last verification of a known discovery found (see `verify`).
+    pub(super) verification: Option<VerificationReport>,
     /// [`SubnetManager::prepare_takeover`] started the read-only part of a
     /// takeover at this time; `become_master` continues it.
     pub(super) preparing: Option<Duration>,
@@ -138,6 +141,7 @@ impl SubnetManager {
             smps_reported: 0,
             inherit: None,
             inherit_report: None,
+            verification: None,
             preparing: None,
             pending_partitions: None,
             routing_jobs: VecDeque::new(),
@@ -241,6 +245,7 @@ impl SubnetManager {
                 }
             }
             Stage::Discovering(_)
+            | Stage::Verifying(_)
             | Stage::LidsDone(_)
             | Stage::ReadingLfts(..)
             | Stage::Routing(..)
@@ -321,17 +326,49 @@ impl SubnetManager {
     /// that time is what brings "fabric verified" under 0.5 s after a SIGKILL.
     /// Everything read is read after the old master stopped answering.
     pub fn prepare_takeover(&mut self, now: Duration, inherited: Inherited) {
+        self.prepare_takeover_from(now, inherited, None);
+    }
+
+    /// [`SubnetManager::prepare_takeover`] that, given `known` (a discovery this SM
+    /// made from its own port with the same [`SubnetConfig::discovery`], with
+    /// nothing seen to change the fabric since), verifies it with targeted Gets
+    /// instead of walking the fabric (see the `verify` module), and walks it only if
+    /// something differs. [`SubnetManager::last_verification`] says what it found.
+    pub fn prepare_takeover_from(
+        &mut self,
+        now: Duration,
+        inherited: Inherited,
+        known: Option<DiscoveryResult>,
+    ) {
         if self.active || !matches!(self.stage, Stage::Idle) {
             return;
         }
         self.inherit = Some(inherited);
         self.inherit_report = None;
+        self.verification = None;
         self.preparing = Some(now);
         self.programmed = Programmed::default();
         self.heavy_requested = None;
         self.start_heavy(now, SweepReason::BecameMaster);
-        tracing::info!("takeover prepared: discovery and LFT read-back start before MASTER");
+        match known {
+            Some(known) => {
+                tracing::info!(
+                    nodes = known.topology.len(),
+                    "takeover prepared: the known fabric is verified and the LFTs read back before MASTER"
+                );
+                self.stage = Stage::Verifying(Box::new(Verify::new(known)));
+            }
+            None => {
+                tracing::info!("takeover prepared: discovery and LFT read-back start before MASTER")
+            }
+        }
         self.pump(now);
+    }
+
+    /// What the last verification of a known discovery found (a takeover prepared
+    /// with [`SubnetManager::prepare_takeover_from`]).
+    pub fn last_verification(&self) -> Option<&VerificationReport> {
+        self.verification.as_ref()
     }
 
     /// True between [`SubnetManager::prepare_takeover`] and `become_master`/`stop`:
@@ -377,7 +414,10 @@ impl SubnetManager {
         if self.preparing.is_some() {
             if matches!(
                 self.stage,
-                Stage::Discovering(_) | Stage::LidsDone(_) | Stage::ReadingLfts(..)
+                Stage::Discovering(_)
+                    | Stage::Verifying(_)
+                    | Stage::LidsDone(_)
+                    | Stage::ReadingLfts(..)
             ) && self.inherit.is_some()
             {
                 self.active = true;
