@@ -80,6 +80,7 @@ impl Running {
             }
             ElectionEvent::HeavySweepRequested => {
                 self.fabric_changes += 1;
+                self.topology_changes += 1;
                 if self.subnet.is_active() {
                     self.subnet.start_heavy_sweep(now);
                 } else {
@@ -436,8 +437,8 @@ impl Running {
     /// switch's PortStateChange and every end port, so this is only the cheap
     /// pre-check.
     fn verifiable_discovery(&self, now: Duration) -> Option<&DiscoveryResult> {
-        let (done, changes, result) = self.last_discovery.as_ref()?;
-        (*changes == self.fabric_changes
+        let (done, _, changes, result) = self.last_discovery.as_ref()?;
+        (*changes == self.topology_changes
             && now.saturating_sub(*done) <= VERIFIABLE_DISCOVERY_MAX_AGE)
             .then_some(result)
     }
@@ -492,7 +493,7 @@ impl Running {
     /// the last condition a failover would start from what the old master was still
     /// changing, and programming skips ports that *read* as wanted. Taken once.
     fn take_fresh_discovery(&mut self, now: Duration) -> Option<DiscoveryResult> {
-        let (done, changes, result) = self.last_discovery.take()?;
+        let (done, changes, _, result) = self.last_discovery.take()?;
         let age = now.saturating_sub(done);
         if changes != self.fabric_changes || age > FRESH_DISCOVERY_MAX_AGE {
             tracing::debug!(

@@ -57,6 +57,7 @@ impl Running {
         self.sweep = Some(Sweep {
             heavy,
             changes_at_start: self.fabric_changes,
+            topology_at_start: self.topology_changes,
             started: now,
             phase_started: now,
             phase,
@@ -177,9 +178,10 @@ impl Running {
         };
         let result = d.into_result();
         let changes_at_start = s.changes_at_start;
+        let topology_at_start = s.topology_at_start;
         self.phase_done(now, "discover");
         self.discovered(&result);
-        self.last_discovery = Some((now, changes_at_start, result));
+        self.last_discovery = Some((now, changes_at_start, topology_at_start, result));
         self.launch_probe(now);
         if self.sweep.as_ref().is_some_and(|s| s.outstanding == 0) {
             self.probe_done(now);

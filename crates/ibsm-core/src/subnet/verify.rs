@@ -39,7 +39,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use ibsm_fabric::NodeIdx;
-use ibsm_mad::attr::{NodeInfo, SwitchInfo};
+use ibsm_mad::attr::{NodeInfo, PortState, SwitchInfo};
 use ibsm_mad::{AttributeId, PortInfo, Smp};
 
 use crate::discovery::{Discovery, DiscoveryResult};
@@ -135,6 +135,34 @@ impl VerifyOp {
     }
 }
 
+/// Why `res` cannot be verified: a cabled port it read was not Active (the old
+/// master was still bringing the fabric up). A link leaves Active only through Down,
+/// which raises SwitchInfo.PortStateChange on its switch ends, so a discovery that
+/// saw every link Active, and switches that have raised no PortStateChange since,
+/// stand for link ports that are all still Active as read.
+fn not_settled(res: &DiscoveryResult) -> Option<String> {
+    for (idx, node) in res.topology.iter() {
+        let read = res.port_info.get(idx.as_usize())?;
+        for (num, port) in node.physical_ports() {
+            if port.remote.is_none() {
+                continue;
+            }
+            let state = read
+                .get(usize::from(num))
+                .copied()
+                .flatten()
+                .map(|p| p.port_state);
+            if state != Some(PortState::Active) {
+                return Some(format!(
+                    "node {:#018x} port {num} was {state:?} when it was discovered, not Active",
+                    node.node_guid
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// The verification of a known discovery in progress.
 #[derive(Debug)]
 pub(super) struct Verify {
@@ -174,7 +202,11 @@ impl Verify {
                 }
             }
         }
-        let failed = queue.is_empty().then(|| "nothing to verify".to_string());
+        let failed = if queue.is_empty() {
+            Some("nothing to verify".to_string())
+        } else {
+            not_settled(&res)
+        };
         Verify {
             res,
             queue,
