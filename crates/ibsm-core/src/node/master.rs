@@ -9,7 +9,10 @@
 //! fabric a second time. With replication, a STANDBY that has missed all but one poll
 //! of its master (or just went DISCOVERING after losing it) and that no known standby
 //! outranks prepares the takeover: discovery and the read-back of every LFT start then,
-//! read-only, and MASTER continues that sweep instead of starting one. Leaving MASTER
+//! read-only, and MASTER continues that sweep instead of starting one. When its last
+//! standby discovery is verifiable (`verifiable_discovery`: settled, no topology change
+//! seen since) the preparation verifies it instead of discovering (`subnet::verify`)
+//! and starts at the first missed poll. Leaving MASTER
 //! stops the configurator and the standby sweeps resume.
 
 use std::time::Duration;

@@ -181,6 +181,16 @@ impl Running {
         let topology_at_start = s.topology_at_start;
         self.phase_done(now, "discover");
         self.discovered(&result);
+        if let Some(why) = crate::subnet::unsettled(&result) {
+            // A takeover verifies only a discovery of a settled fabric (the master
+            // was still bringing ports up): discover again at the next light-sweep
+            // tick rather than in a heavy-sweep interval.
+            tracing::debug!(%why, "standby discovery of an unsettled fabric: another soon");
+            let at = now.saturating_add(self.cfg.light_sweep_interval);
+            if at < self.timer(Timer::Heavy) {
+                self.set_timer(Timer::Heavy, at);
+            }
+        }
         self.last_discovery = Some((now, changes_at_start, topology_at_start, result));
         self.launch_probe(now);
         if self.sweep.as_ref().is_some_and(|s| s.outstanding == 0) {

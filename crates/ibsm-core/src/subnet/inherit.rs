@@ -23,7 +23,8 @@
 //!
 //! # Prepared before MASTER
 //!
-//! Discovery plus read-back are ~20k SMPs on a k=16 fat tree, ~0.2 s of what
+//! Discovery plus read-back are ~20k SMPs on a k=16 fat tree (~10k when the
+//! standby's known fabric is verified instead, see `super::verify`), ~0.2 s of what
 //! ibsim answers, and the fabric (not the SMP window: 64 vs 256 made no
 //! difference) bounds their rate. So the daemon starts them *before* MASTER, with
 //! [`super::SubnetManager::prepare_takeover`], once its election has missed all

@@ -213,4 +213,4 @@ pub use manager::SubnetManager;
 pub use metrics::{SubnetMetrics, PORT_ERROR_WINDOW, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 pub use routing_job::{RoutingDone, RoutingJob};
 pub use sa_snapshot_job::{SaSnapshotDone, SaSnapshotJob};
-pub use verify::VerificationReport;
+pub use verify::{unsettled, VerificationReport};

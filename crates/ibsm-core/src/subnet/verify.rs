@@ -135,12 +135,12 @@ impl VerifyOp {
     }
 }
 
-/// Why `res` cannot be verified: a cabled port it read was not Active (the old
-/// master was still bringing the fabric up). A link leaves Active only through Down,
-/// which raises SwitchInfo.PortStateChange on its switch ends, so a discovery that
-/// saw every link Active, and switches that have raised no PortStateChange since,
-/// stand for link ports that are all still Active as read.
-fn not_settled(res: &DiscoveryResult) -> Option<String> {
+/// Why `res` cannot be verified by a takeover: a cabled port it read was not Active
+/// (the master was still bringing the fabric up). A link leaves Active only through
+/// Down, which raises SwitchInfo.PortStateChange on its switch ends, so a discovery
+/// that saw every link Active, and switches that have raised no PortStateChange
+/// since, stand for link ports that are all still Active as read.
+pub fn unsettled(res: &DiscoveryResult) -> Option<String> {
     for (idx, node) in res.topology.iter() {
         let read = res.port_info.get(idx.as_usize())?;
         for (num, port) in node.physical_ports() {
@@ -205,7 +205,7 @@ impl Verify {
         let failed = if queue.is_empty() {
             Some("nothing to verify".to_string())
         } else {
-            not_settled(&res)
+            unsettled(&res)
         };
         Verify {
             res,

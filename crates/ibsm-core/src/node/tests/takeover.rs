@@ -38,9 +38,10 @@ fn replicated_pair() -> (Lab, Vec<NodeIdx>) {
         .collect();
     lab.sms[1].at = cas[3];
     lab.start(1);
-    // Past the standby's second heavy sweep (every 10 s): its first one ran while
-    // the master was still bringing ports up, which no takeover verifies.
-    lab.run_to(Duration::from_secs(12));
+    // The standby's first discovery ran while the master was bringing ports up,
+    // which no takeover verifies: it discovers again a light-sweep interval later,
+    // not a heavy-sweep interval (10 s).
+    lab.run_to(Duration::from_secs(4));
     assert_eq!(lab.masters(), vec![0]);
     let sm = lab.sms[0]
         .node
