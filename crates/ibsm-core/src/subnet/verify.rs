@@ -119,8 +119,9 @@ impl SubnetManager {
     }
 }
 
-/// One verification read.
+/// One verification read (named after the attribute read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)]
 pub(super) enum VerifyOp {
     NodeInfo(u32),
     SwitchInfo(u32),
@@ -227,25 +228,26 @@ impl Verify {
         if self.failed.is_some() {
             return None;
         }
-        while let Some(op) = self.queue.pop_front() {
-            let path = self.res.path(NodeIdx(op.node()))?;
-            let (attr, attr_mod) = match op {
-                VerifyOp::NodeInfo(_) => (AttributeId::NODE_INFO, 0),
-                VerifyOp::SwitchInfo(_) => (AttributeId::SWITCH_INFO, 0),
-                VerifyOp::PortInfo(_, p) => (AttributeId::PORT_INFO, u32::from(p)),
-            };
-            match Smp::try_get_dr(path, attr, attr_mod, 0) {
-                Ok(smp) => {
-                    self.outstanding += 1;
-                    return Some((op, smp));
-                }
-                Err(err) => {
-                    self.fail(op, &format!("cannot address it: {err}"));
-                    return None;
-                }
+        let op = self.queue.pop_front()?;
+        let (attr, attr_mod) = match op {
+            VerifyOp::NodeInfo(_) => (AttributeId::NODE_INFO, 0),
+            VerifyOp::SwitchInfo(_) => (AttributeId::SWITCH_INFO, 0),
+            VerifyOp::PortInfo(_, p) => (AttributeId::PORT_INFO, u32::from(p)),
+        };
+        let smp = match self.res.path(NodeIdx(op.node())) {
+            Some(path) => Smp::try_get_dr(path, attr, attr_mod, 0).map_err(|e| e.to_string()),
+            None => Err("no route known".to_string()),
+        };
+        match smp {
+            Ok(smp) => {
+                self.outstanding += 1;
+                Some((op, smp))
+            }
+            Err(err) => {
+                self.fail(op, &format!("cannot address it: {err}"));
+                None
             }
         }
-        None
     }
 
     fn fail(&mut self, op: VerifyOp, why: &str) {
