@@ -281,7 +281,11 @@ impl SubnetManager {
                 }
                 Token::Mft(w) => self.on_mft(w, smp.status == 0),
                 Token::ReadLft { node, block } => {
-                    if let Stage::ReadingLfts(_, rb) = &mut self.stage {
+                    let rb = match &mut self.stage {
+                        Stage::ReadingLfts(_, rb) => Some(&mut **rb),
+                        _ => self.early_readback.as_deref_mut(),
+                    };
+                    if let Some(rb) = rb {
                         rb.outstanding = rb.outstanding.saturating_sub(1);
                         match smp.attribute::<ibsm_mad::attr::LinearForwardingTable>() {
                             Ok(t) if smp.status == 0 => rb.store(node, block, &t.ports),
@@ -328,7 +332,11 @@ impl SubnetManager {
                 }
                 Token::Mft(w) => self.on_mft(w, false),
                 Token::ReadLft { node, .. } => {
-                    if let Stage::ReadingLfts(_, rb) = &mut self.stage {
+                    let rb = match &mut self.stage {
+                        Stage::ReadingLfts(_, rb) => Some(&mut **rb),
+                        _ => self.early_readback.as_deref_mut(),
+                    };
+                    if let Some(rb) = rb {
                         rb.outstanding = rb.outstanding.saturating_sub(1);
                         rb.failed.insert(node);
                     }
@@ -371,6 +379,41 @@ impl SubnetManager {
                             token: Token::Verify(op),
                         },
                     );
+                }
+                // The LFT read-back of the known switches shares the window (see
+                // `verify`): it needs only their routes and LinearFDBTop.
+                if let Some(rb) = self.early_readback.as_deref_mut() {
+                    while v.failed.is_none() && self.tx.queued() < window {
+                        let Some((node, block)) = rb.queue.pop_front() else {
+                            break;
+                        };
+                        progressed = true;
+                        let smp = v.res.path(NodeIdx(node)).and_then(|path| {
+                            Smp::try_get_dr(
+                                path,
+                                AttributeId::LINEAR_FORWARDING_TABLE,
+                                u32::from(block),
+                                0,
+                            )
+                            .ok()
+                        });
+                        match smp {
+                            Some(smp) => {
+                                rb.outstanding += 1;
+                                self.tx.submit(
+                                    now,
+                                    smp,
+                                    Tagged {
+                                        generation: self.generation,
+                                        token: Token::ReadLft { node, block },
+                                    },
+                                );
+                            }
+                            None => {
+                                rb.failed.insert(node);
+                            }
+                        }
+                    }
                 }
             }
             Stage::ReadingLfts(sw, rb) => {
@@ -473,7 +516,10 @@ impl SubnetManager {
                 self.mark(2, now);
                 if self.inherit.is_some() {
                     // A new master: read back what the switches hold first.
-                    let rb = start_readback(&sweep);
+                    let rb = self
+                        .early_readback
+                        .take()
+                        .map_or_else(|| start_readback(&sweep.res), |rb| *rb);
                     (Stage::ReadingLfts(sweep, Box::new(rb)), true)
                 } else {
                     match self.reuse_routing(&sweep) {

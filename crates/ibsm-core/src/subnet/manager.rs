@@ -17,7 +17,8 @@ use crate::transactions::Transactions;
 
 use super::config::{ConfigError, MKeyConfig, Partition, SubnetConfig};
 use super::events::{Outgoing, SubnetEvent, SweepReason};
-use super::inherit::{InheritReport, Inherited};
+use super::heavy::start_readback;
+use super::inherit::{InheritReport, Inherited, Readback};
 use super::mcast_state::Mcast;
 use super::metrics::{SubnetMetrics, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 use super::routing_job::RoutingJob;
@@ -65,6 +66,9 @@ pub struct SubnetManager {
     pub(super) inherit_report: Option<InheritReport>,
     /// What the last verification of a known discovery found (see `verify`).
     pub(super) verification: Option<VerificationReport>,
+    /// The LFT read-back started with a verification, from the known discovery
+    /// (same node indices); taken when the sweep reaches the read-back.
+    pub(super) early_readback: Option<Box<Readback>>,
     /// [`SubnetManager::prepare_takeover`] started the read-only part of a
     /// takeover at this time; `become_master` continues it.
     pub(super) preparing: Option<Duration>,
@@ -142,6 +146,7 @@ impl SubnetManager {
             inherit: None,
             inherit_report: None,
             verification: None,
+            early_readback: None,
             preparing: None,
             pending_partitions: None,
             routing_jobs: VecDeque::new(),
@@ -346,6 +351,7 @@ impl SubnetManager {
         self.inherit = Some(inherited);
         self.inherit_report = None;
         self.verification = None;
+        self.early_readback = None;
         self.preparing = Some(now);
         self.programmed = Programmed::default();
         self.heavy_requested = None;
@@ -356,6 +362,7 @@ impl SubnetManager {
                     nodes = known.topology.len(),
                     "takeover prepared: the known fabric is verified and the LFTs read back before MASTER"
                 );
+                self.early_readback = Some(Box::new(start_readback(&known)));
                 self.stage = Stage::Verifying(Box::new(Verify::new(known)));
             }
             None => {
@@ -387,6 +394,7 @@ impl SubnetManager {
             return;
         }
         self.generation = self.generation.wrapping_add(1);
+        self.early_readback = None;
         self.stage = Stage::Idle;
         self.wake_now = None;
         self.inherit_report = None;
@@ -488,6 +496,7 @@ impl SubnetManager {
         self.active = false;
         self.preparing = None;
         self.inherit = None;
+        self.early_readback = None;
         self.stage = Stage::Idle;
         self.heavy_requested = None;
         self.next_light = None;

@@ -111,8 +111,10 @@ impl SubnetManager {
                     took_ms = took.as_millis(),
                     "takeover: the known fabric differs; discovering it from scratch"
                 );
-                // Answers to the verification still in flight are not this walk's.
+                // Answers to the verification and the read-back still in flight
+                // are not this walk's (its node indices differ too).
                 self.generation = self.generation.wrapping_add(1);
+                self.early_readback = None;
                 Stage::Discovering(Box::new(Discovery::new(self.cfg.discovery.clone())))
             }
         }
@@ -299,6 +301,21 @@ impl Verify {
             VerifyOp::SwitchInfo(_) => match smp.attribute::<SwitchInfo>() {
                 Ok(si) if si.port_state_change => {
                     Some("SwitchInfo.PortStateChange is set: a port changed state".to_string())
+                }
+                Ok(si)
+                    if self
+                        .res
+                        .switch_info
+                        .get(i)
+                        .copied()
+                        .flatten()
+                        .map(|k| k.linear_fdb_top)
+                        != Some(si.linear_fdb_top) =>
+                {
+                    Some(format!(
+                        "LinearFDBTop {:#06x} read, another known (the LFT read-back used it)",
+                        si.linear_fdb_top
+                    ))
                 }
                 Ok(si) => {
                     if let Some(slot) = self.res.switch_info.get_mut(i) {
