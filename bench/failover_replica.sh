@@ -6,9 +6,11 @@
 #   MASTER   - "-> MASTER (" (the election alone);
 #   verified - "inherited LFTs read back": discovery done, LIDs taken from the replica,
 #              every switch's LFT read back and checked against the replicated digests
-#              (the fabric verified; target <= 0.15 s). The survivor starts that discovery
-#              and read-back read-only one poll before its election gives up on the
-#              master, and compares at MASTER, so this lands just after MASTER;
+#              (the fabric verified; target <= 0.15 s). The survivor starts that
+#              read-only work at the first missed poll when its last standby discovery
+#              can be verified (NodeInfo/SwitchInfo/end-port PortInfo Gets instead of a
+#              discovery: "the known fabric verified" in its log, with the SMPs), else
+#              one poll before its election gives up, and compares at MASTER;
 #   up       - "subnet up": the first sweep's distribution done too (SwitchInfo,
 #              PortInfo with ClientReregister, P_Key/SLtoVL/VLArb re-sent, 0 LFT blocks;
 #              target <= 0.3 s).

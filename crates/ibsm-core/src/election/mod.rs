@@ -228,7 +228,11 @@
 //! can exceed the streak (congested VL15, a host that can stall the SM's thread), raise
 //! `poll_interval` and `repoll_interval` together. The DISCOVERING round that follows adds no query
 //! timeout of its own for the lost master (see above), only the fresh sweep a takeover
-//! needs anyway.
+//! needs anyway. A replicated standby gets that sweep sooner: it verifies the fabric
+//! it already knows (`subnet::verify`, ~3k Gets at k=16) instead of walking it, so a
+//! stalled master's late answers have less time to arrive before MASTER; there the
+//! Raft heartbeat below holds the loss off for a busy master that leads Raft, and a
+//! false takeover still ends within a re-poll of its answer (below).
 //!
 //! # A busy master: the Raft heartbeat as a second opinion (`leader_heartbeat_grace`)
 //!

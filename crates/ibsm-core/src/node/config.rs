@@ -23,6 +23,13 @@ pub const DEFAULT_MASTER_HEAVY_SWEEP_INTERVAL: Duration = Duration::from_secs(60
 /// decides within a few SMInfo polls of the first sweep.
 pub const FRESH_DISCOVERY_MAX_AGE: Duration = Duration::from_secs(5);
 
+/// How old the standby's last discovery may be for a takeover to verify it (see
+/// `subnet::verify`) instead of walking the fabric again. Its standby heavy sweeps
+/// come every `heavy_sweep_interval` (10 s); the verification itself confirms every
+/// node, route and end port, so this only keeps a standby that stopped sweeping
+/// from verifying something ancient.
+pub const VERIFIABLE_DISCOVERY_MAX_AGE: Duration = Duration::from_secs(30);
+
 /// How old a prepared takeover may be when MASTER comes for the new master to
 /// continue it rather than start over. The election normally decides one SMInfo
 /// query timeout (~100 ms) after DISCOVERING.

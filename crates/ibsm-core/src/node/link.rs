@@ -46,6 +46,7 @@ impl Running {
             if !was_down {
                 tracing::info!(?state, retrained, "our port lost its link: re-discovering");
                 self.fabric_changes += 1;
+                self.topology_changes += 1;
             }
             self.election.handle_local_port(now, false);
         }
@@ -57,6 +58,7 @@ impl Running {
                 "our port has its link again: sweeping before the election concludes"
             );
             self.fabric_changes += 1;
+            self.topology_changes += 1;
             if let Some(s) = self.sweep.take() {
                 let heavy = s.heavy;
                 self.waiting_replies

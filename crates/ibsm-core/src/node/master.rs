@@ -9,7 +9,10 @@
 //! fabric a second time. With replication, a STANDBY that has missed all but one poll
 //! of its master (or just went DISCOVERING after losing it) and that no known standby
 //! outranks prepares the takeover: discovery and the read-back of every LFT start then,
-//! read-only, and MASTER continues that sweep instead of starting one. Leaving MASTER
+//! read-only, and MASTER continues that sweep instead of starting one. When its last
+//! standby discovery is verifiable (`verifiable_discovery`: settled, no topology change
+//! seen since) the preparation verifies it instead of discovering (`subnet::verify`)
+//! and starts at the first missed poll. Leaving MASTER
 //! stops the configurator and the standby sweeps resume.
 
 use std::time::Duration;
@@ -18,7 +21,9 @@ use crate::discovery::DiscoveryResult;
 use crate::election::{ElectionEvent, SmState};
 use crate::subnet::{SubnetEvent, SweepKind};
 
-use super::config::{FRESH_DISCOVERY_MAX_AGE, PREPARED_TAKEOVER_MAX_AGE};
+use super::config::{
+    FRESH_DISCOVERY_MAX_AGE, PREPARED_TAKEOVER_MAX_AGE, VERIFIABLE_DISCOVERY_MAX_AGE,
+};
 use super::state::{Prepared, Running, Timer};
 use super::types::{
     effective_partitions, CommandError, CommandReply, NodeEvent, Output, ReplicatedFabric,
@@ -78,6 +83,7 @@ impl Running {
             }
             ElectionEvent::HeavySweepRequested => {
                 self.fabric_changes += 1;
+                self.topology_changes += 1;
                 if self.subnet.is_active() {
                     self.subnet.start_heavy_sweep(now);
                 } else {
@@ -363,7 +369,14 @@ impl Running {
             return false;
         }
         let missed = self.election.missed_polls();
-        let early = self.cfg.election.poll_retries.saturating_sub(1).max(1);
+        // With a known fabric to verify the preparation is ~3k Gets plus the LFT
+        // read-back: start it at the first miss; a full discovery waits for the
+        // last poll but one.
+        let early = if self.verifiable_discovery(now).is_some() {
+            1
+        } else {
+            self.cfg.election.poll_retries.saturating_sub(1).max(1)
+        };
         if missed >= early && !self.subnet.is_preparing() && !self.subnet.is_sweeping() {
             return self.prepare_takeover(now);
         }
@@ -410,12 +423,27 @@ impl Running {
             }
         }
         self.seed_lids_from_file(Some(&rep));
-        self.subnet.prepare_takeover(now, rep.inherited.clone());
+        let known = self.verifiable_discovery(now).cloned();
+        self.subnet
+            .prepare_takeover_from(now, rep.inherited.clone(), known);
         self.prepared = Some(Prepared {
             changes: self.fabric_changes,
             guid2lid_file: rep.guid2lid_file.clone(),
         });
         self.subnet.is_preparing()
+    }
+
+    /// The standby's last discovery if a takeover may verify it instead of walking
+    /// the fabric: within [`VERIFIABLE_DISCOVERY_MAX_AGE`] and nothing seen since it
+    /// started that may have changed the fabric (a trap, a heavy sweep request,
+    /// another MASTER). The verification re-reads every node on its route, every
+    /// switch's PortStateChange and every end port, so this is only the cheap
+    /// pre-check.
+    fn verifiable_discovery(&self, now: Duration) -> Option<&DiscoveryResult> {
+        let (done, _, changes, result) = self.last_discovery.as_ref()?;
+        (*changes == self.topology_changes
+            && now.saturating_sub(*done) <= VERIFIABLE_DISCOVERY_MAX_AGE)
+            .then_some(result)
     }
 
     /// At MASTER: keep a prepared takeover only if it is recent, nothing may have
@@ -468,7 +496,7 @@ impl Running {
     /// the last condition a failover would start from what the old master was still
     /// changing, and programming skips ports that *read* as wanted. Taken once.
     fn take_fresh_discovery(&mut self, now: Duration) -> Option<DiscoveryResult> {
-        let (done, changes, result) = self.last_discovery.take()?;
+        let (done, changes, _, result) = self.last_discovery.take()?;
         let age = now.saturating_sub(done);
         if changes != self.fabric_changes || age > FRESH_DISCOVERY_MAX_AGE {
             tracing::debug!(

@@ -95,6 +95,7 @@ impl Running {
             subnet_light_replies: Vec::new(),
             last_discovery: None,
             fabric_changes: 0,
+            topology_changes: 0,
             peers: BTreeMap::new(),
             state_since: now,
             state_reason: "started".into(),
@@ -416,6 +417,7 @@ impl Running {
                 };
                 if matches!(msg, SmInfoMsg::Trap144 { .. }) {
                     self.fabric_changes += 1;
+                    self.topology_changes += 1;
                     if self.subnet.is_active() {
                         // A port's capabilities changed (an SM appeared...): re-read
                         // them, held down like every trap-triggered sweep.
@@ -459,6 +461,7 @@ impl Running {
                 );
                 self.heavy_wanted = true;
                 self.fabric_changes += 1;
+                self.topology_changes += 1;
             }
             None => {
                 tracing::trace!(attr = ?smp.attr_id, method = ?smp.method, "ignoring request");

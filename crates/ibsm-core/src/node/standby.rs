@@ -57,6 +57,7 @@ impl Running {
         self.sweep = Some(Sweep {
             heavy,
             changes_at_start: self.fabric_changes,
+            topology_at_start: self.topology_changes,
             started: now,
             phase_started: now,
             phase,
@@ -177,9 +178,20 @@ impl Running {
         };
         let result = d.into_result();
         let changes_at_start = s.changes_at_start;
+        let topology_at_start = s.topology_at_start;
         self.phase_done(now, "discover");
         self.discovered(&result);
-        self.last_discovery = Some((now, changes_at_start, result));
+        if let Some(why) = crate::subnet::unsettled(&result) {
+            // A takeover verifies only a discovery of a settled fabric (the master
+            // was still bringing ports up): discover again at the next light-sweep
+            // tick rather than in a heavy-sweep interval.
+            tracing::debug!(%why, "standby discovery of an unsettled fabric: another soon");
+            let at = now.saturating_add(self.cfg.light_sweep_interval);
+            if at < self.timer(Timer::Heavy) {
+                self.set_timer(Timer::Heavy, at);
+            }
+        }
+        self.last_discovery = Some((now, changes_at_start, topology_at_start, result));
         self.launch_probe(now);
         if self.sweep.as_ref().is_some_and(|s| s.outstanding == 0) {
             self.probe_done(now);

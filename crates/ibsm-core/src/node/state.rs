@@ -81,6 +81,8 @@ pub(crate) struct Sweep {
     /// `fabric_changes` when the sweep started: a discovery during which something
     /// changed is not handed to the configurator.
     pub changes_at_start: u64,
+    /// `topology_changes` when the sweep started.
+    pub topology_at_start: u64,
     pub started: Duration,
     /// When the current phase began.
     pub phase_started: Duration,
@@ -153,10 +155,14 @@ pub(crate) struct Running {
     pub subnet_light_replies: Vec<u64>,
     /// The last standby discovery: (finished at, `fabric_changes` when it started,
     /// result). A new MASTER configures from it when fresh.
-    pub last_discovery: Option<(Duration, u64, DiscoveryResult)>,
+    pub last_discovery: Option<(Duration, u64, u64, DiscoveryResult)>,
     /// Counts what may have changed the fabric behind a discovery's back: traps,
     /// heavy sweep requests, another SM in MASTER, our link going.
     pub fabric_changes: u64,
+    /// `fabric_changes` without the SMInfo answers of a MASTER: what a takeover's
+    /// verification of the last standby discovery cannot see for itself (a trap,
+    /// a sweep request, our own link lost).
+    pub topology_changes: u64,
     pub peers: BTreeMap<u64, PeerView>,
     /// When the SM entered its current SMState (node clock), why, and, when that was
     /// a completed HANDOVER out of MASTER, to whom (0 otherwise).

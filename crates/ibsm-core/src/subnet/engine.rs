@@ -274,9 +274,18 @@ impl SubnetManager {
                     }
                 }
                 Token::Light(op) => self.on_light(op, Some(&smp)),
+                Token::Verify(op) => {
+                    if let Stage::Verifying(v) = &mut self.stage {
+                        v.on_response(op, &smp);
+                    }
+                }
                 Token::Mft(w) => self.on_mft(w, smp.status == 0),
                 Token::ReadLft { node, block } => {
-                    if let Stage::ReadingLfts(_, rb) = &mut self.stage {
+                    let rb = match &mut self.stage {
+                        Stage::ReadingLfts(_, rb) => Some(&mut **rb),
+                        _ => self.early_readback.as_deref_mut(),
+                    };
+                    if let Some(rb) = rb {
                         rb.outstanding = rb.outstanding.saturating_sub(1);
                         match smp.attribute::<ibsm_mad::attr::LinearForwardingTable>() {
                             Ok(t) if smp.status == 0 => rb.store(node, block, &t.ports),
@@ -316,9 +325,18 @@ impl SubnetManager {
                     }
                 }
                 Token::Light(op) => self.on_light(op, None),
+                Token::Verify(op) => {
+                    if let Stage::Verifying(v) = &mut self.stage {
+                        v.on_failure(op);
+                    }
+                }
                 Token::Mft(w) => self.on_mft(w, false),
                 Token::ReadLft { node, .. } => {
-                    if let Stage::ReadingLfts(_, rb) = &mut self.stage {
+                    let rb = match &mut self.stage {
+                        Stage::ReadingLfts(_, rb) => Some(&mut **rb),
+                        _ => self.early_readback.as_deref_mut(),
+                    };
+                    if let Some(rb) = rb {
                         rb.outstanding = rb.outstanding.saturating_sub(1);
                         rb.failed.insert(node);
                     }
@@ -346,6 +364,55 @@ impl SubnetManager {
                             },
                         ),
                         Err(err) => d.handle_failure(token, &err.to_string()),
+                    }
+                }
+            }
+            Stage::Verifying(v) => {
+                while self.tx.queued() < window {
+                    let Some((op, smp)) = v.next() else { break };
+                    progressed = true;
+                    self.tx.submit(
+                        now,
+                        smp,
+                        Tagged {
+                            generation: self.generation,
+                            token: Token::Verify(op),
+                        },
+                    );
+                }
+                // The LFT read-back of the known switches shares the window (see
+                // `verify`): it needs only their routes and LinearFDBTop.
+                if let Some(rb) = self.early_readback.as_deref_mut() {
+                    while v.failed.is_none() && self.tx.queued() < window {
+                        let Some((node, block)) = rb.queue.pop_front() else {
+                            break;
+                        };
+                        progressed = true;
+                        let smp = v.res.path(NodeIdx(node)).and_then(|path| {
+                            Smp::try_get_dr(
+                                path,
+                                AttributeId::LINEAR_FORWARDING_TABLE,
+                                u32::from(block),
+                                0,
+                            )
+                            .ok()
+                        });
+                        match smp {
+                            Some(smp) => {
+                                rb.outstanding += 1;
+                                self.tx.submit(
+                                    now,
+                                    smp,
+                                    Tagged {
+                                        generation: self.generation,
+                                        token: Token::ReadLft { node, block },
+                                    },
+                                );
+                            }
+                            None => {
+                                rb.failed.insert(node);
+                            }
+                        }
                     }
                 }
             }
@@ -440,17 +507,8 @@ impl SubnetManager {
                 }
                 None => (Stage::Idle, false),
             },
-            Stage::Discovering(d) if d.is_done() => {
-                self.mark(1, now);
-                let sweep = self.after_discovery(d.into_result());
-                if self.preparing.is_some() {
-                    self.events.push_back(SubnetEvent::PreparedDiscovery {
-                        sm_ports: sweep.report.sm_ports.clone(),
-                    });
-                }
-                self.wake_now = Some(now);
-                (Stage::LidsDone(sweep), true)
-            }
+            Stage::Discovering(d) if d.is_done() => (self.discovered(now, d.into_result()), true),
+            Stage::Verifying(v) if v.is_done() => (self.verified(now, *v), true),
             // Compute phases resume only from handle_timeout (which clears
             // wake_now), so the phase time is measured between two calls.
             Stage::LidsDone(mut sweep) if self.wake_now.is_none() => {
@@ -458,7 +516,10 @@ impl SubnetManager {
                 self.mark(2, now);
                 if self.inherit.is_some() {
                     // A new master: read back what the switches hold first.
-                    let rb = start_readback(&sweep);
+                    let rb = self
+                        .early_readback
+                        .take()
+                        .map_or_else(|| start_readback(&sweep.res), |rb| *rb);
                     (Stage::ReadingLfts(sweep, Box::new(rb)), true)
                 } else {
                     match self.reuse_routing(&sweep) {

@@ -517,15 +517,15 @@ fn max_lid(t: &ibsm_fabric::Topology) -> u16 {
 }
 
 /// The read-back plan: every block `0..=LinearFDBTop/64` of every switch.
-pub(super) fn start_readback(sweep: &Sweep) -> Readback {
+pub(super) fn start_readback(res: &DiscoveryResult) -> Readback {
     let mut rb = Readback::default();
-    for (idx, node) in sweep.res.topology.iter() {
+    for (idx, node) in res.topology.iter() {
         if !node.is_switch() {
             continue;
         }
         let (Ok(n32), Some(Some(si))) = (
             u32::try_from(idx.as_usize()),
-            sweep.res.switch_info.get(idx.as_usize()),
+            res.switch_info.get(idx.as_usize()),
         ) else {
             continue;
         };

@@ -23,7 +23,8 @@
 //!
 //! # Prepared before MASTER
 //!
-//! Discovery plus read-back are ~20k SMPs on a k=16 fat tree, ~0.2 s of what
+//! Discovery plus read-back are ~20k SMPs on a k=16 fat tree (~10k when the
+//! standby's known fabric is verified instead, see `super::verify`), ~0.2 s of what
 //! ibsim answers, and the fabric (not the SMP window: 64 vs 256 made no
 //! difference) bounds their rate. So the daemon starts them *before* MASTER, with
 //! [`super::SubnetManager::prepare_takeover`], once its election has missed all
@@ -130,7 +131,7 @@ impl Readback {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::subnet::{SubnetConfig, SubnetEvent, SubnetManager, SweepReport};
     use ibsm_fabric::{gen, NodeIdx};
@@ -139,7 +140,7 @@ mod tests {
     use std::time::Duration;
 
     /// Drive `sm` on `sim` until the next heavy sweep completes.
-    fn sweep(
+    pub(in crate::subnet) fn sweep(
         sim: &mut Sim,
         client: ClientId,
         sm: &mut SubnetManager,
@@ -184,14 +185,14 @@ mod tests {
         panic!("no heavy sweep completed");
     }
 
-    fn master_at(sim: &mut Sim, node: NodeIdx) -> (ClientId, SubnetManager) {
+    pub(in crate::subnet) fn master_at(sim: &mut Sim, node: NodeIdx) -> (ClientId, SubnetManager) {
         let client = sim.attach(node, 1).expect("attach");
         sim.set_is_sm(client, true).expect("IsSM");
         let sm = SubnetManager::new(SubnetConfig::default()).expect("config");
         (client, sm)
     }
 
-    fn inherited(sm: &SubnetManager) -> Inherited {
+    pub(in crate::subnet) fn inherited(sm: &SubnetManager) -> Inherited {
         Inherited {
             lft_digests: sm
                 .programmed_lfts()
@@ -266,7 +267,7 @@ mod tests {
 
     /// Send what `sm` has queued into `sim` (recording every SMP), without
     /// delivering anything back.
-    fn send_queued(
+    pub(in crate::subnet) fn send_queued(
         sim: &mut Sim,
         client: ClientId,
         sm: &mut SubnetManager,
@@ -287,7 +288,7 @@ mod tests {
 
     /// Drive `sm` until nothing is on the wire and it asks for no timeout (a
     /// prepared takeover waiting for MASTER), recording every SMP it sends.
-    fn until_quiet(
+    pub(in crate::subnet) fn until_quiet(
         sim: &mut Sim,
         client: ClientId,
         sm: &mut SubnetManager,

@@ -17,13 +17,15 @@ use crate::transactions::Transactions;
 
 use super::config::{ConfigError, MKeyConfig, Partition, SubnetConfig};
 use super::events::{Outgoing, SubnetEvent, SweepReason};
-use super::inherit::{InheritReport, Inherited};
+use super::heavy::start_readback;
+use super::inherit::{InheritReport, Inherited, Readback};
 use super::mcast_state::Mcast;
 use super::metrics::{SubnetMetrics, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 use super::routing_job::RoutingJob;
 use super::sa_snapshot_job::{PendingSnapshot, Retired, SaSnapshotJob};
 use super::storm;
 use super::sweep::{Programmed, Stage, Tagged};
+use super::verify::{VerificationReport, Verify};
 
 /// The master SM's subnet configurator (see the module doc).
 #[derive(Debug)]
@@ -62,6 +64,11 @@ pub struct SubnetManager {
     /// What the previous master left, for the next mastership's first heavy sweep.
     pub(super) inherit: Option<Inherited>,
     pub(super) inherit_report: Option<InheritReport>,
+    /// What the last verification of a known discovery found (see `verify`).
+    pub(super) verification: Option<VerificationReport>,
+    /// The LFT read-back started with a verification, from the known discovery
+    /// (same node indices); taken when the sweep reaches the read-back.
+    pub(super) early_readback: Option<Box<Readback>>,
     /// [`SubnetManager::prepare_takeover`] started the read-only part of a
     /// takeover at this time; `become_master` continues it.
     pub(super) preparing: Option<Duration>,
@@ -138,6 +145,8 @@ impl SubnetManager {
             smps_reported: 0,
             inherit: None,
             inherit_report: None,
+            verification: None,
+            early_readback: None,
             preparing: None,
             pending_partitions: None,
             routing_jobs: VecDeque::new(),
@@ -241,6 +250,7 @@ impl SubnetManager {
                 }
             }
             Stage::Discovering(_)
+            | Stage::Verifying(_)
             | Stage::LidsDone(_)
             | Stage::ReadingLfts(..)
             | Stage::Routing(..)
@@ -321,17 +331,51 @@ impl SubnetManager {
     /// that time is what brings "fabric verified" under 0.5 s after a SIGKILL.
     /// Everything read is read after the old master stopped answering.
     pub fn prepare_takeover(&mut self, now: Duration, inherited: Inherited) {
+        self.prepare_takeover_from(now, inherited, None);
+    }
+
+    /// [`SubnetManager::prepare_takeover`] that, given `known` (a discovery this SM
+    /// made from its own port with the same [`SubnetConfig::discovery`], with
+    /// nothing seen to change the fabric since), verifies it with targeted Gets
+    /// instead of walking the fabric (see the `verify` module), and walks it only if
+    /// something differs. [`SubnetManager::last_verification`] says what it found.
+    pub fn prepare_takeover_from(
+        &mut self,
+        now: Duration,
+        inherited: Inherited,
+        known: Option<DiscoveryResult>,
+    ) {
         if self.active || !matches!(self.stage, Stage::Idle) {
             return;
         }
         self.inherit = Some(inherited);
         self.inherit_report = None;
+        self.verification = None;
+        self.early_readback = None;
         self.preparing = Some(now);
         self.programmed = Programmed::default();
         self.heavy_requested = None;
         self.start_heavy(now, SweepReason::BecameMaster);
-        tracing::info!("takeover prepared: discovery and LFT read-back start before MASTER");
+        match known {
+            Some(known) => {
+                tracing::info!(
+                    nodes = known.topology.len(),
+                    "takeover prepared: the known fabric is verified and the LFTs read back before MASTER"
+                );
+                self.early_readback = Some(Box::new(start_readback(&known)));
+                self.stage = Stage::Verifying(Box::new(Verify::new(known)));
+            }
+            None => {
+                tracing::info!("takeover prepared: discovery and LFT read-back start before MASTER")
+            }
+        }
         self.pump(now);
+    }
+
+    /// What the last verification of a known discovery found (a takeover prepared
+    /// with [`SubnetManager::prepare_takeover_from`]).
+    pub fn last_verification(&self) -> Option<&VerificationReport> {
+        self.verification.as_ref()
     }
 
     /// True between [`SubnetManager::prepare_takeover`] and `become_master`/`stop`:
@@ -350,6 +394,7 @@ impl SubnetManager {
             return;
         }
         self.generation = self.generation.wrapping_add(1);
+        self.early_readback = None;
         self.stage = Stage::Idle;
         self.wake_now = None;
         self.inherit_report = None;
@@ -377,7 +422,10 @@ impl SubnetManager {
         if self.preparing.is_some() {
             if matches!(
                 self.stage,
-                Stage::Discovering(_) | Stage::LidsDone(_) | Stage::ReadingLfts(..)
+                Stage::Discovering(_)
+                    | Stage::Verifying(_)
+                    | Stage::LidsDone(_)
+                    | Stage::ReadingLfts(..)
             ) && self.inherit.is_some()
             {
                 self.active = true;
@@ -448,6 +496,7 @@ impl SubnetManager {
         self.active = false;
         self.preparing = None;
         self.inherit = None;
+        self.early_readback = None;
         self.stage = Stage::Idle;
         self.heavy_requested = None;
         self.next_light = None;

@@ -198,6 +198,7 @@ mod sweep;
 #[cfg(test)]
 mod tests;
 mod traps;
+mod verify;
 
 pub use config::{
     ConfigError, EndPort, EndPortKind, GroupMember, MKeyConfig, Membership, Partition,
@@ -212,3 +213,4 @@ pub use manager::SubnetManager;
 pub use metrics::{SubnetMetrics, PORT_ERROR_WINDOW, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 pub use routing_job::{RoutingDone, RoutingJob};
 pub use sa_snapshot_job::{SaSnapshotDone, SaSnapshotJob};
+pub use verify::{unsettled, VerificationReport};

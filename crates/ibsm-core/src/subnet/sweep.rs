@@ -14,6 +14,7 @@ use crate::discovery::{Discovery, DiscoveryResult, DiscoveryToken};
 
 use super::events::SweepReport;
 use super::inherit::Readback;
+use super::verify::{Verify, VerifyOp};
 
 /// A [`Token`] and the generation it was submitted in (see `SubnetManager::generation`).
 #[derive(Debug, Clone)]
@@ -35,6 +36,8 @@ pub(super) enum Token {
     },
     /// One MulticastForwardingTable write (see `mcast`).
     Mft(ibsm_fabric::multicast::MftWrite),
+    /// One read verifying a known discovery (see `verify`).
+    Verify(VerifyOp),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +89,9 @@ pub(super) struct Sweep {
 pub(super) enum Stage {
     Idle,
     Discovering(Box<Discovery>),
+    /// A takeover verifies the discovery it already holds (see `verify`); a
+    /// difference turns it into `Discovering`.
+    Verifying(Box<Verify>),
     /// Discovery done; LIDs computed at the given time, routing next.
     LidsDone(Box<Sweep>),
     /// A new master reads the LFTs its predecessor left (see `inherit`).

@@ -20,6 +20,7 @@ mod sa_reader;
 mod sa_services;
 mod sa_tables;
 mod sminfo_responder;
+mod takeover;
 use crate::election::SmState;
 
 const MS: Duration = Duration::from_millis(1);
@@ -166,6 +167,9 @@ pub(super) struct Lab {
     pub(super) held: Vec<crate::subnet::RoutingJob>,
     /// The nodes' `NodeConfig::guid2lid_seed` (`--guid2lid`).
     pub(super) guid2lid_seed: Option<String>,
+    /// While set, every SMP a node transmits is kept in `sent` (node, SMP).
+    pub(super) record_sent: bool,
+    pub(super) sent: Vec<(usize, Smp)>,
 }
 
 /// The longest two SMs may both be MASTER (a HANDOVER's round trip).
@@ -210,6 +214,8 @@ impl Lab {
             hold_routing: None,
             held: Vec::new(),
             guid2lid_seed: None,
+            record_sent: false,
+            sent: Vec::new(),
         };
         for (i, p) in priorities.iter().enumerate() {
             let at = cas[i * 2];
@@ -250,12 +256,17 @@ impl Lab {
         let mut jobs = Vec::new();
         let hold = self.hold_routing == Some(i);
         let held = &mut self.held;
+        let record = self.record_sent;
+        let sent = &mut self.sent;
         let m = &mut self.sms[i];
         let Some(node) = m.node.as_mut() else { return };
         loop {
             while let Some(o) = node.poll_output() {
                 match o {
                     Output::Transmit(t) => {
+                        if record {
+                            sent.extend(Smp::decode(&t.mad).ok().map(|s| (i, s)));
+                        }
                         let _ = match t.dlid {
                             Some(l) if l != 0 => self.sim.send_to(now, m.client, l, &t.mad),
                             _ => self.sim.send(now, m.client, &t.mad),

@@ -1,0 +1,156 @@
+//! A replicated standby takes over from the fabric it already knows: with a current
+//! replica and an unchanged fabric it verifies its last standby discovery (no
+//! breadth-first walk, no LFT Set); after a cable pulled since, it walks the fabric
+//! and reroutes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ibsm_fabric::{gen, NodeIdx};
+use ibsm_mad::{AttributeId, Method};
+
+use super::{Lab, Member, ReplicatedFabric};
+use crate::node::Input;
+use crate::subnet::{lft_digest, links_of, Inherited};
+
+/// A replicated master (priority 10) and a replicated standby (5) on a 2-level fat
+/// tree, settled, with the standby holding the master's LFT digests and cabling.
+fn replicated_pair() -> (Lab, Vec<NodeIdx>) {
+    let topo = gen::fat_tree_2level(4).expect("topology");
+    let mut lab = Lab::new(topo, &[10]);
+    lab.replicated = true;
+    lab.kill(0);
+    lab.start(0);
+    lab.sms.push(Member {
+        at: lab.sms[0].at,
+        client: lab.sms[0].client,
+        node: None,
+        priority: 5,
+        done: Vec::new(),
+        log: Vec::new(),
+        gmps: Vec::new(),
+    });
+    let cas: Vec<NodeIdx> = lab
+        .topo
+        .iter()
+        .filter(|(_, n)| !n.is_switch())
+        .map(|(i, _)| i)
+        .collect();
+    lab.sms[1].at = cas[3];
+    lab.start(1);
+    // The standby's first discovery ran while the master was bringing ports up,
+    // which no takeover verifies: it discovers again a light-sweep interval later,
+    // not a heavy-sweep interval (10 s).
+    lab.run_to(Duration::from_secs(4));
+    assert_eq!(lab.masters(), vec![0]);
+    let sm = lab.sms[0]
+        .node
+        .as_ref()
+        .and_then(|n| n.subnet())
+        .expect("master");
+    let inherited = Inherited {
+        lft_digests: sm
+            .programmed_lfts()
+            .map(|(g, top, t)| (g, (top, lft_digest(t))))
+            .collect(),
+        links: sm.last_discovery().map(|r| links_of(&r.topology)),
+    };
+    let rep = ReplicatedFabric {
+        epoch: 1,
+        inherited,
+        ..ReplicatedFabric::default()
+    };
+    let now = lab.now;
+    lab.sms[1]
+        .node
+        .as_mut()
+        .expect("standby")
+        .handle_input(now, Input::Replicated(Arc::new(rep)));
+    lab.drain(1);
+    (lab, cas)
+}
+
+fn standby_sent(lab: &Lab, attr: AttributeId, method: Method) -> usize {
+    lab.sent
+        .iter()
+        .filter(|(i, s)| *i == 1 && s.attr_id == attr && s.method == method)
+        .count()
+}
+
+#[test]
+fn an_unchanged_fabric_is_taken_over_without_discovery_or_lft_writes() {
+    let (mut lab, _) = replicated_pair();
+    let nodes = lab.topo.len();
+    lab.record_sent = true;
+    lab.kill(0);
+    lab.run_to(lab.now + Duration::from_secs(1));
+    assert_eq!(lab.masters(), vec![1]);
+    let sm = lab.sms[1]
+        .node
+        .as_ref()
+        .and_then(|n| n.subnet())
+        .expect("master");
+    let v = sm
+        .last_verification()
+        .cloned()
+        .expect("a known fabric verified");
+    assert_eq!(v.difference, None, "{v:?}");
+    assert_eq!(v.nodes, nodes);
+    let rep = sm.last_inherit().cloned().expect("LFTs read back");
+    assert!(rep.adopted, "{rep:?}");
+    // One NodeInfo per node (the verification), no NodeDescription (a walk reads
+    // them), no LFT block written.
+    assert_eq!(
+        standby_sent(&lab, AttributeId::NODE_INFO, Method::GET),
+        nodes
+    );
+    assert_eq!(
+        standby_sent(&lab, AttributeId::NODE_DESCRIPTION, Method::GET),
+        0
+    );
+    assert_eq!(
+        standby_sent(&lab, AttributeId::LINEAR_FORWARDING_TABLE, Method::SET),
+        0
+    );
+    assert!(standby_sent(&lab, AttributeId::LINEAR_FORWARDING_TABLE, Method::GET) > 0);
+}
+
+#[test]
+fn a_cable_pulled_after_the_standby_sweep_is_discovered_and_rerouted() {
+    let (mut lab, cas) = replicated_pair();
+    let nodes = lab.topo.len();
+    let gone = cas[5];
+    lab.record_sent = true;
+    lab.sim.link_down(gone, 1).expect("pull");
+    lab.kill(0);
+    lab.run_to(lab.now + Duration::from_secs(2));
+    assert_eq!(lab.masters(), vec![1]);
+    let sm = lab.sms[1]
+        .node
+        .as_ref()
+        .and_then(|n| n.subnet())
+        .expect("master");
+    let v = sm.last_verification().cloned().expect("verification tried");
+    assert!(v.difference.is_some(), "{v:?}");
+    assert!(
+        standby_sent(&lab, AttributeId::NODE_INFO, Method::GET) > nodes,
+        "a breadth-first discovery followed"
+    );
+    let rep = sm.last_inherit().cloned().expect("LFTs read back");
+    assert!(!rep.adopted && !rep.topology_unchanged, "{rep:?}");
+    let switches: Vec<NodeIdx> = lab
+        .topo
+        .iter()
+        .filter(|(_, n)| n.is_switch())
+        .map(|(i, _)| i)
+        .collect();
+    for sw in switches {
+        for &ca in cas.iter().filter(|c| **c != gone) {
+            let lid = lab.sim.port_lid(ca, 1).expect("LID");
+            assert!(
+                lab.sim.lft_entry(sw, lid).is_some_and(|p| p != 0xFF),
+                "switch {sw:?} does not route LID {lid}"
+            );
+        }
+    }
+}
