@@ -13,7 +13,7 @@ use crate::transactions::Event;
 
 use super::activation;
 use super::events::{Outgoing, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
-use super::heavy::start_readback;
+use super::inherit::start_readback;
 use super::manager::SubnetManager;
 use super::program;
 use super::routing_job::{RoutingDone, RoutingJob};

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ibsm_fabric::routing::{self, ForwardingTables};
+use ibsm_fabric::routing::ForwardingTables;
 use ibsm_mad::attr::{Notice, NoticeType, ProducerType, TrapDetails};
 
 use crate::discovery::{Discovery, DiscoveryResult};
@@ -514,32 +514,6 @@ fn max_lid(t: &ibsm_fabric::Topology) -> u16 {
         .map(|p| p.lid.saturating_add((1u16 << p.lmc.min(7)) - 1))
         .max()
         .unwrap_or(0)
-}
-
-/// The read-back plan: every block `0..=LinearFDBTop/64` of every switch.
-pub(super) fn start_readback(res: &DiscoveryResult) -> Readback {
-    let mut rb = Readback::default();
-    for (idx, node) in res.topology.iter() {
-        if !node.is_switch() {
-            continue;
-        }
-        let (Ok(n32), Some(Some(si))) = (
-            u32::try_from(idx.as_usize()),
-            res.switch_info.get(idx.as_usize()),
-        ) else {
-            continue;
-        };
-        let top = si.linear_fdb_top;
-        if top == 0 {
-            continue; // never programmed
-        }
-        rb.tables
-            .insert(n32, (top, vec![routing::UNREACHABLE; usize::from(top) + 1]));
-        for block in 0..=top / 64 {
-            rb.queue.push_back((n32, block));
-        }
-    }
-    rb
 }
 
 /// Mean SMPs in flight over a phase (see [`PhaseSmps`]), to one decimal, for logs.

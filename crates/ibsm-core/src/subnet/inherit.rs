@@ -42,7 +42,9 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use ibsm_fabric::Topology;
+use ibsm_fabric::{routing, Topology};
+
+use crate::discovery::DiscoveryResult;
 
 /// A cable, `(node GUID, port, node GUID, port)` with the smaller end first.
 pub type Link = (u64, u8, u64, u8);
@@ -128,6 +130,32 @@ impl Readback {
             }
         }
     }
+}
+
+/// The read-back plan: every block `0..=LinearFDBTop/64` of every switch.
+pub(super) fn start_readback(res: &DiscoveryResult) -> Readback {
+    let mut rb = Readback::default();
+    for (idx, node) in res.topology.iter() {
+        if !node.is_switch() {
+            continue;
+        }
+        let (Ok(n32), Some(Some(si))) = (
+            u32::try_from(idx.as_usize()),
+            res.switch_info.get(idx.as_usize()),
+        ) else {
+            continue;
+        };
+        let top = si.linear_fdb_top;
+        if top == 0 {
+            continue; // never programmed
+        }
+        rb.tables
+            .insert(n32, (top, vec![routing::UNREACHABLE; usize::from(top) + 1]));
+        for block in 0..=top / 64 {
+            rb.queue.push_back((n32, block));
+        }
+    }
+    rb
 }
 
 #[cfg(test)]

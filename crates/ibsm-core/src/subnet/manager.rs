@@ -17,7 +17,7 @@ use crate::transactions::Transactions;
 
 use super::config::{ConfigError, MKeyConfig, Partition, SubnetConfig};
 use super::events::{Outgoing, SubnetEvent, SweepReason};
-use super::heavy::start_readback;
+use super::inherit::start_readback;
 use super::inherit::{InheritReport, Inherited, Readback};
 use super::mcast_state::Mcast;
 use super::metrics::{SubnetMetrics, TRAP_LOG_LINES, TRAP_LOG_WINDOW};

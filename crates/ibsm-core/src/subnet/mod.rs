@@ -198,6 +198,7 @@ mod sweep;
 #[cfg(test)]
 mod tests;
 mod traps;
+mod verified;
 mod verify;
 
 pub use config::{

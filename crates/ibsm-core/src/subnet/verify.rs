@@ -36,20 +36,15 @@
 //! discovery, which finds the master's new route).
 
 use std::collections::VecDeque;
-use std::time::Duration;
 
 use ibsm_fabric::NodeIdx;
 use ibsm_mad::attr::{NodeInfo, PortState, SwitchInfo};
 use ibsm_mad::{AttributeId, PortInfo, Smp};
 
-use crate::discovery::{Discovery, DiscoveryResult};
-
-use super::events::SubnetEvent;
-use super::manager::SubnetManager;
-use super::sweep::Stage;
+use crate::discovery::DiscoveryResult;
 
 /// What the verification of a known discovery found
-/// ([`SubnetManager::last_verification`]).
+/// (`SubnetManager::last_verification`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VerificationReport {
     /// Nodes in the known discovery.
@@ -61,64 +56,6 @@ pub struct VerificationReport {
     /// The first difference (then the fabric was discovered from scratch);
     /// `None`: the known discovery was this sweep's.
     pub difference: Option<String>,
-}
-
-impl SubnetManager {
-    /// Discovery (walked or verified) is done: LIDs next. A prepared takeover's
-    /// election gets its SM ports.
-    pub(super) fn discovered(&mut self, now: Duration, res: DiscoveryResult) -> Stage {
-        self.mark(1, now);
-        let sweep = self.after_discovery(res);
-        if self.preparing.is_some() {
-            self.events.push_back(SubnetEvent::PreparedDiscovery {
-                sm_ports: sweep.report.sm_ports.clone(),
-            });
-        }
-        self.wake_now = Some(now);
-        Stage::LidsDone(sweep)
-    }
-
-    /// The verification ended: continue from the known discovery, or walk the fabric.
-    pub(super) fn verified(&mut self, now: Duration, v: Verify) -> Stage {
-        let smps = self
-            .tx
-            .counters()
-            .sent
-            .saturating_sub(self.mark_sent.first().copied().unwrap_or(0));
-        let took = now.saturating_sub(self.marks.first().copied().unwrap_or(now));
-        let report = VerificationReport {
-            nodes: v.res.topology.len(),
-            matched: v.matched,
-            smps,
-            difference: v.failed.clone(),
-        };
-        self.verification = Some(report);
-        match v.failed {
-            None => {
-                tracing::info!(
-                    nodes = v.res.topology.len(),
-                    reads = v.matched,
-                    smps,
-                    took_ms = took.as_millis(),
-                    "takeover: the known fabric verified, no discovery"
-                );
-                self.discovered(now, v.res)
-            }
-            Some(why) => {
-                tracing::info!(
-                    %why,
-                    smps,
-                    took_ms = took.as_millis(),
-                    "takeover: the known fabric differs; discovering it from scratch"
-                );
-                // Answers to the verification and the read-back still in flight
-                // are not this walk's (its node indices differ too).
-                self.generation = self.generation.wrapping_add(1);
-                self.early_readback = None;
-                Stage::Discovering(Box::new(Discovery::new(self.cfg.discovery.clone())))
-            }
-        }
-    }
 }
 
 /// One verification read (named after the attribute read).
