@@ -8,22 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use ibsm_replica::{
-    Command, ConfigChange, LidRange, Listen, Op, Refusal, Replica, ReplicaConfig, ReplicaError,
-    Role,
+    Command, ConfigChange, LidRange, Listen, Refusal, Replica, ReplicaConfig, ReplicaError, Role,
 };
-
-fn set_lid(epoch: u64, guid: u64, lid: u16) -> Command {
-    Command::Update {
-        epoch,
-        ops: vec![Op::SetGuid2Lid {
-            port_guid: guid,
-            range: LidRange {
-                min_lid: lid,
-                max_lid: lid,
-            },
-        }],
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_replicate_and_refuse_stale_epochs() -> Result<(), ReplicaError> {

@@ -7,20 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use ibsm_replica::{Command, Leadership, LidRange, Op, ReplicaError, Role};
-
-fn set_lid(epoch: u64, guid: u64, lid: u16) -> Command {
-    Command::Update {
-        epoch,
-        ops: vec![Op::SetGuid2Lid {
-            port_guid: guid,
-            range: LidRange {
-                min_lid: lid,
-                max_lid: lid,
-            },
-        }],
-    }
-}
+use ibsm_replica::{Leadership, ReplicaError, Role};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_that_asks_becomes_leader_and_keeps_committed_entries(

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ibsm_replica::{Listen, RaftTimers, Replica, ReplicaConfig, ReplicaError, Role};
+use ibsm_replica::{
+    Command, LidRange, Listen, Op, RaftTimers, Replica, ReplicaConfig, ReplicaError, Role,
+};
 
 pub const WAIT: Duration = Duration::from_secs(15);
 
@@ -133,5 +135,20 @@ pub async fn wait_applied(n: &Node, index: u64) -> Result<(), ReplicaError> {
 pub async fn shutdown_all(nodes: &[Node]) {
     for n in nodes {
         let _ = n.replica.shutdown().await;
+    }
+}
+
+/// An epoch-fenced write of one GUID's LID: the entry the cluster tests commit.
+#[allow(dead_code)]
+pub fn set_lid(epoch: u64, guid: u64, lid: u16) -> Command {
+    Command::Update {
+        epoch,
+        ops: vec![Op::SetGuid2Lid {
+            port_guid: guid,
+            range: LidRange {
+                min_lid: lid,
+                max_lid: lid,
+            },
+        }],
     }
 }
