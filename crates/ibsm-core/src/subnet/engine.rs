@@ -9,11 +9,12 @@ use std::time::Duration;
 use ibsm_fabric::NodeIdx;
 use ibsm_mad::{AttributeId, Method, Smp};
 
-use crate::transactions::Event;
+use crate::discovery::DiscoveryResult;
+use crate::transactions::{Event, Transactions};
 
 use super::activation;
 use super::events::{Outgoing, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
-use super::inherit::start_readback;
+use super::inherit::{start_readback, Readback};
 use super::manager::SubnetManager;
 use super::program;
 use super::routing_job::{RoutingDone, RoutingJob};
@@ -383,71 +384,15 @@ impl SubnetManager {
                 // The LFT read-back of the known switches shares the window (see
                 // `verify`): it needs only their routes and LinearFDBTop.
                 if let Some(rb) = self.early_readback.as_deref_mut() {
-                    while v.failed.is_none() && self.tx.queued() < window {
-                        let Some((node, block)) = rb.queue.pop_front() else {
-                            break;
-                        };
-                        progressed = true;
-                        let smp = v.res.path(NodeIdx(node)).and_then(|path| {
-                            Smp::try_get_dr(
-                                path,
-                                AttributeId::LINEAR_FORWARDING_TABLE,
-                                u32::from(block),
-                                0,
-                            )
-                            .ok()
-                        });
-                        match smp {
-                            Some(smp) => {
-                                rb.outstanding += 1;
-                                self.tx.submit(
-                                    now,
-                                    smp,
-                                    Tagged {
-                                        generation: self.generation,
-                                        token: Token::ReadLft { node, block },
-                                    },
-                                );
-                            }
-                            None => {
-                                rb.failed.insert(node);
-                            }
-                        }
+                    if v.failed.is_none() {
+                        progressed |=
+                            feed_readback(&mut self.tx, self.generation, now, window, rb, &v.res);
                     }
                 }
             }
             Stage::ReadingLfts(sw, rb) => {
-                while self.tx.queued() < window {
-                    let Some((node, block)) = rb.queue.pop_front() else {
-                        break;
-                    };
-                    progressed = true;
-                    let smp = sw.res.path(NodeIdx(node)).and_then(|path| {
-                        Smp::try_get_dr(
-                            path,
-                            AttributeId::LINEAR_FORWARDING_TABLE,
-                            u32::from(block),
-                            0,
-                        )
-                        .ok()
-                    });
-                    match smp {
-                        Some(smp) => {
-                            rb.outstanding += 1;
-                            self.tx.submit(
-                                now,
-                                smp,
-                                Tagged {
-                                    generation: self.generation,
-                                    token: Token::ReadLft { node, block },
-                                },
-                            );
-                        }
-                        None => {
-                            rb.failed.insert(node);
-                        }
-                    }
-                }
+                progressed |=
+                    feed_readback(&mut self.tx, self.generation, now, window, rb, &sw.res);
             }
             Stage::Programming(sw) => {
                 while self.tx.queued() < window {
@@ -610,4 +555,51 @@ impl SubnetManager {
         self.stage = next;
         progressed
     }
+}
+
+/// Submit LFT read-back Gets (one per block) of `rb`'s queue over `res`'s routes while
+/// the agent's backlog is below `window`; a switch without a route is marked failed.
+/// True if any block was taken. Both the read-back after discovery and the one beside
+/// a verification (`Stage::Verifying`) use it.
+fn feed_readback(
+    tx: &mut Transactions<Tagged>,
+    generation: u32,
+    now: Duration,
+    window: usize,
+    rb: &mut Readback,
+    res: &DiscoveryResult,
+) -> bool {
+    let mut progressed = false;
+    while tx.queued() < window {
+        let Some((node, block)) = rb.queue.pop_front() else {
+            break;
+        };
+        progressed = true;
+        let smp = res.path(NodeIdx(node)).and_then(|path| {
+            Smp::try_get_dr(
+                path,
+                AttributeId::LINEAR_FORWARDING_TABLE,
+                u32::from(block),
+                0,
+            )
+            .ok()
+        });
+        match smp {
+            Some(smp) => {
+                rb.outstanding += 1;
+                tx.submit(
+                    now,
+                    smp,
+                    Tagged {
+                        generation,
+                        token: Token::ReadLft { node, block },
+                    },
+                );
+            }
+            None => {
+                rb.failed.insert(node);
+            }
+        }
+    }
+    progressed
 }
