@@ -140,6 +140,8 @@ impl SubnetManager {
             lids_stable,
             manage_m_key: self.cfg.m_key.key != 0 || self.fabric_m_key != 0,
             port_info_set: std::collections::HashMap::new(),
+            verified: false,
+            seed: None,
         })
     }
 

@@ -2325,6 +2325,7 @@ fn a_port_with_gid_prefix_zero_gets_the_subnet_prefix() {
 
 mod repair;
 mod sa_snapshot_job;
+mod port_digest;
 mod verify;
 
 /// The node and port a directed-route Set is written to: its path walked over
