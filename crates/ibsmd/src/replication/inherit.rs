@@ -196,5 +196,20 @@ mod tests {
         let got = replicated_fabric_of(&s, &mut cache);
         assert_eq!(got, replicated_fabric_of(&s, &mut None));
         assert!(got.inherited.lft_digests.is_empty());
+        // A port digest written: the successor sees it, by (node GUID, port).
+        let d = PortDigest {
+            p_key: Some(5),
+            qos: None,
+        };
+        s.port_digests.entry(0x20).or_default().insert(3, d);
+        let got = replicated_fabric_of(&s, &mut cache);
+        assert_eq!(got, replicated_fabric_of(&s, &mut None));
+        assert_eq!(
+            got.inherited.port_digests.get(&(0x20, 3)),
+            Some(&CorePortDigest {
+                p_key: Some(5),
+                qos: None
+            })
+        );
     }
 }

@@ -290,6 +290,49 @@ mod tests {
         assert!(!roster.is_sa_only());
     }
 
+    /// A port digest is written when it changed and only then: a sweep that
+    /// reprogrammed one port writes one op, a takeover that seeded every port none.
+    #[test]
+    fn only_changed_port_digests_are_written() {
+        let d = |k| PortDigest {
+            p_key: Some(k),
+            qos: Some(1),
+        };
+        let mut have = FabricState::default();
+        have.port_digests
+            .entry(0x10)
+            .or_default()
+            .extend([(1, d(1)), (2, d(2))]);
+        let mut want = FabricRecord {
+            port_digests: have.port_digests.clone(),
+            ..FabricRecord::default()
+        };
+        assert!(diff_ops(&have, &want).is_empty());
+        want.port_digests.entry(0x10).or_default().insert(2, d(3));
+        want.port_digests.entry(0x20).or_default().insert(0, d(4));
+        let ops = diff_ops(&have, &want);
+        assert_eq!(
+            ops,
+            vec![
+                Op::SetPortDigest {
+                    node_guid: 0x10,
+                    port: 2,
+                    digest: d(3)
+                },
+                Op::SetPortDigest {
+                    node_guid: 0x20,
+                    port: 0,
+                    digest: d(4)
+                },
+            ]
+        );
+        for op in &ops {
+            have.apply_op(op);
+        }
+        assert!(diff_ops(&have, &want).is_empty());
+        assert!(!want.is_sa_only());
+    }
+
     #[test]
     fn the_programmed_partitions_and_the_sm_roster_are_replicated_and_pruned() {
         let entry = |guid, priority, sm_state| ibsm_replica::SmRosterEntry {
