@@ -28,9 +28,18 @@ fn set_port_digest_is_a_master_write_kept_per_port() {
             digest: d,
         }],
     };
-    assert_eq!(s.apply(&write(1, 0x10, 1, digest(1))), Outcome::Applied { epoch: 1 });
-    assert_eq!(s.apply(&write(1, 0x10, 2, digest(2))), Outcome::Applied { epoch: 1 });
-    assert_eq!(s.apply(&write(1, 0x10, 1, digest(3))), Outcome::Applied { epoch: 1 });
+    assert_eq!(
+        s.apply(&write(1, 0x10, 1, digest(1))),
+        Outcome::Applied { epoch: 1 }
+    );
+    assert_eq!(
+        s.apply(&write(1, 0x10, 2, digest(2))),
+        Outcome::Applied { epoch: 1 }
+    );
+    assert_eq!(
+        s.apply(&write(1, 0x10, 1, digest(3))),
+        Outcome::Applied { epoch: 1 }
+    );
     assert_eq!(s.port_digests[&0x10][&1], digest(3), "replaced");
     assert_eq!(s.port_digests[&0x10][&2], digest(2));
     // A late write of a master whose epoch is over changes nothing.
@@ -95,5 +104,8 @@ fn a_state_without_port_digests_still_loads() {
     let s: FabricState = bincode::deserialize(&bytes).expect("an older state loads");
     assert_eq!((s.epoch, s.m_key), (4, 0x55));
     assert_eq!(s.lft_digests.len(), 1);
-    assert!(s.port_digests.is_empty(), "no digests: every table is written");
+    assert!(
+        s.port_digests.is_empty(),
+        "no digests: every table is written"
+    );
 }

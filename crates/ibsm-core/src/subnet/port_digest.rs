@@ -71,7 +71,13 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 
 /// Digest of P_Key block 0 (`keys` as raw 16-bit entries).
 pub(super) fn p_key_digest(keys: &[u16; 32]) -> u64 {
-    fnv(FNV_OFFSET, &PKeyTable { keys: keys.map(PKey) }.encode())
+    fnv(
+        FNV_OFFSET,
+        &PKeyTable {
+            keys: keys.map(PKey),
+        }
+        .encode(),
+    )
 }
 
 /// Digest of the QoS tables a link port gets with `op_vls` OperationalVLs: the

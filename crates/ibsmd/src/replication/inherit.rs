@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use ibsm_core::node::ReplicatedFabric;
-use ibsm_core::subnet::{Inherited, Link};
 use ibsm_core::subnet::PortDigest as CorePortDigest;
+use ibsm_core::subnet::{Inherited, Link};
 use ibsm_replica::{FabricState, LftDigest, LidRange, PortDigest, TopologySummary};
 
 use super::handle::Replication;

@@ -124,7 +124,10 @@ fn an_unchanged_fabric_is_taken_over_without_discovery_or_lft_writes() {
     ] {
         assert_eq!(standby_sent(&lab, attr, Method::SET), 0, "{attr:?}");
     }
-    assert_eq!(standby_sent(&lab, AttributeId::PORT_INFO, Method::SET), nodes);
+    assert_eq!(
+        standby_sent(&lab, AttributeId::PORT_INFO, Method::SET),
+        nodes
+    );
     let seed = sm.last_port_seed().expect("seeded");
     assert_eq!(seed.differ, 0, "{seed:?}");
 }

@@ -81,7 +81,8 @@ fn target(s: &Smp) -> (Vec<u8>, u32) {
 
 /// One SMP from `client`, its answer (nothing else may be talking on `client`).
 fn exchange(sim: &mut Sim, client: ClientId, now: &mut Duration, smp: Smp) -> Smp {
-    sim.send(*now, client, &smp.encode()).expect("well-formed MAD");
+    sim.send(*now, client, &smp.encode())
+        .expect("well-formed MAD");
     for _ in 0..10_000 {
         while let Some((c, mad)) = sim.poll_delivery(*now) {
             if c == client {
@@ -207,7 +208,8 @@ fn only_the_ports_whose_digest_differs_are_written() {
     let mut t = takeover();
     let cas = cas(&t.topo);
     let (tampered, member) = (cas[2], cas[5]);
-    let guid_of = |topo: &Topology, n: NodeIdx| topo.node(n).and_then(|n| n.port(1)).map(|p| p.port_guid);
+    let guid_of =
+        |topo: &Topology, n: NodeIdx| topo.node(n).and_then(|n| n.port(1)).map(|p| p.port_guid);
     let member_guid = guid_of(&t.topo, member).expect("CA port");
     let res = t.known.clone();
     // The discovery numbers nodes in its own order: by GUID from the generated fabric.
@@ -230,15 +232,27 @@ fn only_the_ports_whose_digest_differs_are_written() {
         },
     };
     let amod = PKeyBlock { block: 0, port: 0 }.attr_mod();
-    let set = Smp::try_set_dr(&tampered_path, AttributeId::P_KEY_TABLE, amod, 0x51, wrong.encode())
-        .expect("path");
+    let set = Smp::try_set_dr(
+        &tampered_path,
+        AttributeId::P_KEY_TABLE,
+        amod,
+        0x51,
+        wrong.encode(),
+    )
+    .expect("path");
     exchange(&mut t.sim, t.c2, &mut t.now, set);
     let mut inh = t.inh.clone();
     let key = (
-        res.topology.node(tampered).map(|n| n.node_guid).expect("node"),
+        res.topology
+            .node(tampered)
+            .map(|n| n.node_guid)
+            .expect("node"),
         1,
     );
-    let d = inh.port_digests.get_mut(&key).expect("digest of the tampered port");
+    let d = inh
+        .port_digests
+        .get_mut(&key)
+        .expect("digest of the tampered port");
     d.p_key = d.p_key.map(|k| k ^ 1);
     t.second
         .set_partitions(

@@ -14,7 +14,11 @@ use crate::subnet::inherit::tests::{inherited, master_at, send_queued, sweep, un
 use crate::transactions::TransactionsConfig;
 
 /// A standby's own discovery from `client`'s port (what its standby sweeps keep).
-pub(super) fn standby_discovery(sim: &mut Sim, client: ClientId, now: &mut Duration) -> DiscoveryResult {
+pub(super) fn standby_discovery(
+    sim: &mut Sim,
+    client: ClientId,
+    now: &mut Duration,
+) -> DiscoveryResult {
     let mut agent = DiscoveryAgent::new(
         *now,
         TransactionsConfig::default(),
