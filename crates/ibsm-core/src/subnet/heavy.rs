@@ -343,6 +343,8 @@ impl SubnetManager {
                 smps = report.smps,
                 discovery_smps = ps.discovery,
                 distribution_smps = ps.distribution,
+                port_info_sets = report.port_info_sets,
+                lft_blocks = report.lft_blocks_sent,
                 activation_smps = ps.activation,
                 activation_overlapped = ps.activation_overlapped,
                 discovery_in_flight = mean_in_flight(ps.in_flight[0], phases.discovery),
