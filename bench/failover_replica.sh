@@ -12,7 +12,8 @@
 #              discovery: "the known fabric verified" in its log, with the SMPs), else
 #              one poll before its election gives up, and compares at MASTER;
 #   up       - "subnet up": the first sweep's distribution done too (SwitchInfo,
-#              PortInfo with ClientReregister, P_Key/SLtoVL/VLArb re-sent, 0 LFT blocks;
+#              PortInfo with the new MasterSMLID, P_Key/SLtoVL/VLArb tables only where
+#              the replicated port digests differ, 0 LFT blocks;
 #              target <= 0.3 s).
 #
 # Side by side: OpenSM (two instances, priorities 10 and 5) SIGKILLed the same way,

@@ -6,8 +6,10 @@
 //! the same command line, so it rejoins its Raft cluster from its own data dir).
 //! Every time a new master takes over:
 //!
-//! - no port's LID changes and no LFT entry changes, as read back from the fabric by
-//!   infiniband-diags (`ibnetdiscover -p`, `ibroute`), not from our own state;
+//! - no port's LID changes, no LFT entry changes and no CA port's P_Key table changes
+//!   (a verified takeover leaves the tables whose replicated digest matches alone), as
+//!   read back from the fabric by infiniband-diags (`ibnetdiscover -p`, `ibroute`,
+//!   `smpquery pkeys`), not from our own state;
 //! - its epoch is higher than every epoch acknowledged before, and every replica's
 //!   applied index reaches at least what the cluster had acknowledged (a committed
 //!   entry is never lost: the restarted victims catch up to it too).
@@ -290,8 +292,9 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// LIDs of every port (`guid/port` -> LID; switches by port 0) and every switch's
-    /// LFT (`switch guid` -> [(LID, egress port)]), as the fabric reports them.
+    /// LIDs of every port (`guid/port` -> LID; switches by port 0), every switch's
+    /// LFT (`switch guid` -> [(LID, egress port)]) and every CA port's P_Key table
+    /// (`guid/port` -> non-empty entries of block 0), as the fabric reports them.
     fn fabric(&self) -> Result<Fabric> {
         let text = self.diag(&["ibnetdiscover", "-p"])?;
         let mut lids = BTreeMap::new();
@@ -320,6 +323,26 @@ impl Cluster {
         if switches.is_empty() {
             bail!("ibnetdiscover -p found no switch:\n{text}");
         }
+        let mut pkeys = BTreeMap::new();
+        for (port, lid) in &lids {
+            if port.ends_with("/0") {
+                continue;
+            }
+            let out = self.diag(&["smpquery", "pkeys", &lid.to_string()])?;
+            let keys: Vec<u16> = out
+                .lines()
+                .filter_map(|l| l.split_once(':'))
+                .filter(|(at, _)| at.trim().parse::<u32>().is_ok())
+                .flat_map(|(_, v)| v.split_whitespace())
+                .filter_map(|w| w.strip_prefix("0x"))
+                .filter_map(|h| u16::from_str_radix(h, 16).ok())
+                .filter(|k| k & 0x7FFF != 0)
+                .collect();
+            if keys.is_empty() {
+                bail!("smpquery pkeys {lid} ({port}) listed no P_Key:\n{out}");
+            }
+            pkeys.insert(port.clone(), keys);
+        }
         let mut lfts = BTreeMap::new();
         for (guid, lid) in &switches {
             let out = self.diag(&["ibroute", &lid.to_string()])?;
@@ -339,7 +362,7 @@ impl Cluster {
             }
             lfts.insert(guid.clone(), entries);
         }
-        Ok(Fabric { lids, lfts })
+        Ok(Fabric { lids, lfts, pkeys })
     }
 
     fn kill(&mut self, i: usize) -> Result<()> {
@@ -367,6 +390,7 @@ impl Cluster {
 struct Fabric {
     lids: BTreeMap<String, u16>,
     lfts: BTreeMap<String, Vec<(u16, u8)>>,
+    pkeys: BTreeMap<String, Vec<u16>>,
 }
 
 fn diff(a: &Fabric, b: &Fabric) -> String {
@@ -384,6 +408,11 @@ fn diff(a: &Fabric, b: &Fabric) -> String {
                 out.push_str(&format!("LFT of {k}: entries {changed:?} changed\n"));
             }
             None => out.push_str(&format!("LFT of {k} gone\n")),
+        }
+    }
+    for (k, v) in &a.pkeys {
+        if b.pkeys.get(k) != Some(v) {
+            out.push_str(&format!("P_Keys of {k}: {v:x?} -> {:x?}\n", b.pkeys.get(k)));
         }
     }
     out
@@ -441,9 +470,10 @@ fn failover_rounds(netfile: &Path, hosts: &[&str], probe: &str) -> Result<()> {
     let mut epoch = s.epoch;
     let baseline = c.fabric()?;
     eprintln!(
-        "baseline: {} port LIDs, {} switch LFTs; master {} ({}) epoch {epoch}",
+        "baseline: {} port LIDs, {} switch LFTs, {} CA P_Key tables; master {} ({}) epoch {epoch}",
         baseline.lids.len(),
         baseline.lfts.len(),
+        baseline.pkeys.len(),
         c.hosts[master],
         s.guid
     );

@@ -244,13 +244,15 @@ fn takeover(
     switch_sl2vl: bool,
 ) -> Option<Takeover> {
     let (c1, mut master) = first;
-    // What the replica holds: every switch's LFT digest and the cabling.
+    // What the replica holds: every switch's LFT digest, the cabling and the port
+    // digests (used only by a verified takeover; this one discovers).
     let inh = Inherited {
         lft_digests: master
             .programmed_lfts()
             .map(|(g, top, t)| (g, (top, lft_digest(t))))
             .collect(),
         links: master.last_discovery().map(|r| links_of(&r.topology)),
+        port_digests: master.programmed_port_digests().into_iter().collect(),
     };
     master.stop();
     drop(master);

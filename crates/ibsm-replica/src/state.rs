@@ -88,6 +88,18 @@ pub fn lft_digest(lft: &[u8]) -> u64 {
     h
 }
 
+/// What the master last programmed into one port's P_Key, SLtoVL and
+/// VLArbitration tables (`ibsm_core`'s `port_digest` module computes them): a
+/// successor that verified the fabric writes only the ports whose desired tables
+/// digest differently. `None`: no such table written to the port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortDigest {
+    /// FNV-1a 64 of P_Key block 0 as written.
+    pub p_key: Option<u64>,
+    /// FNV-1a 64 of the SLtoVL table and the VLArbitration blocks written.
+    pub qos: Option<u64>,
+}
+
 /// The whole replicated state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FabricState {
@@ -118,6 +130,27 @@ pub struct FabricState {
     /// subscriptions), each entry in its IBA encoding (see [`crate::sa`]).
     #[serde(default)]
     pub sa: BTreeMap<SaTable, BTreeMap<Vec<u8>, Vec<u8>>>,
+    /// Node GUID -> port -> what the master programmed into that port's P_Key,
+    /// SLtoVL and VLArbitration tables, as of its last heavy sweep. Empty in the
+    /// state of a release without it: a successor then writes every table. Last,
+    /// and read leniently ([`or_default_at_end`]): bincode has no field names, so
+    /// such a state simply ends before it.
+    #[serde(default, deserialize_with = "or_default_at_end")]
+    pub port_digests: BTreeMap<u64, BTreeMap<u8, PortDigest>>,
+}
+
+/// A trailing field of [`FabricState`] that a state encoded by an older release
+/// lacks: bincode (no field names, no lengths) ends the input where the field
+/// would start, and serde's `default` does not cover that (the read fails, it is
+/// not "absent"). The field is then its default. A field that fails to decode for
+/// another reason is its default too: the fields this is used for say "what the
+/// successor may skip", so an empty value is the safe one (everything is written).
+fn or_default_at_end<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(T::deserialize(d).unwrap_or_default())
 }
 
 /// One change inside a master's [`Command::Update`].
@@ -168,6 +201,13 @@ pub enum Op {
     ReplaceSaTable {
         table: SaTable,
         entries: BTreeMap<Vec<u8>, Vec<u8>>,
+    },
+    /// What the master programmed into port `port` of node `node_guid` (added
+    /// last: the variants before it keep their encoding).
+    SetPortDigest {
+        node_guid: u64,
+        port: u8,
+        digest: PortDigest,
     },
 }
 
@@ -414,6 +454,16 @@ impl FabricState {
                         self.sa.remove(table);
                     }
                 }
+            }
+            Op::SetPortDigest {
+                node_guid,
+                port,
+                digest,
+            } => {
+                self.port_digests
+                    .entry(*node_guid)
+                    .or_default()
+                    .insert(*port, *digest);
             }
             Op::ReplaceSaTable { table, entries } => {
                 if entries.is_empty() {

@@ -16,6 +16,7 @@ use super::activation;
 use super::events::{Outgoing, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
 use super::inherit::{start_readback, Readback};
 use super::manager::SubnetManager;
+use super::port_digest;
 use super::program;
 use super::routing_job::{RoutingDone, RoutingJob};
 use super::sa_snapshot_job::{SaSnapshotDone, SaSnapshotJob};
@@ -485,6 +486,12 @@ impl SubnetManager {
             {
                 let inh = self.inherit.take().unwrap_or_default();
                 let report = self.finish_readback(&mut sweep, *rb, &inh);
+                // A verified takeover over the replicated cabling and LIDs: what the
+                // previous master programmed into the ports may be trusted where its
+                // digest equals ours (see `port_digest`).
+                if sweep.verified && report.topology_unchanged && sweep.lids_stable {
+                    sweep.seed = Some(inh.port_digests);
+                }
                 let adopted = report.adopted;
                 self.inherit_report = Some(report);
                 if adopted {
@@ -499,6 +506,16 @@ impl SubnetManager {
                 self.mark(3, now);
                 if let Some(p) = self.pending_partitions.take() {
                     self.cfg.partitions = p;
+                }
+                if let Some(digests) = sweep.seed.take() {
+                    let r = port_digest::seed(&sweep, &self.cfg, &mut self.programmed, &digests);
+                    tracing::info!(
+                        seeded = r.seeded,
+                        differ = r.differ,
+                        replicated = digests.len(),
+                        "takeover: ports whose P_Key/SLtoVL/VLArb tables match the replicated digests are not written"
+                    );
+                    self.port_seed = Some(r);
                 }
                 sweep.pipe = activation::pipeline(sweep.res.topology.len());
                 sweep.cursor = 0;

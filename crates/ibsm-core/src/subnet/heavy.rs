@@ -140,6 +140,8 @@ impl SubnetManager {
             lids_stable,
             manage_m_key: self.cfg.m_key.key != 0 || self.fabric_m_key != 0,
             port_info_set: std::collections::HashMap::new(),
+            verified: false,
+            seed: None,
         })
     }
 
@@ -341,6 +343,8 @@ impl SubnetManager {
                 smps = report.smps,
                 discovery_smps = ps.discovery,
                 distribution_smps = ps.distribution,
+                port_info_sets = report.port_info_sets,
+                lft_blocks = report.lft_blocks_sent,
                 activation_smps = ps.activation,
                 activation_overlapped = ps.activation_overlapped,
                 discovery_in_flight = mean_in_flight(ps.in_flight[0], phases.discovery),

@@ -56,6 +56,31 @@ pub struct Inherited {
     pub lft_digests: HashMap<u64, (u16, u64)>,
     /// The cabling it last saw (`None`: unknown, so never adopt).
     pub links: Option<HashSet<Link>>,
+    /// What it programmed into each port's P_Key, SLtoVL and VLArbitration
+    /// tables, by (node GUID, port) (see the `port_digest` module; empty: a
+    /// replica of a release without them, so every table is written).
+    pub port_digests: HashMap<(u64, u8), PortDigest>,
+}
+
+/// What a master programmed into one port (see the `port_digest` module): `None` where it
+/// wrote no such table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct PortDigest {
+    /// FNV-1a 64 of P_Key block 0 as written.
+    pub p_key: Option<u64>,
+    /// FNV-1a 64 of the SLtoVL table (when written to this port) and of every
+    /// VLArbitration block written, in order.
+    pub qos: Option<u64>,
+}
+
+/// What the seeding of a verified takeover found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SeedReport {
+    /// Port tables (a P_Key block, or a port's QoS tables) taken as programmed.
+    pub seeded: usize,
+    /// Port tables whose desired digest differs from the replicated one, or that
+    /// the replica does not know: written as usual.
+    pub differ: usize,
 }
 
 /// What the read-back found (see [`super::SubnetManager::last_inherit`]).
@@ -227,6 +252,7 @@ pub(super) mod tests {
                 .map(|(g, top, t)| (g, (top, lft_digest(t))))
                 .collect(),
             links: sm.last_discovery().map(|r| links_of(&r.topology)),
+            port_digests: sm.programmed_port_digests().into_iter().collect(),
         }
     }
 

@@ -18,7 +18,7 @@ use crate::transactions::Transactions;
 use super::config::{ConfigError, MKeyConfig, Partition, SubnetConfig};
 use super::events::{Outgoing, SubnetEvent, SweepReason};
 use super::inherit::start_readback;
-use super::inherit::{InheritReport, Inherited, Readback};
+use super::inherit::{InheritReport, Inherited, Readback, SeedReport};
 use super::mcast_state::Mcast;
 use super::metrics::{SubnetMetrics, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 use super::routing_job::RoutingJob;
@@ -102,6 +102,8 @@ pub struct SubnetManager {
     /// A new mastership's first sweep sets ClientReregister on end ports (see
     /// [`SubnetManager::set_reregister_clients`]).
     pub(super) reregister_clients: bool,
+    /// What the last seeding from replicated port digests found (see `port_digest`).
+    pub(super) port_seed: Option<SeedReport>,
 }
 
 impl SubnetManager {
@@ -152,6 +154,7 @@ impl SubnetManager {
             routing_jobs: VecDeque::new(),
             next_routing_job: 0,
             fabric_m_key: 0,
+            port_seed: None,
         };
         sm.apply_m_keys();
         Ok(sm)

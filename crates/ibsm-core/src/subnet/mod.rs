@@ -187,6 +187,7 @@ mod mcast;
 mod mcast_state;
 mod metrics;
 pub mod partitions_conf;
+mod port_digest;
 mod port_group;
 mod program;
 mod repair;
@@ -209,7 +210,7 @@ pub use events::{
     Outgoing, PhaseSmps, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport,
 };
 pub use ibsm_fabric::routing::ForwardingTables;
-pub use inherit::{lft_digest, links_of, InheritReport, Inherited, Link};
+pub use inherit::{lft_digest, links_of, InheritReport, Inherited, Link, PortDigest, SeedReport};
 pub use manager::SubnetManager;
 pub use metrics::{SubnetMetrics, PORT_ERROR_WINDOW, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 pub use routing_job::{RoutingDone, RoutingJob};

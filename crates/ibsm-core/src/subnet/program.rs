@@ -223,8 +223,29 @@ pub(super) fn port_path(
     Some(own.to_vec())
 }
 
+/// The P_Key block 0 the distribution wants `port` of `node` to hold, where it
+/// writes one (switch port 0; a switch port enforcing for a CA; a CA link port).
+pub(super) fn desired_pkeys(
+    sw: &Sweep,
+    cfg: &SubnetConfig,
+    node: NodeIdx,
+    port: u8,
+) -> Option<[u16; 32]> {
+    let res = &sw.res;
+    let is_switch = res.topology.node(node)?.is_switch();
+    let owner = if !is_switch || port == 0 {
+        end_port(res, node, port)
+    } else {
+        match enforcement(sw, cfg, node, port) {
+            Enforce::On(pg) => pg,
+            _ => return None,
+        }
+    };
+    Some(pkey_table(cfg, &owner).keys.map(|k| k.0))
+}
+
 /// OperationalVLs for a link port: min of both ends' VLCap and the config.
-fn op_vls(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> u8 {
+pub(super) fn op_vls(sw: &Sweep, cfg: &SubnetConfig, node: NodeIdx, port: u8) -> u8 {
     let res = &sw.res;
     let own = pi_of(res, node, port).map_or(1, |p| p.vl_cap);
     let remote = res

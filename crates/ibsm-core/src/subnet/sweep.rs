@@ -13,7 +13,7 @@ use ibsm_mad::modifier::VlArbSection;
 use crate::discovery::{Discovery, DiscoveryResult, DiscoveryToken};
 
 use super::events::SweepReport;
-use super::inherit::Readback;
+use super::inherit::{PortDigest, Readback};
 use super::verify::{Verify, VerifyOp};
 
 /// A [`Token`] and the generation it was submitted in (see `SubnetManager::generation`).
@@ -83,6 +83,11 @@ pub(super) struct Sweep {
     /// as "no change", and fields a port does not implement, read as the port kept
     /// them), which is what the SA serves.
     pub(super) port_info_set: HashMap<(u32, u8), ibsm_mad::PortInfo>,
+    /// This sweep's discovery is a known one, verified (see `verify`).
+    pub(super) verified: bool,
+    /// A verified takeover's replicated port digests, seeded into [`Programmed`]
+    /// when programming starts (see `port_digest`).
+    pub(super) seed: Option<HashMap<(u64, u8), PortDigest>>,
 }
 
 #[derive(Debug)]

@@ -2323,6 +2323,7 @@ fn a_port_with_gid_prefix_zero_gets_the_subnet_prefix() {
     assert_eq!(after.gid_prefix, crate::sa::DEFAULT_SUBNET_PREFIX);
 }
 
+mod port_digest;
 mod repair;
 mod sa_snapshot_job;
 mod verify;

@@ -51,7 +51,11 @@ impl SubnetManager {
                     took_ms = took.as_millis(),
                     "takeover: the known fabric verified, no discovery"
                 );
-                self.discovered(now, v.res)
+                let mut stage = self.discovered(now, v.res);
+                if let Stage::LidsDone(sw) = &mut stage {
+                    sw.verified = true;
+                }
+                stage
             }
             Some(why) => {
                 tracing::info!(

@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use ibsm_core::node::ReplicatedFabric;
+use ibsm_core::subnet::PortDigest as CorePortDigest;
 use ibsm_core::subnet::{Inherited, Link};
-use ibsm_replica::{FabricState, LftDigest, LidRange, TopologySummary};
+use ibsm_replica::{FabricState, LftDigest, LidRange, PortDigest, TopologySummary};
 
 use super::handle::Replication;
 use super::keys::partitions_in;
@@ -29,6 +30,7 @@ pub struct ReplicatedCache {
     guid2lid: BTreeMap<u64, LidRange>,
     topology: Option<TopologySummary>,
     lft_digests: BTreeMap<u64, LftDigest>,
+    port_digests: BTreeMap<u64, BTreeMap<u8, PortDigest>>,
     guid2lid_file: String,
     inherited: Inherited,
 }
@@ -45,13 +47,17 @@ pub fn replicated_fabric_cached(
 /// their sources are the same, else built (and cached).
 fn replicated_fabric_of(s: &FabricState, cache: &mut Option<ReplicatedCache>) -> ReplicatedFabric {
     let fresh = cache.as_ref().is_some_and(|c| {
-        c.guid2lid == s.guid2lid && c.topology == s.topology && c.lft_digests == s.lft_digests
+        c.guid2lid == s.guid2lid
+            && c.topology == s.topology
+            && c.lft_digests == s.lft_digests
+            && c.port_digests == s.port_digests
     });
     if !fresh {
         *cache = Some(ReplicatedCache {
             guid2lid: s.guid2lid.clone(),
             topology: s.topology.clone(),
             lft_digests: s.lft_digests.clone(),
+            port_digests: s.port_digests.clone(),
             guid2lid_file: s.guid2lid_file(),
             inherited: inherited_of(s),
         });
@@ -89,6 +95,21 @@ pub fn inherited_of(state: &FabricState) -> Inherited {
                 })
                 .collect::<HashSet<Link>>()
         }),
+        port_digests: state
+            .port_digests
+            .iter()
+            .flat_map(|(g, ports)| {
+                ports.iter().map(move |(p, d)| {
+                    (
+                        (*g, *p),
+                        CorePortDigest {
+                            p_key: d.p_key,
+                            qos: d.qos,
+                        },
+                    )
+                })
+            })
+            .collect(),
     }
 }
 
@@ -175,5 +196,20 @@ mod tests {
         let got = replicated_fabric_of(&s, &mut cache);
         assert_eq!(got, replicated_fabric_of(&s, &mut None));
         assert!(got.inherited.lft_digests.is_empty());
+        // A port digest written: the successor sees it, by (node GUID, port).
+        let d = PortDigest {
+            p_key: Some(5),
+            qos: None,
+        };
+        s.port_digests.entry(0x20).or_default().insert(3, d);
+        let got = replicated_fabric_of(&s, &mut cache);
+        assert_eq!(got, replicated_fabric_of(&s, &mut None));
+        assert_eq!(
+            got.inherited.port_digests.get(&(0x20, 3)),
+            Some(&CorePortDigest {
+                p_key: Some(5),
+                qos: None
+            })
+        );
     }
 }

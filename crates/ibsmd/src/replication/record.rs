@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use super::sa::{sa_ops, ReplicaSaTables};
 use ibsm_core::election::SmState;
 use ibsm_core::subnet::{lft_digest, links_of, Membership, SubnetManager};
-use ibsm_replica::{FabricState, LftDigest, LidRange, Op, TopoLink, TopoNode, TopologySummary};
+use ibsm_replica::{
+    FabricState, LftDigest, LidRange, Op, PortDigest, TopoLink, TopoNode, TopologySummary,
+};
 
 /// What a master publishes after a sweep: the whole desired replicated record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,6 +20,9 @@ pub struct FabricRecord {
     pub topology: Option<TopologySummary>,
     /// Switch node GUID -> digest of the LFT it holds.
     pub lft_digests: BTreeMap<u64, LftDigest>,
+    /// Node GUID -> port -> what the master programmed into that port's P_Key,
+    /// SLtoVL and VLArbitration tables (`ibsm_core::subnet::PortDigest`).
+    pub port_digests: BTreeMap<u64, BTreeMap<u8, PortDigest>>,
     /// The M_Key the sweep programmed (None: leave the replicated one alone).
     pub m_key: Option<u64>,
     /// The partitions the sweep programmed (start-up plus replicated requests), by
@@ -39,6 +44,7 @@ impl FabricRecord {
             && self.guid2lid.is_empty()
             && self.topology.is_none()
             && self.lft_digests.is_empty()
+            && self.port_digests.is_empty()
             && self.m_key.is_none()
             && self.partitions.is_none()
             && self.sm_roster.is_none()
@@ -73,6 +79,20 @@ pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
                 switch_guid: *g,
                 digest: *d,
             });
+        }
+    }
+    // One op per port whose digest changed: after the first sweep of a mastership
+    // (or a takeover that seeded them all) a sweep writes only the ports it reprogrammed.
+    for (node_guid, ports) in &want.port_digests {
+        let had = have.port_digests.get(node_guid);
+        for (port, digest) in ports {
+            if had.and_then(|h| h.get(port)) != Some(digest) {
+                ops.push(Op::SetPortDigest {
+                    node_guid: *node_guid,
+                    port: *port,
+                    digest: *digest,
+                });
+            }
         }
     }
     if let Some(k) = want.m_key.filter(|k| *k != have.m_key) {
@@ -111,8 +131,9 @@ pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
 }
 
 /// What a master publishes after a heavy sweep: LIDs as programmed (switches: port
-/// 0; CAs and routers: every port with a LID, 2^LMC of them), the cabling, and the
-/// digest of every LFT it programmed or verified.
+/// 0; CAs and routers: every port with a LID, 2^LMC of them), the cabling, the
+/// digest of every LFT it programmed or verified, and of every port's P_Key, SLtoVL
+/// and VLArbitration tables it programmed (or took as programmed at a takeover).
 pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
     let mut rec = FabricRecord::default();
     let Some(res) = subnet.last_discovery() else {
@@ -178,6 +199,15 @@ pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
             LftDigest {
                 lft_top: top,
                 digest: lft_digest(table),
+            },
+        );
+    }
+    for ((guid, port), d) in subnet.programmed_port_digests() {
+        rec.port_digests.entry(guid).or_default().insert(
+            port,
+            PortDigest {
+                p_key: d.p_key,
+                qos: d.qos,
             },
         );
     }
@@ -258,6 +288,49 @@ mod tests {
         let mut roster = sa;
         roster.sm_roster = Some(BTreeMap::new());
         assert!(!roster.is_sa_only());
+    }
+
+    /// A port digest is written when it changed and only then: a sweep that
+    /// reprogrammed one port writes one op, a takeover that seeded every port none.
+    #[test]
+    fn only_changed_port_digests_are_written() {
+        let d = |k| PortDigest {
+            p_key: Some(k),
+            qos: Some(1),
+        };
+        let mut have = FabricState::default();
+        have.port_digests
+            .entry(0x10)
+            .or_default()
+            .extend([(1, d(1)), (2, d(2))]);
+        let mut want = FabricRecord {
+            port_digests: have.port_digests.clone(),
+            ..FabricRecord::default()
+        };
+        assert!(diff_ops(&have, &want).is_empty());
+        want.port_digests.entry(0x10).or_default().insert(2, d(3));
+        want.port_digests.entry(0x20).or_default().insert(0, d(4));
+        let ops = diff_ops(&have, &want);
+        assert_eq!(
+            ops,
+            vec![
+                Op::SetPortDigest {
+                    node_guid: 0x10,
+                    port: 2,
+                    digest: d(3)
+                },
+                Op::SetPortDigest {
+                    node_guid: 0x20,
+                    port: 0,
+                    digest: d(4)
+                },
+            ]
+        );
+        for op in &ops {
+            have.apply_op(op);
+        }
+        assert!(diff_ops(&have, &want).is_empty());
+        assert!(!want.is_sa_only());
     }
 
     #[test]

@@ -54,6 +54,7 @@ fn replicated_pair() -> (Lab, Vec<NodeIdx>) {
             .map(|(g, top, t)| (g, (top, lft_digest(t))))
             .collect(),
         links: sm.last_discovery().map(|r| links_of(&r.topology)),
+        port_digests: sm.programmed_port_digests().into_iter().collect(),
     };
     let rep = ReplicatedFabric {
         epoch: 1,
@@ -113,6 +114,22 @@ fn an_unchanged_fabric_is_taken_over_without_discovery_or_lft_writes() {
         0
     );
     assert!(standby_sent(&lab, AttributeId::LINEAR_FORWARDING_TABLE, Method::GET) > 0);
+    // The replicated port digests match what it wants: no P_Key, SLtoVL or
+    // VLArbitration table written (see `subnet::port_digest`), one PortInfo Set per
+    // end port (the new MasterSMLID).
+    for attr in [
+        AttributeId::P_KEY_TABLE,
+        AttributeId::SL_TO_VL_MAPPING_TABLE,
+        AttributeId::VL_ARBITRATION_TABLE,
+    ] {
+        assert_eq!(standby_sent(&lab, attr, Method::SET), 0, "{attr:?}");
+    }
+    assert_eq!(
+        standby_sent(&lab, AttributeId::PORT_INFO, Method::SET),
+        nodes
+    );
+    let seed = sm.last_port_seed().expect("seeded");
+    assert_eq!(seed.differ, 0, "{seed:?}");
 }
 
 #[test]

@@ -14,7 +14,11 @@ use crate::subnet::inherit::tests::{inherited, master_at, send_queued, sweep, un
 use crate::transactions::TransactionsConfig;
 
 /// A standby's own discovery from `client`'s port (what its standby sweeps keep).
-fn standby_discovery(sim: &mut Sim, client: ClientId, now: &mut Duration) -> DiscoveryResult {
+pub(super) fn standby_discovery(
+    sim: &mut Sim,
+    client: ClientId,
+    now: &mut Duration,
+) -> DiscoveryResult {
     let mut agent = DiscoveryAgent::new(
         *now,
         TransactionsConfig::default(),
@@ -48,7 +52,7 @@ fn standby_discovery(sim: &mut Sim, client: ClientId, now: &mut Duration) -> Dis
     panic!("discovery never ended");
 }
 
-fn cas(topo: &Topology) -> Vec<NodeIdx> {
+pub(super) fn cas(topo: &Topology) -> Vec<NodeIdx> {
     topo.iter()
         .filter(|(_, n)| !n.is_switch())
         .map(|(i, _)| i)
@@ -148,6 +152,10 @@ fn a_cable_pulled_since_the_standby_sweep_falls_back_to_discovery_and_reroutes()
     assert_eq!(r.nodes, topo.len() - 1, "the CA is gone");
     let rep = second.last_inherit().cloned().expect("read back");
     assert!(!rep.adopted && !rep.topology_unchanged, "{rep:?}");
+    // A fabric discovered again is not the one the replicated port digests
+    // describe: none is trusted, every table is written (`subnet::port_digest`).
+    assert_eq!(second.last_port_seed(), None);
+    assert!(r.smps > 0);
     // Every switch still routes every CA that is still cabled.
     for (sw, _) in topo.iter().filter(|(_, n)| n.is_switch()) {
         for &ca in cas.iter().filter(|c| **c != gone) {
