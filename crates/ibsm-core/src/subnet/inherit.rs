@@ -199,16 +199,21 @@ pub(super) mod tests {
         sm: &mut SubnetManager,
         now: &mut Duration,
     ) -> SweepReport {
+        sweep_recording(sim, client, sm, now).0
+    }
+
+    /// [`sweep`], also recording every SMP `sm` sent during it.
+    pub(in crate::subnet) fn sweep_recording(
+        sim: &mut Sim,
+        client: ClientId,
+        sm: &mut SubnetManager,
+        now: &mut Duration,
+    ) -> (SweepReport, Vec<Smp>) {
+        let mut sent = Vec::new();
         for _ in 0..1_000_000 {
-            let mut busy = false;
-            while let Some(o) = sm.poll_transmit() {
-                busy = true;
-                let r = match o.dlid {
-                    None => sim.send(*now, client, &o.mad),
-                    Some(l) => sim.send_to(*now, client, l, &o.mad),
-                };
-                r.expect("well-formed MAD");
-            }
+            let before = sent.len();
+            send_queued(sim, client, sm, *now, &mut sent);
+            let mut busy = sent.len() > before;
             while let Some((c, mad)) = sim.poll_delivery(*now) {
                 busy = true;
                 if c == client {
@@ -222,7 +227,7 @@ pub(super) mod tests {
                     ..
                 } = ev
                 {
-                    return report;
+                    return (report, sent);
                 }
             }
             if !busy {

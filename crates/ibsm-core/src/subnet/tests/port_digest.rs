@@ -14,50 +14,18 @@ use ibsm_mad::{AttributeId, Method, Smp, SmpRoute};
 use ibsm_sim::{ClientId, Sim, SimConfig};
 
 use super::verify::{cas, standby_discovery};
-use crate::subnet::inherit::tests::{inherited, master_at, send_queued, until_quiet};
+use crate::subnet::inherit::tests::{self as inherit_tests, inherited, master_at, until_quiet};
 use crate::subnet::program::port_path;
-use crate::subnet::{
-    Inherited, Membership, Partition, PartitionMember, SubnetEvent, SubnetManager, SweepKind,
-};
+use crate::subnet::{Inherited, Membership, Partition, PartitionMember, SubnetManager};
 
-/// Drive `sm` until its next heavy sweep completes, recording every SMP it sends.
+/// Drive `sm` until its next heavy sweep completes; every SMP it sent.
 fn sweep_recording(
     sim: &mut Sim,
     client: ClientId,
     sm: &mut SubnetManager,
     now: &mut Duration,
 ) -> Vec<Smp> {
-    let mut sent = Vec::new();
-    for _ in 0..1_000_000 {
-        let before = sent.len();
-        send_queued(sim, client, sm, *now, &mut sent);
-        let mut busy = sent.len() > before;
-        while let Some((c, mad)) = sim.poll_delivery(*now) {
-            busy = true;
-            if c == client {
-                sm.handle_incoming(*now, &mad);
-            }
-        }
-        while let Some(ev) = sm.poll_event() {
-            if let SubnetEvent::SweepDone {
-                kind: SweepKind::Heavy,
-                ..
-            } = ev
-            {
-                return sent;
-            }
-        }
-        if !busy {
-            let next = [sm.poll_timeout(), sim.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min()
-                .expect("something pending");
-            *now = next.max(*now);
-            sm.handle_timeout(*now);
-        }
-    }
-    panic!("no heavy sweep completed");
+    inherit_tests::sweep_recording(sim, client, sm, now).1
 }
 
 fn sets(sent: &[Smp], attr: AttributeId) -> Vec<&Smp> {
