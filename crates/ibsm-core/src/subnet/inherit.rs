@@ -184,7 +184,7 @@ pub(super) fn start_readback(res: &DiscoveryResult) -> Readback {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::subnet::{SubnetConfig, SubnetEvent, SubnetManager, SweepReport};
     use ibsm_fabric::{gen, NodeIdx};
@@ -250,7 +250,7 @@ pub(super) mod tests {
         (client, sm)
     }
 
-    pub(in crate::subnet) fn inherited(sm: &SubnetManager) -> Inherited {
+    pub(crate) fn inherited(sm: &SubnetManager) -> Inherited {
         Inherited {
             lft_digests: sm
                 .programmed_lfts()

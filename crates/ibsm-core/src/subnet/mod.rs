@@ -180,7 +180,7 @@ mod config;
 mod engine;
 mod events;
 mod heavy;
-mod inherit;
+pub(crate) mod inherit;
 mod light;
 mod manager;
 mod mcast;

@@ -49,11 +49,7 @@ fn a_first_master_gives_exactly_the_seeded_lids() {
     assert_eq!(lab.masters(), vec![0]);
     assert_eq!(lab.lids(), want, "every CA port has its seeded LID");
     // And the master remembers them as its own assignment.
-    let subnet = lab.sms[0]
-        .node
-        .as_ref()
-        .and_then(|n| n.subnet())
-        .expect("master");
+    let subnet = lab.subnet(0);
     assert_eq!(subnet.remembered_lids(), lab.topo.len());
 }
 

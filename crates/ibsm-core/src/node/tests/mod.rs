@@ -295,6 +295,15 @@ impl Lab {
         self.sms[i].node.as_ref().and_then(|n| n.status().state)
     }
 
+    /// SM `i`'s configurator (its subnet manager), once its node runs.
+    pub(super) fn subnet(&self, i: usize) -> &crate::subnet::SubnetManager {
+        self.sms[i]
+            .node
+            .as_ref()
+            .and_then(|n| n.subnet())
+            .expect("a running node")
+    }
+
     pub(super) fn masters(&self) -> Vec<usize> {
         (0..self.sms.len())
             .filter(|&i| self.state(i) == Some(SmState::Master))

@@ -11,7 +11,6 @@ use ibsm_mad::{AttributeId, Method};
 
 use super::{Lab, Member, ReplicatedFabric};
 use crate::node::Input;
-use crate::subnet::{lft_digest, links_of, Inherited};
 
 /// A replicated master (priority 10) and a replicated standby (5) on a 2-level fat
 /// tree, settled, with the standby holding the master's LFT digests and cabling.
@@ -43,19 +42,8 @@ fn replicated_pair() -> (Lab, Vec<NodeIdx>) {
     // not a heavy-sweep interval (10 s).
     lab.run_to(Duration::from_secs(4));
     assert_eq!(lab.masters(), vec![0]);
-    let sm = lab.sms[0]
-        .node
-        .as_ref()
-        .and_then(|n| n.subnet())
-        .expect("master");
-    let inherited = Inherited {
-        lft_digests: sm
-            .programmed_lfts()
-            .map(|(g, top, t)| (g, (top, lft_digest(t))))
-            .collect(),
-        links: sm.last_discovery().map(|r| links_of(&r.topology)),
-        port_digests: sm.programmed_port_digests().into_iter().collect(),
-    };
+    let sm = lab.subnet(0);
+    let inherited = crate::subnet::inherit::tests::inherited(sm);
     let rep = ReplicatedFabric {
         epoch: 1,
         inherited,
@@ -86,11 +74,7 @@ fn an_unchanged_fabric_is_taken_over_without_discovery_or_lft_writes() {
     lab.kill(0);
     lab.run_to(lab.now + Duration::from_secs(1));
     assert_eq!(lab.masters(), vec![1]);
-    let sm = lab.sms[1]
-        .node
-        .as_ref()
-        .and_then(|n| n.subnet())
-        .expect("master");
+    let sm = lab.subnet(1);
     let v = sm
         .last_verification()
         .cloned()
@@ -142,11 +126,7 @@ fn a_cable_pulled_after_the_standby_sweep_is_discovered_and_rerouted() {
     lab.kill(0);
     lab.run_to(lab.now + Duration::from_secs(2));
     assert_eq!(lab.masters(), vec![1]);
-    let sm = lab.sms[1]
-        .node
-        .as_ref()
-        .and_then(|n| n.subnet())
-        .expect("master");
+    let sm = lab.subnet(1);
     let v = sm.last_verification().cloned().expect("verification tried");
     assert!(v.difference.is_some(), "{v:?}");
     assert!(
