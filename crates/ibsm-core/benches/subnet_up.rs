@@ -253,6 +253,7 @@ fn takeover(
             .collect(),
         links: master.last_discovery().map(|r| links_of(&r.topology)),
         port_digests: master.programmed_port_digests().into_iter().collect(),
+        lft_stamps: master.programmed_lft_stamps().collect(),
     };
     master.stop();
     drop(master);

@@ -137,6 +137,13 @@ pub struct FabricState {
     /// such a state simply ends before it.
     #[serde(default, deserialize_with = "or_default_at_end")]
     pub port_digests: BTreeMap<u64, BTreeMap<u8, PortDigest>>,
+    /// Switch node GUID -> the LFT stamp (`ibsm_core::subnet::lft_stamp`) the master
+    /// closed its last programming of that switch with, the one `lft_digests`
+    /// describes. Absent: the digest was written without a stamp (an older
+    /// release), so no standby may trust an earlier read of that switch. Last, and
+    /// read leniently, like `port_digests`.
+    #[serde(default, deserialize_with = "or_default_at_end")]
+    pub lft_stamps: BTreeMap<u64, u8>,
 }
 
 /// A trailing field of [`FabricState`] that a state encoded by an older release
@@ -208,6 +215,13 @@ pub enum Op {
         node_guid: u64,
         port: u8,
         digest: PortDigest,
+    },
+    /// The LFT stamp switch `switch_guid` was closed with, for the digest
+    /// [`Op::SetLftDigest`] last set (added last, after `SetPortDigest`; a
+    /// `SetLftDigest` applied after it clears it).
+    SetLftStamp {
+        switch_guid: u64,
+        stamp: u8,
     },
 }
 
@@ -435,11 +449,21 @@ impl FabricState {
                 digest,
             } => {
                 self.lft_digests.insert(*switch_guid, *digest);
+                // A stamping master follows with SetLftStamp; one that does not
+                // leaves the switch untrusted.
+                self.lft_stamps.remove(switch_guid);
             }
             Op::RemoveLftDigest { switch_guid } => {
                 self.lft_digests.remove(switch_guid);
+                self.lft_stamps.remove(switch_guid);
             }
-            Op::ReplaceLftDigests(map) => self.lft_digests = map.clone(),
+            Op::ReplaceLftDigests(map) => {
+                self.lft_digests = map.clone();
+                self.lft_stamps.clear();
+            }
+            Op::SetLftStamp { switch_guid, stamp } => {
+                self.lft_stamps.insert(*switch_guid, *stamp);
+            }
             Op::SetMKey { m_key } => self.m_key = *m_key,
             Op::SetSaEntry { table, key, value } => {
                 self.sa

@@ -1,5 +1,5 @@
-//! The replicated port digests: a master's epoch-fenced write, kept for its
-//! successor, and a state of a release without them still loads.
+//! The replicated port digests and LFT stamps: a master's epoch-fenced write, kept
+//! for its successor, and a state of a release without them still loads.
 
 use std::collections::BTreeMap;
 
@@ -108,4 +108,58 @@ fn a_state_without_port_digests_still_loads() {
         s.port_digests.is_empty(),
         "no digests: every table is written"
     );
+}
+
+/// The stamp a switch was closed with belongs to the digest set just before it: a
+/// digest written without one (a master of an older release) clears it, so no
+/// standby trusts an earlier read of that switch; and a state without stamps loads.
+#[test]
+fn an_lft_stamp_follows_its_digest_and_a_digest_alone_clears_it() {
+    let mut s = FabricState::default();
+    s.apply(&Command::ClaimMastership {
+        epoch: 1,
+        sm_guid: 0xA,
+    });
+    let d = |digest| LftDigest { lft_top: 3, digest };
+    let update = |ops| Command::Update { epoch: 1, ops };
+    s.apply(&update(vec![
+        Op::SetLftDigest {
+            switch_guid: 0x20,
+            digest: d(1),
+        },
+        Op::SetLftStamp {
+            switch_guid: 0x20,
+            stamp: 4,
+        },
+    ]));
+    assert_eq!(s.lft_stamps.get(&0x20), Some(&4));
+    s.apply(&update(vec![Op::SetLftDigest {
+        switch_guid: 0x20,
+        digest: d(2),
+    }]));
+    assert_eq!(
+        s.lft_stamps.get(&0x20),
+        None,
+        "a digest alone clears the stamp"
+    );
+    s.apply(&update(vec![Op::SetLftStamp {
+        switch_guid: 0x20,
+        stamp: 6,
+    }]));
+    s.apply(&update(vec![Op::ReplaceLftDigests(BTreeMap::new())]));
+    assert!(s.lft_stamps.is_empty());
+
+    // A state with port digests but no stamps.
+    let mut with_digests = FabricState::default();
+    with_digests
+        .port_digests
+        .entry(0x10)
+        .or_default()
+        .insert(1, digest(1));
+    let mut bytes = bincode::serialize(&with_digests).unwrap();
+    // Drop the trailing (empty) lft_stamps map: its length prefix, a u64.
+    bytes.truncate(bytes.len() - 8);
+    let back: FabricState = bincode::deserialize(&bytes).expect("a state without stamps loads");
+    assert_eq!(back.port_digests, with_digests.port_digests);
+    assert!(back.lft_stamps.is_empty());
 }

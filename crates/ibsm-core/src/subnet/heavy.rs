@@ -17,6 +17,7 @@ use crate::election::{DrRoute, SmPort, SmRoute};
 
 use super::events::{PhaseSmps, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
 use super::inherit::{lft_digest, links_of, InheritReport, Inherited, Readback};
+use super::lft_stamp::Stamp as LftStamp;
 use super::light::sm_port_paths;
 use super::manager::SubnetManager;
 use super::routing_job::{compute_routing, RoutingJob};
@@ -235,6 +236,8 @@ impl SubnetManager {
             self.programmed
                 .lfts
                 .insert(node.node_guid, (*top, Arc::from(table.as_slice())));
+            let stamp = rb.stamps.get(&n32).copied().unwrap_or(LftStamp::None);
+            self.programmed.lft_stamps.insert(node.node_guid, stamp);
             read.insert(n32, table.clone());
         }
         report.topology_unchanged = inh

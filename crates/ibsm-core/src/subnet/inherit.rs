@@ -60,6 +60,9 @@ pub struct Inherited {
     /// tables, by (node GUID, port) (see the `port_digest` module; empty: a
     /// replica of a release without them, so every table is written).
     pub port_digests: HashMap<(u64, u8), PortDigest>,
+    /// Switch NodeGUID -> the LFT stamp its replicated digest was closed with (see
+    /// `super::lft_stamp`); absent: no earlier read of that switch may be trusted.
+    pub lft_stamps: HashMap<u64, u8>,
 }
 
 /// What a master programmed into one port (see the `port_digest` module): `None` where it
@@ -138,11 +141,23 @@ pub(super) struct Readback {
     /// Switches with a block that failed.
     pub failed: HashSet<u32>,
     pub blocks_read: u64,
+    /// NodeIdx -> the LFT stamp its block 0 carried (see `super::lft_stamp`; the
+    /// table keeps entry 0 unreachable).
+    pub stamps: HashMap<u32, super::lft_stamp::Stamp>,
 }
 
 impl Readback {
-    /// Store block `block` of switch `node`.
+    /// Store block `block` of switch `node` (block 0's stamp apart).
     pub fn store(&mut self, node: u32, block: u16, ports: &[u8; 64]) {
+        let clean;
+        let ports = if block == 0 {
+            let (stamp, c) = super::lft_stamp::split_block0(ports);
+            self.stamps.insert(node, stamp);
+            clean = c;
+            &clean
+        } else {
+            ports
+        };
         self.blocks_read += 1;
         if let Some((_, t)) = self.tables.get_mut(&node) {
             let first = usize::from(block) * 64;
@@ -258,6 +273,7 @@ pub(crate) mod tests {
                 .collect(),
             links: sm.last_discovery().map(|r| links_of(&r.topology)),
             port_digests: sm.programmed_port_digests().into_iter().collect(),
+            lft_stamps: sm.programmed_lft_stamps().collect(),
         }
     }
 

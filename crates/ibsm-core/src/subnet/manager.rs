@@ -320,6 +320,16 @@ impl SubnetManager {
             .map(|(g, (top, t))| (*g, *top, &t[..]))
     }
 
+    /// The settled LFT stamp (`lft_stamp`) of each switch whose table is in
+    /// [`SubnetManager::programmed_lfts`], where this SM closed or read one.
+    pub fn programmed_lft_stamps(&self) -> impl Iterator<Item = (u64, u8)> + '_ {
+        self.programmed.lft_stamps.iter().filter_map(|(g, s)| {
+            s.settled()
+                .filter(|_| self.programmed.lfts.contains_key(g))
+                .map(|s| (*g, s))
+        })
+    }
+
     /// Start the read-only half of a takeover before the election has decided:
     /// discovery, LIDs (in memory) and the read-back of every switch's LFT, with
     /// no Set on the wire. It stops before the read tables are compared with the

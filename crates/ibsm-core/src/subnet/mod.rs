@@ -181,6 +181,7 @@ mod engine;
 mod events;
 mod heavy;
 pub(crate) mod inherit;
+pub mod lft_stamp;
 mod light;
 mod manager;
 mod mcast;

@@ -119,6 +119,9 @@ pub(super) struct Programmed {
     /// LFT per switch NodeGUID, and the LinearFDBTop it was programmed with (shared
     /// with the SA snapshot and the daemon's published view, which copy no table).
     pub(super) lfts: HashMap<u64, (u16, std::sync::Arc<[u8]>)>,
+    /// The LFT stamp (`super::lft_stamp`) each switch NodeGUID holds, as this SM
+    /// last wrote or read it; absent: unknown.
+    pub(super) lft_stamps: HashMap<u64, super::lft_stamp::Stamp>,
     /// P_Key block 0 per (node GUID, port).
     pub(super) pkeys: HashMap<(u64, u8), [u16; 32]>,
     /// SLtoVL/VLArbitration programmed for (node GUID, port) with these OperationalVLs.

@@ -30,6 +30,7 @@ pub struct ReplicatedCache {
     guid2lid: BTreeMap<u64, LidRange>,
     topology: Option<TopologySummary>,
     lft_digests: BTreeMap<u64, LftDigest>,
+    lft_stamps: BTreeMap<u64, u8>,
     port_digests: BTreeMap<u64, BTreeMap<u8, PortDigest>>,
     guid2lid_file: String,
     inherited: Inherited,
@@ -50,6 +51,7 @@ fn replicated_fabric_of(s: &FabricState, cache: &mut Option<ReplicatedCache>) ->
         c.guid2lid == s.guid2lid
             && c.topology == s.topology
             && c.lft_digests == s.lft_digests
+            && c.lft_stamps == s.lft_stamps
             && c.port_digests == s.port_digests
     });
     if !fresh {
@@ -57,6 +59,7 @@ fn replicated_fabric_of(s: &FabricState, cache: &mut Option<ReplicatedCache>) ->
             guid2lid: s.guid2lid.clone(),
             topology: s.topology.clone(),
             lft_digests: s.lft_digests.clone(),
+            lft_stamps: s.lft_stamps.clone(),
             port_digests: s.port_digests.clone(),
             guid2lid_file: s.guid2lid_file(),
             inherited: inherited_of(s),
@@ -109,6 +112,12 @@ pub fn inherited_of(state: &FabricState) -> Inherited {
                     )
                 })
             })
+            .collect(),
+        lft_stamps: state
+            .lft_stamps
+            .iter()
+            .filter(|(g, _)| state.lft_digests.contains_key(g))
+            .map(|(g, s)| (*g, *s))
             .collect(),
     }
 }

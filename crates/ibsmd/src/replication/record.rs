@@ -20,6 +20,8 @@ pub struct FabricRecord {
     pub topology: Option<TopologySummary>,
     /// Switch node GUID -> digest of the LFT it holds.
     pub lft_digests: BTreeMap<u64, LftDigest>,
+    /// Switch node GUID -> the LFT stamp that digest was closed with.
+    pub lft_stamps: BTreeMap<u64, u8>,
     /// Node GUID -> port -> what the master programmed into that port's P_Key,
     /// SLtoVL and VLArbitration tables (`ibsm_core::subnet::PortDigest`).
     pub port_digests: BTreeMap<u64, BTreeMap<u8, PortDigest>>,
@@ -44,6 +46,7 @@ impl FabricRecord {
             && self.guid2lid.is_empty()
             && self.topology.is_none()
             && self.lft_digests.is_empty()
+            && self.lft_stamps.is_empty()
             && self.port_digests.is_empty()
             && self.m_key.is_none()
             && self.partitions.is_none()
@@ -74,11 +77,22 @@ pub fn diff_ops(have: &FabricState, want: &FabricRecord) -> Vec<Op> {
         }
     }
     for (g, d) in &want.lft_digests {
-        if have.lft_digests.get(g) != Some(d) {
+        let digest_moved = have.lft_digests.get(g) != Some(d);
+        if digest_moved {
             ops.push(Op::SetLftDigest {
                 switch_guid: *g,
                 digest: *d,
             });
+        }
+        // After its digest (whose apply clears it): the stamp the switch was closed
+        // with, the proof a standby's earlier read of it still stands.
+        if let Some(s) = want.lft_stamps.get(g) {
+            if digest_moved || have.lft_stamps.get(g) != Some(s) {
+                ops.push(Op::SetLftStamp {
+                    switch_guid: *g,
+                    stamp: *s,
+                });
+            }
         }
     }
     // One op per port whose digest changed: after the first sweep of a mastership
@@ -202,6 +216,7 @@ pub fn record_of(subnet: &SubnetManager) -> FabricRecord {
             },
         );
     }
+    rec.lft_stamps = subnet.programmed_lft_stamps().collect();
     for ((guid, port), d) in subnet.programmed_port_digests() {
         rec.port_digests.entry(guid).or_default().insert(
             port,
