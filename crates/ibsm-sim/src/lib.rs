@@ -20,8 +20,9 @@
 //! `poll_timeout()`; faults `link_down`/`link_up`/`remove_node`/
 //! `set_loss(rate, seed)`/`set_latency`; inspection `stats`, `port_state`, `port_info`,
 //! `lft_entry`, `mft_block`, `mft_ports`, `port_state_change`, `heap_bytes`; test support
-//! `bring_up(sm_port)` (LIDs, min-hop LFTs, Active links, MasterSMLID, as a master would
-//! leave the fabric, without running one).
+//! `set_lft_entry` (an LFT entry as a SubnSet would write it) and `bring_up(sm_port)`
+//! (LIDs, min-hop LFTs, Active links, MasterSMLID, as a master would leave the fabric,
+//! without running one).
 //!
 //! ## Why sans-IO
 //!

@@ -424,8 +424,13 @@ impl Running {
         }
         self.seed_lids_from_file(Some(&rep));
         let known = self.verifiable_discovery(now).cloned();
+        let standing = self.standing_for_takeover(&rep);
+        tracing::info!(
+            switches = standing.len(),
+            "takeover: standing LFT reads handed to the read-back"
+        );
         self.subnet
-            .prepare_takeover_from(now, rep.inherited.clone(), known);
+            .prepare_takeover_standing(now, rep.inherited.clone(), known, standing);
         self.prepared = Some(Prepared {
             changes: self.fabric_changes,
             guid2lid_file: rep.guid2lid_file.clone(),

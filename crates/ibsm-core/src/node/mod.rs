@@ -60,6 +60,7 @@ mod master;
 mod running;
 mod sa;
 mod standby;
+mod standing;
 mod startup;
 mod state;
 mod types;
@@ -236,6 +237,15 @@ impl Node {
         match &self.phase {
             NodePhase::Running(r) => Some(&r.subnet),
             _ => None,
+        }
+    }
+
+    /// Switches whose LFT the standby's standing read holds (0 unless STANDBY under
+    /// a replicated master; see the `standing` module).
+    pub fn standing_lfts(&self) -> usize {
+        match &self.phase {
+            NodePhase::Running(r) => r.standing.entries().len(),
+            _ => 0,
         }
     }
 

@@ -17,7 +17,7 @@ use ibsm_mad::{Method, Smp, SmpRoute, MAD_SIZE, PERMISSIVE_LID};
 use crate::election::{response_dlid, wire, Election, ElectionError, SmInfoMsg, SmState, Transmit};
 use crate::sa::SaAgent;
 use crate::subnet::storm::LogSampler;
-use crate::subnet::{Outgoing, SubnetManager};
+use crate::subnet::{Outgoing, StandingLfts, SubnetManager};
 use crate::transactions::{Transactions, TransactionsConfig};
 
 use super::config::{
@@ -123,6 +123,8 @@ impl Running {
             trap_event_log: LogSampler::new(TRAP_RECORD_WINDOW, TRAP_RECORD_LINES),
             sa_activity_log: LogSampler::new(SA_ACTIVITY_LOG_WINDOW, SA_ACTIVITY_LOG_LINES),
             sa: SaAgent::new(cfg.sa.clone()),
+            standing: StandingLfts::default(),
+            standing_under: None,
             cfg,
         };
         // The start-up partitions' IPoIB broadcast groups exist from the start, like
@@ -166,6 +168,9 @@ impl Running {
                 at = Duration::ZERO;
             }
         }
+        if self.standing_under.is_some() {
+            at = at.min(self.timer(Timer::StandingLft));
+        }
         [
             self.tx.poll_timeout(),
             self.election.poll_timeout(),
@@ -207,6 +212,9 @@ impl Running {
         }
         if now >= self.timer(Timer::PortWatch) {
             self.watch_local_port(now);
+        }
+        if self.standing_under.is_some() && now >= self.timer(Timer::StandingLft) {
+            self.standing_round(now);
         }
     }
 
@@ -535,6 +543,7 @@ impl Running {
                 self.on_tx_event(now, ev);
             }
             progressed |= self.advance_sweep(now);
+            progressed |= self.feed_standing(now);
             while let Some(mad) = self.tx.poll_transmit() {
                 progressed = true;
                 self.send(mad, None);
@@ -580,6 +589,7 @@ impl Running {
                 break;
             }
         }
+        self.tend_standing(now);
         if self.watch_master(now) {
             self.pump(now);
         }

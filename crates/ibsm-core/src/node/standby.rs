@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use ibsm_mad::attr::LinearForwardingTable;
 use ibsm_mad::{AttributeId, CapabilityMask, PortInfo, Smp};
 
 use crate::discovery::{Discovery, DiscoveryResult};
@@ -116,6 +117,18 @@ impl Running {
                     t.info = info;
                 }
                 self.finish_probe_one(now);
+            }
+            Job::StandingLft {
+                generation,
+                guid,
+                block,
+            } => {
+                let ports = smp
+                    .filter(|s| s.status == 0)
+                    .and_then(|s| s.attribute::<LinearForwardingTable>().ok())
+                    .map(|t| t.ports);
+                self.standing
+                    .on_block(generation, guid, block, ports.as_ref());
             }
             Job::PeerSmInfo(guid) => {
                 let msg = smp

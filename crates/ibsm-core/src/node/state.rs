@@ -13,7 +13,7 @@ use crate::discovery::{Discovery, DiscoveryResult, DiscoveryToken};
 use crate::election::{Election, SmPort};
 use crate::sa::SaAgent;
 use crate::subnet::storm::LogSampler;
-use crate::subnet::{Partition, SubnetManager};
+use crate::subnet::{Partition, StandingLfts, SubnetManager};
 use crate::transactions::{TidRange, Transactions};
 
 use super::config::NodeConfig;
@@ -56,6 +56,12 @@ pub(crate) enum Job {
     Disc(DiscoveryToken),
     Probe(usize),
     PeerSmInfo(u64),
+    /// A standing read of LFT block `block` of switch `guid` (see `super::standing`).
+    StandingLft {
+        generation: u32,
+        guid: u64,
+        block: u16,
+    },
 }
 
 /// A port the probe reads: every CA port the discovery reached, and switch port 0.
@@ -116,6 +122,8 @@ pub(crate) enum Timer {
     Heavy,
     /// Next read of our own port's PortInfo.
     PortWatch,
+    /// STANDBY with a standing LFT read: its next round.
+    StandingLft,
 }
 
 /// A takeover prepared while the master went silent: `fabric_changes` when it
@@ -201,6 +209,10 @@ pub(crate) struct Running {
     pub sa_activity_log: LogSampler,
     /// The Subnet Administrator (answers only while MASTER; redirects otherwise).
     pub sa: SaAgent,
+    /// STANDBY: the standing read of every switch's LFT (see `super::standing`), and
+    /// the (master SM port GUID, replica epoch) it is kept under (`None`: not kept).
+    pub standing: StandingLfts,
+    pub standing_under: Option<(u64, u64)>,
 }
 
 /// A MAD kept while the node starts.

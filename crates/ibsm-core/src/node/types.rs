@@ -353,6 +353,8 @@ pub struct NodeStatus {
 pub struct ReplicatedFabric {
     /// Mastership epoch of the copy.
     pub epoch: u64,
+    /// SM port GUID of the master that holds `epoch` (`None`: unknown).
+    pub master_guid: Option<u64>,
     /// guid2lid as OpenSM's text (`SubnetManager::import_guid2lid`); empty: none.
     pub guid2lid_file: String,
     /// Ports in it.

@@ -462,10 +462,11 @@ impl SubnetManager {
                 self.mark(2, now);
                 if self.inherit.is_some() {
                     // A new master: read back what the switches hold first.
-                    let rb = self
-                        .early_readback
-                        .take()
-                        .map_or_else(|| start_readback(&sweep.res), |rb| *rb);
+                    let standing = std::mem::take(&mut self.standing_lfts);
+                    let rb = self.early_readback.take().map_or_else(
+                        || start_readback(&sweep.res, self.inherit.as_ref(), &standing),
+                        |rb| *rb,
+                    );
                     (Stage::ReadingLfts(sweep, Box::new(rb)), true)
                 } else {
                     match self.reuse_routing(&sweep) {

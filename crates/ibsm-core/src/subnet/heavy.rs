@@ -205,6 +205,8 @@ impl SubnetManager {
     ) -> InheritReport {
         let mut report = InheritReport {
             blocks_read: rb.blocks_read,
+            switches_standing: rb.switches_standing,
+            blocks_trusted: rb.blocks_trusted,
             ..InheritReport::default()
         };
         let mut all_verified = true;
@@ -266,6 +268,8 @@ impl SubnetManager {
             mismatched = report.mismatched,
             unread = report.unread,
             blocks = report.blocks_read,
+            standing = report.switches_standing,
+            blocks_trusted = report.blocks_trusted,
             topology_unchanged = report.topology_unchanged,
             lids_stable = sweep.lids_stable,
             adopted = report.adopted,

@@ -46,6 +46,8 @@ use ibsm_fabric::{routing, Topology};
 
 use crate::discovery::DiscoveryResult;
 
+use super::standing::StandingLft;
+
 /// A cable, `(node GUID, port, node GUID, port)` with the smaller end first.
 pub type Link = (u64, u8, u64, u8);
 
@@ -99,6 +101,11 @@ pub struct InheritReport {
     pub unread: usize,
     /// LFT blocks read.
     pub blocks_read: u64,
+    /// Switches whose table is the standby's standing read, proved current by one
+    /// block 0 carrying the stamp it was read at (see the module doc).
+    pub switches_standing: usize,
+    /// LFT blocks those switches were not read for (trusted from the standing read).
+    pub blocks_trusted: u64,
     /// The cabling equals the replicated one.
     pub topology_unchanged: bool,
     /// The tables read were adopted as this sweep's routing.
@@ -144,6 +151,12 @@ pub(super) struct Readback {
     /// NodeIdx -> the LFT stamp its block 0 carried (see `super::lft_stamp`; the
     /// table keeps entry 0 unreachable).
     pub stamps: HashMap<u32, super::lft_stamp::Stamp>,
+    /// NodeIdx -> the standing read queued with block 0 only: its table if block 0
+    /// carries its stamp, else the other blocks are queued.
+    pub standing: HashMap<u32, StandingLft>,
+    /// Switches whose standing table was taken, and the blocks not read for them.
+    pub switches_standing: usize,
+    pub blocks_trusted: u64,
 }
 
 impl Readback {
@@ -153,6 +166,7 @@ impl Readback {
         let ports = if block == 0 {
             let (stamp, c) = super::lft_stamp::split_block0(ports);
             self.stamps.insert(node, stamp);
+            self.settle_standing(node, stamp);
             clean = c;
             &clean
         } else {
@@ -172,8 +186,42 @@ impl Readback {
     }
 }
 
-/// The read-back plan: every block `0..=LinearFDBTop/64` of every switch.
-pub(super) fn start_readback(res: &DiscoveryResult) -> Readback {
+impl Readback {
+    /// Block 0 of `node` carried `stamp`: if `node` was queued on the strength of a
+    /// standing read, take its table when the stamp is the one it was read at, else
+    /// queue the rest of its blocks (a full read).
+    fn settle_standing(&mut self, node: u32, stamp: super::lft_stamp::Stamp) {
+        let Some(e) = self.standing.remove(&node) else {
+            return;
+        };
+        let Some((top, t)) = self.tables.get_mut(&node) else {
+            return;
+        };
+        if stamp == super::lft_stamp::Stamp::Settled(e.stamp) && t.len() == e.table.len() {
+            t.copy_from_slice(&e.table);
+            self.switches_standing += 1;
+            self.blocks_trusted += u64::from(*top / 64);
+        } else {
+            tracing::debug!(
+                node,
+                ?stamp,
+                standing = e.stamp,
+                "standing LFT moved: read in full"
+            );
+            let last = *top / 64;
+            self.queue.extend((1..=last).map(|b| (node, b)));
+        }
+    }
+}
+
+/// The read-back plan: every block `0..=LinearFDBTop/64` of every switch, but only
+/// block 0 of a switch whose `standing` read carries the stamp the replica says its
+/// digest was closed with (`inh`'s `lft_stamps`) and the LinearFDBTop of `res`.
+pub(super) fn start_readback(
+    res: &DiscoveryResult,
+    inh: Option<&Inherited>,
+    standing: &HashMap<u64, StandingLft>,
+) -> Readback {
     let mut rb = Readback::default();
     for (idx, node) in res.topology.iter() {
         if !node.is_switch() {
@@ -191,8 +239,13 @@ pub(super) fn start_readback(res: &DiscoveryResult) -> Readback {
         }
         rb.tables
             .insert(n32, (top, vec![routing::UNREACHABLE; usize::from(top) + 1]));
-        for block in 0..=top / 64 {
-            rb.queue.push_back((n32, block));
+        let replicated = inh.and_then(|i| i.lft_stamps.get(&node.node_guid));
+        match standing.get(&node.node_guid) {
+            Some(e) if e.top == top && replicated == Some(&e.stamp) => {
+                rb.standing.insert(n32, e.clone());
+                rb.queue.push_back((n32, 0));
+            }
+            _ => rb.queue.extend((0..=top / 64).map(|b| (n32, b))),
         }
     }
     rb

@@ -23,6 +23,7 @@ use super::mcast_state::Mcast;
 use super::metrics::{SubnetMetrics, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 use super::routing_job::RoutingJob;
 use super::sa_snapshot_job::{PendingSnapshot, Retired, SaSnapshotJob};
+use super::standing::StandingLft;
 use super::storm;
 use super::sweep::{Programmed, Stage, Tagged};
 use super::verify::{VerificationReport, Verify};
@@ -69,6 +70,9 @@ pub struct SubnetManager {
     /// The LFT read-back started with a verification, from the known discovery
     /// (same node indices); taken when the sweep reaches the read-back.
     pub(super) early_readback: Option<Box<Readback>>,
+    /// The standby's standing LFT read handed to the prepared takeover (see
+    /// `standing`): its switches are read back with block 0 alone when the stamp holds.
+    pub(super) standing_lfts: HashMap<u64, StandingLft>,
     /// [`SubnetManager::prepare_takeover`] started the read-only part of a
     /// takeover at this time; `become_master` continues it.
     pub(super) preparing: Option<Duration>,
@@ -149,6 +153,7 @@ impl SubnetManager {
             inherit_report: None,
             verification: None,
             early_readback: None,
+            standing_lfts: HashMap::new(),
             preparing: None,
             pending_partitions: None,
             routing_jobs: VecDeque::new(),
@@ -358,9 +363,26 @@ impl SubnetManager {
         inherited: Inherited,
         known: Option<DiscoveryResult>,
     ) {
+        self.prepare_takeover_standing(now, inherited, known, HashMap::new());
+    }
+
+    /// [`SubnetManager::prepare_takeover_from`] with the standby's standing LFT read
+    /// (`StandingLfts::entries`, by switch NodeGUID): a switch whose standing table
+    /// carries the stamp `inherited.lft_stamps` names and the LinearFDBTop read now
+    /// is read back with block 0 alone, and its standing table is taken when that
+    /// block carries the same settled stamp (see the `inherit` and `lft_stamp`
+    /// modules); any other switch is read in full.
+    pub fn prepare_takeover_standing(
+        &mut self,
+        now: Duration,
+        inherited: Inherited,
+        known: Option<DiscoveryResult>,
+        standing: HashMap<u64, StandingLft>,
+    ) {
         if self.active || !matches!(self.stage, Stage::Idle) {
             return;
         }
+        self.standing_lfts = standing;
         self.inherit = Some(inherited);
         self.inherit_report = None;
         self.verification = None;
@@ -375,7 +397,11 @@ impl SubnetManager {
                     nodes = known.topology.len(),
                     "takeover prepared: the known fabric is verified and the LFTs read back before MASTER"
                 );
-                self.early_readback = Some(Box::new(start_readback(&known)));
+                self.early_readback = Some(Box::new(start_readback(
+                    &known,
+                    self.inherit.as_ref(),
+                    &self.standing_lfts,
+                )));
                 self.stage = Stage::Verifying(Box::new(Verify::new(known)));
             }
             None => {
@@ -408,6 +434,7 @@ impl SubnetManager {
         }
         self.generation = self.generation.wrapping_add(1);
         self.early_readback = None;
+        self.standing_lfts.clear();
         self.stage = Stage::Idle;
         self.wake_now = None;
         self.inherit_report = None;
@@ -510,6 +537,7 @@ impl SubnetManager {
         self.preparing = None;
         self.inherit = None;
         self.early_readback = None;
+        self.standing_lfts.clear();
         self.stage = Stage::Idle;
         self.heavy_requested = None;
         self.next_light = None;

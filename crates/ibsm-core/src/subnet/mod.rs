@@ -195,6 +195,7 @@ mod repair;
 mod routing_job;
 mod sa_snapshot;
 mod sa_snapshot_job;
+mod standing;
 pub mod storm;
 mod sweep;
 #[cfg(test)]
@@ -216,4 +217,7 @@ pub use manager::SubnetManager;
 pub use metrics::{SubnetMetrics, PORT_ERROR_WINDOW, TRAP_LOG_LINES, TRAP_LOG_WINDOW};
 pub use routing_job::{RoutingDone, RoutingJob};
 pub use sa_snapshot_job::{SaSnapshotDone, SaSnapshotJob};
+pub use standing::{
+    StandingLft, StandingLfts, StandingStats, STANDING_LFT_RECHECK, STANDING_LFT_WINDOW,
+};
 pub use verify::{unsettled, VerificationReport};

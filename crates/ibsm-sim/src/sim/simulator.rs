@@ -184,6 +184,28 @@ impl Sim {
         sw.lft.get(usize::from(lid)).copied().filter(|&p| p != 0xFF)
     }
 
+    /// Test support: set a switch's LinearForwardingTable entry for `lid` to `port`
+    /// as a SubnSet would (e.g. LID 0's entry, where ibsm keeps its LFT stamp).
+    /// False when `node` is not a switch or `lid` is beyond its table.
+    pub fn set_lft_entry(&mut self, node: NodeIdx, lid: u16, port: u8) -> bool {
+        let Some(n) = self.fabric.nodes.get(node.as_usize()) else {
+            return false;
+        };
+        let si = n.switch as usize;
+        match self
+            .fabric
+            .switches
+            .get_mut(si)
+            .and_then(|sw| sw.lft.get_mut(usize::from(lid)))
+        {
+            Some(slot) => {
+                *slot = port;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// One MulticastForwardingTable block of a switch as the SM wrote it: the 32 port
     /// masks (bit `p` = port `16 * position + p`) of MLIDs `0xC000 + 32 * block` onwards.
     /// None for a non-switch or a block/position outside the table; never written is all

@@ -71,6 +71,7 @@ fn replicated_fabric_of(s: &FabricState, cache: &mut Option<ReplicatedCache>) ->
     };
     ReplicatedFabric {
         epoch: s.epoch,
+        master_guid: s.master_guid,
         guid2lid_file,
         guid2lid_ports: s.guid2lid.len(),
         inherited,
