@@ -20,6 +20,7 @@ mod sa_reader;
 mod sa_services;
 mod sa_tables;
 mod sminfo_responder;
+mod standing;
 mod takeover;
 use crate::election::SmState;
 

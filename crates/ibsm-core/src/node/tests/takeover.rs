@@ -15,7 +15,11 @@ use crate::node::Input;
 /// A replicated master (priority 10) and a replicated standby (5) on a 2-level fat
 /// tree, settled, with the standby holding the master's LFT digests and cabling.
 fn replicated_pair() -> (Lab, Vec<NodeIdx>) {
-    let topo = gen::fat_tree_2level(4).expect("topology");
+    replicated_pair_on(gen::fat_tree_2level(4).expect("topology"))
+}
+
+/// [`replicated_pair`] on `topo`.
+pub(super) fn replicated_pair_on(topo: ibsm_fabric::Topology) -> (Lab, Vec<NodeIdx>) {
     let mut lab = Lab::new(topo, &[10]);
     lab.replicated = true;
     lab.kill(0);
