@@ -12,7 +12,9 @@
 //! read-only, and MASTER continues that sweep instead of starting one. When its last
 //! standby discovery is verifiable (`verifiable_discovery`: settled, no topology change
 //! seen since) the preparation verifies it instead of discovering (`subnet::verify`)
-//! and starts at the first missed poll. Leaving MASTER
+//! and starts at the first missed poll. The standby's standing LFT read (`standing`:
+//! kept while it follows the replica's master at the replica's epoch) goes with it, so
+//! the read-back reads block 0 alone of each switch whose stamp holds. Leaving MASTER
 //! stops the configurator and the standby sweeps resume.
 
 use std::time::Duration;

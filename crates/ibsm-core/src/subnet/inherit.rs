@@ -39,6 +39,26 @@
 //! replicated guid2lid moved, or when it is over 2 s old
 //! ([`super::SubnetManager::abandon_prepared`]: the agent and its TIDs carry on,
 //! answers to the dropped requests are discarded by generation).
+//!
+//! # Standing reads: one block per switch
+//!
+//! A replicated standby keeps a standing read of every switch's LFT while its master
+//! is alive (`super::standing`, driven by the node while it follows the replica's
+//! master), and hands it to the prepared takeover
+//! ([`super::SubnetManager::prepare_takeover_standing`]). A switch whose standing
+//! table was read at the stamp the replica says its digest was closed with
+//! ([`Inherited::lft_stamps`]) and at the LinearFDBTop read now is queued with block 0
+//! alone; if that block carries the same settled stamp its standing table is the
+//! table read (counted in [`InheritReport::switches_standing`] and
+//! [`InheritReport::blocks_trusted`]), else the rest of its blocks are queued. Why
+//! "verified" still holds (`super::lft_stamp`): the standing table was read between
+//! two block-0 reads with the same even stamp, so it is one settled state of the
+//! switch; every write by a stamping master opens with an odd stamp and closes with
+//! a different even one, and a reset switch has no stamp, so the same even stamp in
+//! block 0 read after the master fell silent proves the switch still holds that
+//! table. Requiring the replicated stamp excludes writes by a non-stamping master
+//! (the replica clears the stamp of a digest written without one). The digest
+//! comparison and the adopt rule are the same for both kinds of read.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 

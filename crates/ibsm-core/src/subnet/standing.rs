@@ -466,15 +466,17 @@ mod tests {
 
     use ibsm_mad::AttributeId;
 
+    /// What [`take_over_after`] saw: the read-back's report, the LFT Gets per switch
+    /// NodeGUID, the LFT blocks written, and the switches (NodeIdx, NodeGUID).
+    type Takeover = (InheritReport, HashMap<u64, usize>, u64, Vec<(NodeIdx, u64)>);
+
     /// A 2-level fat tree (radix 12: 90 LIDs, two LFT blocks per switch) programmed by
     /// a master on CA 0, every switch stamped [`STAMP`] and the replica saying so; a
     /// standing read of it from the same port; then `change` (the fabric after the
     /// read), and a takeover from that port prepared with the standing read. Returns
     /// the read-back's report, the LFT Gets it sent per switch (by NodeGUID), the LFT
     /// blocks it wrote, and the switches' NodeIdx by NodeGUID.
-    fn take_over_after(
-        change: impl FnOnce(&mut Sim, &[(NodeIdx, u64)]),
-    ) -> (InheritReport, HashMap<u64, usize>, u64, Vec<(NodeIdx, u64)>) {
+    fn take_over_after(change: impl FnOnce(&mut Sim, &[(NodeIdx, u64)])) -> Takeover {
         let topo = gen::fat_tree_2level(12).expect("radix 12");
         let ca = topo
             .iter()
