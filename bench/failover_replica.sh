@@ -231,7 +231,8 @@ trial_ibsmd() { # poll_ms, retries, round
     local t_ver
     t_ver=$(log_time ibsmd "$log" "$from" "inherited LFTs read back" || echo "")
     T_INHERIT=$(tail -c +"$((from + 1))" "$log" | grep -m1 -F "inherited LFTs read back" |
-        sed -n 's/.*verified=\([0-9]*\).*blocks=\([0-9]*\).*adopted=\([a-z]*\).*/verified \1, \2 blocks read, adopted \3/p')
+        sed -n -e 's/.*verified=\([0-9]*\).*blocks=\([0-9]*\) standing=\([0-9]*\) blocks_trusted=\([0-9]*\).*adopted=\([a-z]*\).*/verified \1, \2 blocks read, \4 trusted from \3 standing reads, adopted \5/p;t' \
+            -e 's/.*verified=\([0-9]*\).*blocks=\([0-9]*\).*adopted=\([a-z]*\).*/verified \1, \2 blocks read, adopted \3/p')
     stop_ibsim
     T_MASTER=$( [ -n "$t_master" ] && secs "$t0" "$t_master" || echo "-")
     T_VER=$( [ -n "$t_ver" ] && secs "$t0" "$t_ver" || echo "-")
