@@ -84,6 +84,8 @@ impl Running {
             lid,
             sweep: None,
             heavy_wanted: true,
+            heavy_wanted_by_round: false,
+            sweep_seq: 0,
             waiting_replies: Vec::new(),
             targets: Vec::new(),
             nodes: 0,
@@ -258,7 +260,7 @@ impl Running {
             }
             NodeCommand::Sweep { heavy } => {
                 if heavy {
-                    self.heavy_wanted = true;
+                    self.want_heavy_sweep();
                 }
                 self.waiting_replies.push((heavy, id));
             }
@@ -459,7 +461,7 @@ impl Running {
                         smp.attr_id
                     ),
                 );
-                self.heavy_wanted = true;
+                self.want_heavy_sweep();
                 self.fabric_changes += 1;
                 self.topology_changes += 1;
             }

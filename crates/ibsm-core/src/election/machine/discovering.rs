@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::election::types::{SmInfo, SmPort, SmRoute, SmState, TransitionReason};
+use crate::election::types::{ElectionEvent, SmInfo, SmPort, SmRoute, SmState, TransitionReason};
 
 use super::state::{Election, Purpose, Round};
 
@@ -47,6 +47,7 @@ impl Election {
         {
             return;
         }
+        let may_skip_sweep = !self.followed_unswept;
         if let Some(r) = self.round.as_mut() {
             // Without a MASTER among the SM ports an older sweep recorded, conclude
             // only from a sweep made since: a master that went silent over a broken
@@ -55,13 +56,17 @@ impl Election {
             // follow a STANDBY, or take MASTER beside it). The sweep was asked for
             // when the round began (`enter_discovering_after`); the initial and
             // port-up rounds wait for the driver's first sweep anyway (`swept`).
-            if !r.fresh_sweep && r.best_master.is_none() {
+            // Except, once per masterless period, when the best SM that outranks us
+            // answered DISCOVERING: it is taking over, and our sweep would only
+            // compete for the fabric with its takeover reads (see the module doc).
+            if !r.fresh_sweep && r.best_master.is_none() && !(may_skip_sweep && taking_over(r)) {
                 return;
             }
         }
         let Some(round) = self.round.take() else {
             return;
         };
+        let unswept = !round.fresh_sweep && round.best_master.is_none();
         if let Some((info, route)) = round.best_master {
             self.enter_standby(
                 now,
@@ -95,6 +100,16 @@ impl Election {
                     priority: info.priority,
                 },
             );
+            if unswept {
+                // Only `taking_over` lets a round get here without its sweep.
+                self.followed_unswept = true;
+                tracing::info!(
+                    guid = format_args!("{:#018x}", info.guid),
+                    priority = info.priority,
+                    "a higher SM answers DISCOVERING (taking over): following it without the fresh sweep"
+                );
+                self.events.push_back(ElectionEvent::DiscoveryWithdrawn);
+            }
         } else {
             self.become_master(
                 now,
@@ -189,4 +204,13 @@ impl Election {
             }
         }
     }
+}
+
+/// The best SM of the round that outranks us answered DISCOVERING: it noticed the
+/// loss and is taking over. (A STANDBY answer does not qualify: it may follow a master
+/// our stale sweep does not know, or be re-followed forever.)
+fn taking_over(r: &Round) -> bool {
+    r.best_higher
+        .as_ref()
+        .is_some_and(|(info, _)| info.sm_state == SmState::Discovering)
 }
