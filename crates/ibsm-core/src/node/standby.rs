@@ -218,7 +218,8 @@ impl Running {
     }
 
     /// The election concluded its round without the sweep it asked for
-    /// (`ElectionEvent::DiscoveryWithdrawn`: a higher SM is taking over): stop our
+    /// (`ElectionEvent::DiscoveryWithdrawn`: a MASTER answered, or a higher SM that
+    /// is taking over): stop our
     /// heavy standby sweep, whose reads would compete for the fabric with the new
     /// master's takeover, and take back the heavy sweep the round wanted if it has not
     /// started. A sweep a command waits for is kept. What a stopped sweep read is
@@ -241,7 +242,7 @@ impl Running {
             Phase::Probe => "probe",
         };
         let summary = format!(
-            "heavy sweep abandoned in its {phase} after {} ms, {smps} SMPs: a higher SM is taking over",
+            "heavy sweep abandoned in its {phase} after {} ms, {smps} SMPs: the election no longer needs it",
             now.saturating_sub(s.started).as_millis()
         );
         tracing::info!("{summary}");

@@ -74,6 +74,11 @@ impl Election {
                 route,
                 TransitionReason::FoundMaster { master: info.guid },
             );
+            if !round.fresh_sweep {
+                // A MASTER is in charge (the new one, or the lost one after all): the
+                // sweep the round asked for would only compete with its sweep.
+                self.events.push_back(ElectionEvent::DiscoveryWithdrawn);
+            }
         } else if let Some((info, waited)) = round
             .best_higher
             .as_ref()

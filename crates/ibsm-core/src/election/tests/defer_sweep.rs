@@ -1,7 +1,8 @@
 //! A standby that lost its master and finds a higher SM answering DISCOVERING (it is
 //! taking over) follows it without waiting for its own fresh sweep, once per masterless
 //! period ([`ElectionEvent::DiscoveryWithdrawn`]); a STANDBY answer, or a second round
-//! in the same masterless period, waits for the sweep as before.
+//! in the same masterless period, waits for the sweep as before. A round that finds a
+//! MASTER before its sweep withdraws the sweep too.
 
 use std::time::Duration;
 
@@ -278,4 +279,31 @@ fn following_a_discovering_sm_keeps_the_masterless_clock() {
         r.count(&Step::Election(ElectionEvent::DiscoveryWithdrawn)),
         1
     );
+}
+
+#[test]
+fn a_master_found_before_the_sweep_withdraws_it_too() {
+    // NEXT already took MASTER when we ask: we follow it, and the sweep the round asked
+    // for would only compete with the new master's. Not bound to the masterless guard.
+    let r = run(cfg(6), |_| SmState::Master, SWEEP, ms(400));
+    let round = r.after_round(0);
+    let conclude = round
+        .iter()
+        .position(|(_, s)| {
+            matches!(
+                s,
+                Step::Election(ElectionEvent::StateChanged {
+                    to: SmState::Standby,
+                    reason: TransitionReason::FoundMaster { master: NEXT },
+                    ..
+                })
+            )
+        })
+        .unwrap_or_else(|| panic!("{round:?}"));
+    assert_eq!(
+        round.get(conclude + 1).map(|(_, s)| s),
+        Some(&Step::Election(ElectionEvent::DiscoveryWithdrawn)),
+        "{round:?}"
+    );
+    assert_eq!(r.e.master_guid(), Some(NEXT));
 }

@@ -200,8 +200,8 @@ fn the_outranked_standby_does_not_sweep_while_the_next_master_takes_over() {
     );
     let log = lab.sms[2].log[logged..].join("\n");
     assert!(
-        log.contains("the fresh sweep is no longer needed"),
-        "the 6 followed a DISCOVERING SM without its sweep:\n{log}"
+        log.contains("the sweep is no longer needed"),
+        "the 6 concluded STANDBY without its sweep:\n{log}"
     );
     // A discovery reads every node's NodeInfo at least once; the 6 sent at most the
     // few its sweep had in flight before it was dropped.
