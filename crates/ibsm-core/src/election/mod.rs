@@ -52,7 +52,11 @@
 //!   is followed (or we become one), the next round waits for its fresh sweep as
 //!   always, so a DISCOVERING SM that never takes over cannot hold us on a stale view.
 //!   Following it does not end the masterless period (`masterless_takeover` keeps
-//!   counting from the loss).
+//!   counting from the loss). The standbys notice within a poll of each other, so the
+//!   winner often still answers STANDBY to our query; when a known SM that answered
+//!   the round then queries us naming itself DISCOVERING (outranking us) or MASTER in
+//!   the payload, it is asked again at once (no retries, one query at a time), and
+//!   that answer, never the payload, may conclude the round as above.
 //! * **STANDBY**: SubnGet(SMInfo) to the master every `poll_interval`. A poll that is not
 //!   answered within `poll_interval` is a miss, and the master is re-polled every
 //!   `repoll_interval` until it answers; `poll_retries` misses in a row ->

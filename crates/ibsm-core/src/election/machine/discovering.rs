@@ -172,10 +172,49 @@ impl Election {
         (higher.sm_state == SmState::Standby && waited >= bound).then_some(waited)
     }
 
-    pub(super) fn record_discovery(&mut self, info: SmInfo, route: SmRoute) {
-        if let Some(round) = self.round.as_mut() {
-            round.heard.insert(info.guid);
+    /// DISCOVERING, waiting for the round's fresh sweep: a known SM that already
+    /// answered this round queried us naming itself DISCOVERING or MASTER (it noticed
+    /// the loss after it answered us, typically STANDBY: both standbys of a dead
+    /// master miss its polls within a poll of each other). Ask it again at once (no
+    /// retries, one query at a time): its answer, not the payload, may then conclude
+    /// the round (a MASTER, or a higher SM taking over) before the sweep is in. Only
+    /// while such an answer could: a DISCOVERING requester must outrank us and the
+    /// masterless period must not have used its unswept conclusion yet.
+    pub(super) fn requested_while_discovering(&mut self, now: Duration, info: &SmInfo) {
+        let useful = match info.sm_state {
+            SmState::Master => true,
+            SmState::Discovering => !self.followed_unswept && self.outranks_us(info),
+            _ => false,
+        };
+        let Some(r) = self.round.as_ref() else {
+            return;
+        };
+        if !useful || r.fresh_sweep || r.best_master.is_some() || !r.heard.contains(&info.guid) {
+            return;
         }
+        let asking = self
+            .pending
+            .values()
+            .any(|p| p.purpose == Purpose::Discover && p.expect_guid == Some(info.guid));
+        let Some(p) = self.known.get(&info.guid).cloned() else {
+            return;
+        };
+        if asking || !self.is_trusted(info.guid) {
+            return;
+        }
+        tracing::debug!(
+            guid = format_args!("{:#018x}", info.guid),
+            state = %info.sm_state,
+            "a known SM says it changed state: asking it again before the sweep is in"
+        );
+        self.query_with_retries(now, p.route, Some(p.guid), Purpose::Discover, 0);
+    }
+
+    pub(super) fn record_discovery(&mut self, info: SmInfo, route: SmRoute) {
+        let first = self
+            .round
+            .as_mut()
+            .is_some_and(|round| round.heard.insert(info.guid));
         if self.is_suspect(&info) {
             return;
         }
@@ -184,14 +223,18 @@ impl Election {
             // one the round concludes MASTER by the normal rules.
             self.note_untrusted(&info);
             if let Some(round) = self.round.as_mut() {
-                round.answered += 1;
+                round.answered += usize::from(first);
             }
             return;
         }
         let outranks = self.outranks_us(&info);
+        // (The same SM answering again, asked again: its newer answer replaces its older.)
         let better = |cur: &Option<(SmInfo, SmRoute)>, this: &Election| match cur {
             None => true,
-            Some((c, _)) => this.ranks_above((info.priority, info.guid), (c.priority, c.guid)),
+            Some((c, _)) => {
+                c.guid == info.guid
+                    || this.ranks_above((info.priority, info.guid), (c.priority, c.guid))
+            }
         };
         let Some(round) = self.round.as_ref() else {
             return;
@@ -201,7 +244,7 @@ impl Election {
             && outranks
             && better(&round.best_higher, self);
         if let Some(round) = self.round.as_mut() {
-            round.answered += 1;
+            round.answered += usize::from(first);
             if take_master {
                 round.best_master = Some((info, route));
             } else if take_higher {

@@ -307,3 +307,101 @@ fn a_master_found_before_the_sweep_withdraws_it_too() {
     );
     assert_eq!(r.e.master_guid(), Some(NEXT));
 }
+
+/// Our round after PEER (MASTER, 10) went silent, NEXT (8) having answered its query
+/// STANDBY (it has not noticed the loss yet): waiting for the sweep.
+fn next_answered_standby() -> (Election, Duration) {
+    let mut e = Election::new(cfg(6), ms(0)).expect("valid");
+    e.handle_sweep(ms(0), &[peer_port(), next_port()]);
+    let t = transmits(&mut e);
+    let p = gets_to(&t, &SmRoute::Lid(PEER_LID));
+    let n = gets_to(&t, &SmRoute::Lid(NEXT_LID));
+    answer(&mut e, ms(1), p[0], peer_info(SmState::Master, 10, 1));
+    answer_from(&mut e, ms(1), NEXT_LID, n[0], next_info(SmState::Standby));
+    let mut now = ms(1);
+    let mut asked = Vec::new();
+    while e.state() == SmState::Standby {
+        now = e.poll_timeout().expect("standby has a timer");
+        e.handle_timeout(now);
+        asked = gets_to(&transmits(&mut e), &SmRoute::Lid(NEXT_LID));
+    }
+    assert_eq!(asked.len(), 1, "the round asks NEXT");
+    answer_from(
+        &mut e,
+        now + ms(1),
+        NEXT_LID,
+        asked[0],
+        next_info(SmState::Standby),
+    );
+    assert_eq!(
+        e.state(),
+        SmState::Discovering,
+        "a STANDBY answer waits for the sweep"
+    );
+    events(&mut e);
+    (e, now + ms(1))
+}
+
+/// NEXT's own round queries us, its payload naming it `state`; returns what we sent.
+fn next_queries_us(e: &mut Election, now: Duration, state: SmState) -> Vec<u64> {
+    e.handle_message(
+        now,
+        SmRoute::Lid(NEXT_LID),
+        SmInfoMsg::Get {
+            tid: 0x77,
+            m_key: 0,
+            info: next_info(state),
+        },
+    );
+    gets_to(&transmits(e), &SmRoute::Lid(NEXT_LID))
+}
+
+#[test]
+fn a_higher_sm_that_answered_standby_then_queries_us_discovering_is_asked_again() {
+    // Both standbys missed the dead master's polls, we a poll earlier: NEXT answered
+    // STANDBY. Its own round then queries us, naming itself DISCOVERING: asked again, it
+    // answers DISCOVERING, and we follow it without the sweep.
+    let (mut e, now) = next_answered_standby();
+    let again = next_queries_us(&mut e, now + ms(2), SmState::Discovering);
+    assert_eq!(again.len(), 1, "asked again at once");
+    answer_from(
+        &mut e,
+        now + ms(3),
+        NEXT_LID,
+        again[0],
+        next_info(SmState::Discovering),
+    );
+    assert_eq!(e.state(), SmState::Standby);
+    assert_eq!(e.master_guid(), Some(NEXT));
+    assert!(events(&mut e).contains(&ElectionEvent::DiscoveryWithdrawn));
+}
+
+#[test]
+fn a_payload_is_no_answer() {
+    // The payload only triggers the query: NEXT answering STANDBY keeps us waiting for
+    // the sweep, and a STANDBY payload triggers nothing.
+    let (mut e, now) = next_answered_standby();
+    assert!(next_queries_us(&mut e, now + ms(2), SmState::Standby).is_empty());
+    let again = next_queries_us(&mut e, now + ms(2), SmState::Discovering);
+    assert_eq!(again.len(), 1);
+    assert!(
+        next_queries_us(&mut e, now + ms(2), SmState::Discovering).is_empty(),
+        "one query at a time"
+    );
+    answer_from(
+        &mut e,
+        now + ms(3),
+        NEXT_LID,
+        again[0],
+        next_info(SmState::Standby),
+    );
+    assert_eq!(e.state(), SmState::Discovering);
+    assert!(!events(&mut e).contains(&ElectionEvent::DiscoveryWithdrawn));
+    e.handle_sweep(now + ms(10), &[peer_port(), next_port()]);
+    assert_eq!(
+        e.state(),
+        SmState::Standby,
+        "the sweep concludes it as before"
+    );
+    assert_eq!(e.master_guid(), Some(NEXT));
+}
