@@ -35,6 +35,28 @@
 //!   master's answer, so a master that was only slow (a starved host) is followed
 //!   again if it answers before the fresh sweep is in. A round that concludes MASTER
 //!   without an answer from some known SM port confirms it (see "A false takeover").
+//!   A round that follows a MASTER before its sweep is in reports
+//!   [`ElectionEvent::DiscoveryWithdrawn`] (below) too: a master is in charge.
+//!   **One exception to waiting for the sweep**: when every query of the round is
+//!   settled and the best SM that outranks us answered DISCOVERING (it noticed the
+//!   loss and is taking over; no MASTER answered), the round concludes at once,
+//!   STANDBY behind it, and reports [`ElectionEvent::DiscoveryWithdrawn`]: the driver
+//!   stops the sweep it started for the round (ibsmd: the standby's heavy sweep; what
+//!   it read is dropped, never kept as a discovery to reuse or verify). Why: both
+//!   standbys of a dead master miss its polls together, and the outranked one's full
+//!   discovery (12.5k SMPs, ~180 ms at k=16 on ibsim) competes for the fabric with the
+//!   winner's takeover reads, slowing the takeover it will only follow. The STANDBY
+//!   rules then apply to that SM: `discovering_grace` while it stays DISCOVERING,
+//!   FollowedNotMaster if it goes STANDBY. A STANDBY answer does not qualify (that is
+//!   the stale-view loop above), and only once per masterless period: until a MASTER
+//!   is followed (or we become one), the next round waits for its fresh sweep as
+//!   always, so a DISCOVERING SM that never takes over cannot hold us on a stale view.
+//!   Following it does not end the masterless period (`masterless_takeover` keeps
+//!   counting from the loss). The standbys notice within a poll of each other, so the
+//!   winner often still answers STANDBY to our query; when a known SM that answered
+//!   the round then queries us naming itself DISCOVERING (outranking us) or MASTER in
+//!   the payload, it is asked again at once (no retries, one query at a time), and
+//!   that answer, never the payload, may conclude the round as above.
 //! * **STANDBY**: SubnGet(SMInfo) to the master every `poll_interval`. A poll that is not
 //!   answered within `poll_interval` is a miss, and the master is re-polled every
 //!   `repoll_interval` until it answers; `poll_retries` misses in a row ->

@@ -1,5 +1,6 @@
 //! Unit tests of the election: legality table, SM_Key, polling, stall, sticky, trap 144.
 
+mod defer_sweep;
 mod detection;
 mod false_takeover;
 

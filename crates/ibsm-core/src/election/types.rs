@@ -496,6 +496,13 @@ pub enum ElectionEvent {
     /// ([`Election::handle_sweep`](super::Election::handle_sweep)); the driver should
     /// discover the fabric now (a prepared takeover's discovery does). Once per round.
     DiscoveryNeeded,
+    /// The round that asked for [`ElectionEvent::DiscoveryNeeded`] concluded STANDBY
+    /// without it: a known SM answered MASTER, or one that outranks us answered
+    /// DISCOVERING (it is taking over; at most once per masterless period, see the
+    /// module doc). The driver should stop the sweep it started for the round (it
+    /// would compete for the fabric with the new master's takeover reads) and must not
+    /// treat a stopped sweep as a discovery. A sweep reported anyway is harmless.
+    DiscoveryWithdrawn,
     /// Our effective priority changed (set_priority, or sticky elevation).
     PriorityChanged {
         /// Old effective priority.
@@ -564,6 +571,9 @@ impl fmt::Display for ElectionEvent {
             ElectionEvent::DiscoveryNeeded => {
                 f.write_str("discovering: a fresh sweep is needed before the round concludes")
             }
+            ElectionEvent::DiscoveryWithdrawn => f.write_str(
+                "discovering: concluded STANDBY before the fresh sweep; the sweep is no longer needed",
+            ),
             ElectionEvent::PriorityChanged { from, to } => {
                 write!(f, "sm priority: {from} -> {to}")
             }

@@ -64,7 +64,7 @@ impl Running {
                 self.waiting_replies
                     .extend(s.replies.into_iter().map(|r| (heavy, r)));
             }
-            self.heavy_wanted = true;
+            self.want_heavy_sweep();
             self.election.handle_local_port(now, true);
         }
     }

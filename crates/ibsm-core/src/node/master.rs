@@ -78,10 +78,19 @@ impl Running {
                         self.sm_ports_found(now, &ports);
                     }
                 } else if !self.subnet.is_active() {
+                    self.heavy_wanted_by_round = !self.heavy_wanted;
                     self.heavy_wanted = true;
                 }
                 tracing::info!("{text}");
                 NodeEvent::record("sweep", text)
+            }
+            ElectionEvent::DiscoveryWithdrawn => {
+                tracing::info!("{text}");
+                self.emit(NodeEvent::record("sweep", text));
+                match self.abandon_standby_sweep(now) {
+                    Some(summary) => NodeEvent::record("sweep", summary),
+                    None => return,
+                }
             }
             ElectionEvent::HeavySweepRequested => {
                 self.fabric_changes += 1;
@@ -89,7 +98,7 @@ impl Running {
                 if self.subnet.is_active() {
                     self.subnet.start_heavy_sweep(now);
                 } else {
-                    self.heavy_wanted = true;
+                    self.want_heavy_sweep();
                 }
                 tracing::info!("{text}");
                 NodeEvent::record("sweep", text)
@@ -170,7 +179,7 @@ impl Running {
         );
         self.waiting_replies
             .extend(self.subnet_light_replies.drain(..).map(|id| (false, id)));
-        self.heavy_wanted = true;
+        self.want_heavy_sweep();
     }
 
     /// A new MASTER takes over from the replicated state: the replicated guid2lid

@@ -84,6 +84,8 @@ impl Running {
             lid,
             sweep: None,
             heavy_wanted: true,
+            heavy_wanted_by_round: false,
+            sweep_seq: 0,
             waiting_replies: Vec::new(),
             targets: Vec::new(),
             nodes: 0,
@@ -266,7 +268,7 @@ impl Running {
             }
             NodeCommand::Sweep { heavy } => {
                 if heavy {
-                    self.heavy_wanted = true;
+                    self.want_heavy_sweep();
                 }
                 self.waiting_replies.push((heavy, id));
             }
@@ -467,7 +469,7 @@ impl Running {
                         smp.attr_id
                     ),
                 );
-                self.heavy_wanted = true;
+                self.want_heavy_sweep();
                 self.fabric_changes += 1;
                 self.topology_changes += 1;
             }

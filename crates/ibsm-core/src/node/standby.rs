@@ -34,6 +34,7 @@ impl Running {
         }
         if heavy {
             self.heavy_wanted = false;
+            self.heavy_wanted_by_round = false;
             self.set_timer(
                 Timer::Heavy,
                 now.saturating_add(self.cfg.heavy_sweep_interval),
@@ -55,7 +56,9 @@ impl Running {
         } else {
             Phase::Probe
         };
+        self.sweep_seq += 1;
         self.sweep = Some(Sweep {
+            seq: self.sweep_seq,
             heavy,
             changes_at_start: self.fabric_changes,
             topology_at_start: self.topology_changes,
@@ -73,12 +76,13 @@ impl Running {
     }
 
     fn launch_probe(&mut self, now: Duration) {
+        let seq = self.sweep_seq;
         let mut n = 0;
         for (i, t) in self.targets.iter().enumerate() {
             let attr_mod = if t.is_switch { 0 } else { u32::from(t.port) };
             match Smp::try_get_dr(&t.path, AttributeId::PORT_INFO, attr_mod, 0) {
                 Ok(smp) => {
-                    self.tx.submit(now, smp, Job::Probe(i));
+                    self.tx.submit(now, smp, Job::Probe(seq, i));
                     n += 1;
                 }
                 Err(err) => tracing::warn!(%err, "cannot address a port"),
@@ -96,8 +100,13 @@ impl Running {
             Event::Failed { token, .. } => (token, None),
             Event::Unsolicited(_) => return,
         };
+        let current = self.sweep.as_ref().map(|s| s.seq);
         match job {
-            Job::Disc(token) => {
+            Job::Disc(seq, _) | Job::Probe(seq, _) if current != Some(seq) => {
+                // An answer to a sweep that was stopped (abandoned, or dropped when
+                // we went MASTER or lost our link): not this sweep's.
+            }
+            Job::Disc(_, token) => {
                 if let Some(Sweep {
                     phase: Phase::Discover(d),
                     ..
@@ -109,7 +118,7 @@ impl Running {
                     }
                 }
             }
-            Job::Probe(i) => {
+            Job::Probe(_, i) => {
                 let info = smp
                     .filter(|s| s.status == 0)
                     .and_then(|s| s.attribute::<PortInfo>().ok());
@@ -169,6 +178,7 @@ impl Running {
         else {
             return false;
         };
+        let seq = self.sweep_seq;
         let mut progressed = false;
         while self.tx.queued() < self.tx.config().window {
             let Some(token) = d.poll_request() else {
@@ -176,7 +186,7 @@ impl Running {
             };
             progressed = true;
             match token.to_smp() {
-                Ok(smp) => self.tx.submit(now, smp, Job::Disc(token)),
+                Ok(smp) => self.tx.submit(now, smp, Job::Disc(seq, token)),
                 Err(err) => d.handle_failure(token, &err.to_string()),
             }
         }
@@ -210,6 +220,46 @@ impl Running {
             self.probe_done(now);
         }
         true
+    }
+
+    /// Something other than the election's round wants a heavy standby sweep (a
+    /// command, a trap, our link back, MASTER left): a `DiscoveryWithdrawn` must not
+    /// take it back.
+    pub(crate) fn want_heavy_sweep(&mut self) {
+        self.heavy_wanted = true;
+        self.heavy_wanted_by_round = false;
+    }
+
+    /// The election concluded its round without the sweep it asked for
+    /// (`ElectionEvent::DiscoveryWithdrawn`: a MASTER answered, or a higher SM that
+    /// is taking over): stop our
+    /// heavy standby sweep, whose reads would compete for the fabric with the new
+    /// master's takeover, and take back the heavy sweep the round wanted if it has not
+    /// started. A sweep a command waits for is kept. What a stopped sweep read is
+    /// dropped: `last_discovery` stays the one before (only a finished discovery is
+    /// recorded), so nothing half-read is reused or verified. Returns a summary when
+    /// it stopped one.
+    pub(crate) fn abandon_standby_sweep(&mut self, now: Duration) -> Option<String> {
+        if self.heavy_wanted_by_round {
+            self.heavy_wanted = false;
+            self.heavy_wanted_by_round = false;
+        }
+        let s = self.sweep.as_ref()?;
+        if !s.heavy || !s.replies.is_empty() || self.subnet.is_active() {
+            return None;
+        }
+        let s = self.sweep.take()?;
+        let smps = self.tx.counters().sent.saturating_sub(s.smps_at_start);
+        let phase = match s.phase {
+            Phase::Discover(_) => "discovery",
+            Phase::Probe => "probe",
+        };
+        let summary = format!(
+            "heavy sweep abandoned in its {phase} after {} ms, {smps} SMPs: the election no longer needs it",
+            now.saturating_sub(s.started).as_millis()
+        );
+        tracing::info!("{summary}");
+        Some(summary)
     }
 
     /// Turn a discovery into the probe's target list.

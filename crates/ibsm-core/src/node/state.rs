@@ -53,8 +53,10 @@ pub(crate) const MAX_REMEMBERED_REQUESTS: usize = 1024;
 /// What a transaction of the node's own agent is for.
 #[derive(Debug)]
 pub(crate) enum Job {
-    Disc(DiscoveryToken),
-    Probe(usize),
+    /// A discovery request of the standby sweep numbered `.0` (`Sweep::seq`).
+    Disc(u64, DiscoveryToken),
+    /// A probe read of target `.1` by the standby sweep numbered `.0`.
+    Probe(u64, usize),
     PeerSmInfo(u64),
     /// A standing read of LFT block `block` of switch `guid` (see `super::standing`).
     StandingLft {
@@ -83,6 +85,9 @@ pub(crate) enum Phase {
 /// A standby sweep in progress.
 #[derive(Debug)]
 pub(crate) struct Sweep {
+    /// Numbers the sweeps, so the late answers of a stopped one (its SMPs in flight
+    /// when it was dropped) are not taken for the next one's.
+    pub seq: u64,
     pub heavy: bool,
     /// `fabric_changes` when the sweep started: a discovery during which something
     /// changed is not handed to the configurator.
@@ -145,6 +150,11 @@ pub(crate) struct Running {
     pub lid: u16,
     pub sweep: Option<Sweep>,
     pub heavy_wanted: bool,
+    /// `heavy_wanted` was set by the election's `DiscoveryNeeded` alone (nothing else
+    /// wanted a heavy sweep): a `DiscoveryWithdrawn` takes it back.
+    pub heavy_wanted_by_round: bool,
+    /// The last `Sweep::seq` handed out.
+    pub sweep_seq: u64,
     /// `Sweep` commands waiting for the next standby sweep: (wants heavy, id).
     pub waiting_replies: Vec<(bool, u64)>,
     pub targets: Vec<Target>,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::election::types::{SmInfo, SmPort, SmRoute, SmState, TransitionReason};
+use crate::election::types::{ElectionEvent, SmInfo, SmPort, SmRoute, SmState, TransitionReason};
 
 use super::state::{Election, Purpose, Round};
 
@@ -47,6 +47,7 @@ impl Election {
         {
             return;
         }
+        let may_skip_sweep = !self.followed_unswept;
         if let Some(r) = self.round.as_mut() {
             // Without a MASTER among the SM ports an older sweep recorded, conclude
             // only from a sweep made since: a master that went silent over a broken
@@ -55,13 +56,17 @@ impl Election {
             // follow a STANDBY, or take MASTER beside it). The sweep was asked for
             // when the round began (`enter_discovering_after`); the initial and
             // port-up rounds wait for the driver's first sweep anyway (`swept`).
-            if !r.fresh_sweep && r.best_master.is_none() {
+            // Except, once per masterless period, when the best SM that outranks us
+            // answered DISCOVERING: it is taking over, and our sweep would only
+            // compete for the fabric with its takeover reads (see the module doc).
+            if !r.fresh_sweep && r.best_master.is_none() && !(may_skip_sweep && taking_over(r)) {
                 return;
             }
         }
         let Some(round) = self.round.take() else {
             return;
         };
+        let unswept = !round.fresh_sweep && round.best_master.is_none();
         if let Some((info, route)) = round.best_master {
             self.enter_standby(
                 now,
@@ -69,6 +74,11 @@ impl Election {
                 route,
                 TransitionReason::FoundMaster { master: info.guid },
             );
+            if !round.fresh_sweep {
+                // A MASTER is in charge (the new one, or the lost one after all): the
+                // sweep the round asked for would only compete with its sweep.
+                self.events.push_back(ElectionEvent::DiscoveryWithdrawn);
+            }
         } else if let Some((info, waited)) = round
             .best_higher
             .as_ref()
@@ -95,6 +105,16 @@ impl Election {
                     priority: info.priority,
                 },
             );
+            if unswept {
+                // Only `taking_over` lets a round get here without its sweep.
+                self.followed_unswept = true;
+                tracing::info!(
+                    guid = format_args!("{:#018x}", info.guid),
+                    priority = info.priority,
+                    "a higher SM answers DISCOVERING (taking over): following it without the fresh sweep"
+                );
+                self.events.push_back(ElectionEvent::DiscoveryWithdrawn);
+            }
         } else {
             self.become_master(
                 now,
@@ -152,10 +172,49 @@ impl Election {
         (higher.sm_state == SmState::Standby && waited >= bound).then_some(waited)
     }
 
-    pub(super) fn record_discovery(&mut self, info: SmInfo, route: SmRoute) {
-        if let Some(round) = self.round.as_mut() {
-            round.heard.insert(info.guid);
+    /// DISCOVERING, waiting for the round's fresh sweep: a known SM that already
+    /// answered this round queried us naming itself DISCOVERING or MASTER (it noticed
+    /// the loss after it answered us, typically STANDBY: both standbys of a dead
+    /// master miss its polls within a poll of each other). Ask it again at once (no
+    /// retries, one query at a time): its answer, not the payload, may then conclude
+    /// the round (a MASTER, or a higher SM taking over) before the sweep is in. Only
+    /// while such an answer could: a DISCOVERING requester must outrank us and the
+    /// masterless period must not have used its unswept conclusion yet.
+    pub(super) fn requested_while_discovering(&mut self, now: Duration, info: &SmInfo) {
+        let useful = match info.sm_state {
+            SmState::Master => true,
+            SmState::Discovering => !self.followed_unswept && self.outranks_us(info),
+            _ => false,
+        };
+        let Some(r) = self.round.as_ref() else {
+            return;
+        };
+        if !useful || r.fresh_sweep || r.best_master.is_some() || !r.heard.contains(&info.guid) {
+            return;
         }
+        let asking = self
+            .pending
+            .values()
+            .any(|p| p.purpose == Purpose::Discover && p.expect_guid == Some(info.guid));
+        let Some(p) = self.known.get(&info.guid).cloned() else {
+            return;
+        };
+        if asking || !self.is_trusted(info.guid) {
+            return;
+        }
+        tracing::debug!(
+            guid = format_args!("{:#018x}", info.guid),
+            state = %info.sm_state,
+            "a known SM says it changed state: asking it again before the sweep is in"
+        );
+        self.query_with_retries(now, p.route, Some(p.guid), Purpose::Discover, 0);
+    }
+
+    pub(super) fn record_discovery(&mut self, info: SmInfo, route: SmRoute) {
+        let first = self
+            .round
+            .as_mut()
+            .is_some_and(|round| round.heard.insert(info.guid));
         if self.is_suspect(&info) {
             return;
         }
@@ -164,14 +223,18 @@ impl Election {
             // one the round concludes MASTER by the normal rules.
             self.note_untrusted(&info);
             if let Some(round) = self.round.as_mut() {
-                round.answered += 1;
+                round.answered += usize::from(first);
             }
             return;
         }
         let outranks = self.outranks_us(&info);
+        // (The same SM answering again, asked again: its newer answer replaces its older.)
         let better = |cur: &Option<(SmInfo, SmRoute)>, this: &Election| match cur {
             None => true,
-            Some((c, _)) => this.ranks_above((info.priority, info.guid), (c.priority, c.guid)),
+            Some((c, _)) => {
+                c.guid == info.guid
+                    || this.ranks_above((info.priority, info.guid), (c.priority, c.guid))
+            }
         };
         let Some(round) = self.round.as_ref() else {
             return;
@@ -181,7 +244,7 @@ impl Election {
             && outranks
             && better(&round.best_higher, self);
         if let Some(round) = self.round.as_mut() {
-            round.answered += 1;
+            round.answered += usize::from(first);
             if take_master {
                 round.best_master = Some((info, route));
             } else if take_higher {
@@ -189,4 +252,13 @@ impl Election {
             }
         }
     }
+}
+
+/// The best SM of the round that outranks us answered DISCOVERING: it noticed the
+/// loss and is taking over. (A STANDBY answer does not qualify: it may follow a master
+/// our stale sweep does not know, or be re-followed forever.)
+fn taking_over(r: &Round) -> bool {
+    r.best_higher
+        .as_ref()
+        .is_some_and(|(info, _)| info.sm_state == SmState::Discovering)
 }

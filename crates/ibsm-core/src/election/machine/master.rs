@@ -109,6 +109,10 @@ impl Election {
     /// payload refreshes its (priority, state). Requests with a zero GUID (`sminfo`,
     /// OpenSM, pollers) change nothing.
     pub(super) fn requested_by(&mut self, now: Duration, from: &SmRoute, info: &SmInfo) {
+        if self.state == SmState::Discovering {
+            self.requested_while_discovering(now, info);
+            return;
+        }
         if self.state != SmState::Master || info.guid == 0 || info.guid == self.cfg.port_guid {
             return;
         }

@@ -29,7 +29,7 @@ impl Election {
         };
         match info.sm_state {
             SmState::Master => {
-                self.masterless_since = None;
+                self.master_seen();
                 let Some(f) = self.following.as_mut() else {
                     return;
                 };

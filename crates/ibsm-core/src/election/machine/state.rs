@@ -138,6 +138,12 @@ pub struct Election {
     /// start, or leave MASTER), cleared when we follow a MASTER or become one. What
     /// `masterless_takeover` is measured against.
     pub(super) masterless_since: Option<Duration>,
+    /// A round of the current masterless period concluded STANDBY behind a higher SM
+    /// answering DISCOVERING without waiting for its fresh sweep
+    /// ([`ElectionEvent::DiscoveryWithdrawn`]). Once per masterless period: the next
+    /// round waits for its sweep, so a stale view cannot be re-followed forever.
+    /// Cleared with `masterless_since`.
+    pub(super) followed_unswept: bool,
     pub(super) suspects: BTreeMap<u64, u32>,
     /// The SM port GUID of the Raft leader and when its last heartbeat reached us
     /// ([`Election::handle_leader_contact`]).
@@ -183,6 +189,7 @@ impl Election {
             port_down: false,
             master_poll_at: None,
             masterless_since: Some(now),
+            followed_unswept: false,
             suspects: BTreeMap::new(),
             leader_contact: None,
             losses_held_off: 0,

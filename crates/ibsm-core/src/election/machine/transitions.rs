@@ -58,6 +58,14 @@ impl Election {
         self.master_poll_at = None;
     }
 
+    /// A master is in charge (one we follow answered MASTER, or we are it), or we left
+    /// the election (NOTACTIVE): the masterless period, if any, ends. Following a
+    /// DISCOVERING or STANDBY SM does not end it (`masterless_takeover` keeps counting).
+    pub(super) fn master_seen(&mut self) {
+        self.masterless_since = None;
+        self.followed_unswept = false;
+    }
+
     pub(super) fn enter_discovering(&mut self, now: Duration, reason: TransitionReason) {
         self.enter_discovering_after(now, reason, None);
     }
@@ -102,7 +110,7 @@ impl Election {
         self.drop_elevation();
         self.set_state(SmState::Standby, reason);
         if master.sm_state == SmState::Master {
-            self.masterless_since = None;
+            self.master_seen();
         }
         let lid = self.known.get(&master.guid).and_then(|p| p.lid);
         self.following = Some(Following {
@@ -128,7 +136,7 @@ impl Election {
     pub(super) fn become_master(&mut self, now: Duration, reason: TransitionReason) {
         self.clear_activity();
         self.unknown_requesters.clear();
-        self.masterless_since = None;
+        self.master_seen();
         self.set_state(SmState::Master, reason);
         if let Some(p) = self.cfg.sticky_priority {
             let old = self.priority();
@@ -146,7 +154,7 @@ impl Election {
     pub(super) fn enter_not_active(&mut self, reason: TransitionReason) {
         self.clear_activity();
         self.drop_elevation();
-        self.masterless_since = None;
+        self.master_seen();
         self.set_state(SmState::NotActive, reason);
     }
 }

@@ -10,6 +10,7 @@ use ibsm_fabric::{gen, NodeIdx};
 use ibsm_mad::{AttributeId, Method};
 
 use super::{Lab, Member, ReplicatedFabric};
+use crate::election::SmState;
 use crate::node::Input;
 
 /// A replicated master (priority 10) and a replicated standby (5) on a 2-level fat
@@ -154,4 +155,67 @@ fn a_cable_pulled_after_the_standby_sweep_is_discovered_and_rerouted() {
             );
         }
     }
+}
+
+/// Three replicated SMs (priorities 10, 8, 6) on a 2-level fat tree, settled.
+fn replicated_three() -> Lab {
+    let topo = gen::fat_tree_2level(8).expect("topology");
+    let mut lab = Lab::new(topo, &[10, 8, 6]);
+    lab.replicated = true;
+    for i in 0..3 {
+        lab.kill(i);
+        lab.start(i);
+    }
+    lab.run_to(Duration::from_secs(4));
+    assert_eq!(lab.masters(), vec![0]);
+    lab
+}
+
+fn sent_by(lab: &Lab, i: usize, attr: AttributeId) -> usize {
+    lab.sent
+        .iter()
+        .filter(|(n, s)| *n == i && s.attr_id == attr && s.method == Method::GET)
+        .count()
+}
+
+#[test]
+fn the_outranked_standby_does_not_sweep_while_the_next_master_takes_over() {
+    // The master dies: both standbys miss its polls. The 8 prepares the takeover and
+    // answers DISCOVERING; the 6 follows it at once and drops the discovery its round
+    // asked for, instead of walking the fabric beside the 8's takeover reads.
+    let mut lab = replicated_three();
+    let nodes = lab.topo.len();
+    let logged = lab.sms[2].log.len();
+    lab.record_sent = true;
+    lab.kill(0);
+    lab.run_to(lab.now + Duration::from_secs(1));
+    assert_eq!(lab.masters(), vec![1]);
+    assert_eq!(lab.state(2), Some(SmState::Standby));
+    let master = lab.sms[1].node.as_ref().expect("node 1").status().port_guid;
+    assert_eq!(
+        lab.sms[2]
+            .node
+            .as_ref()
+            .expect("node 2")
+            .status()
+            .master_guid,
+        master,
+        "the 6 follows the new master"
+    );
+    let log = lab.sms[2].log[logged..].join("\n");
+    assert!(
+        log.contains("the sweep is no longer needed"),
+        "the 6 concluded STANDBY without its sweep:\n{log}"
+    );
+    // A discovery reads every node's NodeInfo at least once; the 6 sent at most the
+    // few its sweep had in flight before it was dropped.
+    let node_info = sent_by(&lab, 2, AttributeId::NODE_INFO);
+    assert!(
+        node_info < nodes / 4,
+        "{node_info} NodeInfo Gets from the outranked standby ({nodes} nodes):\n{log}"
+    );
+    assert!(
+        !log.contains("heavy sweep: "),
+        "a finished heavy sweep:\n{log}"
+    );
 }
