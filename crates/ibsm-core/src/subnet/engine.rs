@@ -15,6 +15,7 @@ use crate::transactions::{Event, Transactions};
 use super::activation;
 use super::events::{Outgoing, PhaseTimes, SubnetEvent, SweepKind, SweepReason, SweepReport};
 use super::inherit::{start_readback, Readback};
+use super::lft_write;
 use super::manager::SubnetManager;
 use super::port_digest;
 use super::program;
@@ -266,12 +267,13 @@ impl SubnetManager {
                         } else {
                             sw.report.failures += 1;
                             tracing::warn!(?op, status = smp.status, "programming SMP rejected");
-                            if let Op::Lft { node, .. } = op {
-                                if let Some(f) = sw.lft_failed.get_mut(node as usize) {
-                                    *f = true;
-                                }
-                            }
                         }
+                        let outcome = if smp.status == 0 {
+                            lft_write::Outcome::Answered
+                        } else {
+                            lft_write::Outcome::Failed
+                        };
+                        lft_write::finish(sw, &mut self.programmed, op, outcome);
                         activation::op_done(sw, op);
                     }
                 }
@@ -323,6 +325,8 @@ impl SubnetManager {
                         if let Some(f) = sw.lft_failed.get_mut(node as usize) {
                             *f = true;
                         }
+                        let failed = lft_write::Outcome::Failed;
+                        lft_write::finish(sw, &mut self.programmed, op, failed);
                         activation::op_done(sw, op);
                     }
                 }
@@ -427,6 +431,8 @@ impl SubnetManager {
                         Err(err) => {
                             sw.report.failures += 1;
                             tracing::warn!(?op, %err, "cannot build programming SMP");
+                            let not_sent = lft_write::Outcome::NotSent;
+                            lft_write::finish(sw, &mut self.programmed, op, not_sent);
                             activation::op_done(sw, op);
                         }
                     }
@@ -533,6 +539,7 @@ impl SubnetManager {
                 if all_planned
                     && sweep.outstanding == 0
                     && sweep.ops.is_empty()
+                    && sweep.lft_next.is_empty()
                     && sweep.pipe.ready.is_empty()
                 {
                     if !sweep.pipe.dist_end_marked {

@@ -68,8 +68,14 @@ pub struct SweepReport {
     pub lids_unassigned: usize,
     /// LinearFDBTop programmed.
     pub lft_top: u16,
-    /// LFT blocks sent this sweep.
+    /// LFT blocks sent this sweep with content the switch did not hold.
     pub lft_blocks_sent: u64,
+    /// LFT block-0 Sets that only moved the switch's LFT stamp (a round's close
+    /// after its open, or the close of a round that left block 0 as it was).
+    pub lft_stamp_sets: u64,
+    /// Switches whose LFT stamp open failed: their other changed blocks wait
+    /// for the next sweep.
+    pub lft_opens_failed: u64,
     /// PortInfo Sets (configuration and state changes).
     pub port_info_sets: u64,
     /// End ports asked to re-register with the SA (PortInfo.ClientReregister set).

@@ -137,6 +137,8 @@ impl SubnetManager {
             ops: VecDeque::new(),
             outstanding: 0,
             pipe: Pipeline::default(),
+            lft_rounds: std::collections::HashMap::new(),
+            lft_next: VecDeque::new(),
             report,
             lids_stable,
             manage_m_key: self.cfg.m_key.key != 0 || self.fabric_m_key != 0,

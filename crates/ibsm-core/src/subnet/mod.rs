@@ -182,6 +182,7 @@ mod events;
 mod heavy;
 pub(crate) mod inherit;
 pub mod lft_stamp;
+mod lft_write;
 mod light;
 mod manager;
 mod mcast;

@@ -37,13 +37,16 @@ use ibsm_mad::{AttributeId, MadError, PortInfo, Smp, SmpAttribute};
 use super::activation;
 use super::config::{EndPort, EndPortKind, Membership, SubnetConfig};
 use super::events::SweepReport;
+use super::lft_stamp::{stamped_block0, Stamp};
+use super::lft_write;
 use super::sweep::{Op, Programmed, Sweep};
 use crate::discovery::DiscoveryResult;
 use crate::sa::DEFAULT_SUBNET_PREFIX;
 
 pub(super) fn count(r: &mut SweepReport, op: Op) {
     match op {
-        Op::Lft { .. } => r.lft_blocks_sent += 1,
+        Op::Lft { content: true, .. } => r.lft_blocks_sent += 1,
+        Op::Lft { content: false, .. } => r.lft_stamp_sets += 1,
         Op::PortInfo { .. } => r.port_info_sets += 1,
         Op::State { state, .. } => {
             r.port_info_sets += 1;
@@ -62,10 +65,18 @@ pub(super) fn count(r: &mut SweepReport, op: Op) {
 /// found dead are dropped (and count as done).
 pub(super) fn next_op(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed) -> Option<Op> {
     loop {
-        while let Some(op) = sw.pipe.ready.pop_front().or_else(|| sw.ops.pop_front()) {
+        while let Some(op) = sw
+            .pipe
+            .ready
+            .pop_front()
+            .or_else(|| sw.lft_next.pop_front())
+            .or_else(|| sw.ops.pop_front())
+        {
             if !sw.dead.get(op.node() as usize).copied().unwrap_or(true) {
                 return Some(op);
             }
+            // Nothing was written, so no stamp to record.
+            let _ = lft_write::done(sw, op, lft_write::Outcome::NotSent);
             activation::op_done(sw, op);
         }
         let n = sw.res.topology.len();
@@ -79,8 +90,8 @@ pub(super) fn next_op(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed) -> 
             continue;
         }
         let before = sw.ops.len();
-        expand(sw, cfg, prog, node);
-        let count = sw.ops.len() - before;
+        let kept = expand(sw, cfg, prog, node);
+        let count = sw.ops.len() - before + kept;
         activation::planned(sw, node, count);
     }
 }
@@ -92,12 +103,32 @@ fn pi_of(res: &DiscoveryResult, node: NodeIdx, port: u8) -> Option<&PortInfo> {
         .as_ref()
 }
 
-fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
+/// The LFT blocks of switch `node` (ascending) that differ from what `prog` says
+/// it holds; None when the sweep has no table for it.
+fn changed_blocks(sw: &Sweep, prog: &Programmed, node: usize, guid: u64) -> Option<Vec<u16>> {
+    let lft = sw.tables.lfts.get(node)?.as_ref()?;
+    let old = prog.lfts.get(&guid).map(|(_, v)| &v[..]);
+    let blocks = lft.len().div_ceil(64);
+    let changed = (0..blocks)
+        .filter(|&b| {
+            let new = lft.get(b * 64..(b * 64 + 64).min(lft.len()));
+            let was = old.and_then(|o| o.get(b * 64..(b * 64 + 64).min(o.len())));
+            new != was
+        })
+        .filter_map(|b| u16::try_from(b).ok())
+        .collect();
+    Some(changed)
+}
+
+/// Queue `node`'s distribution SMPs; returns how many more were planned and are
+/// held back (an LFT round's, see `lft_write`).
+fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) -> usize {
     let idx = NodeIdx(node as u32);
     let n32 = node as u32;
+    let mut kept = 0;
     let res = &sw.res;
     let Some(nd) = res.topology.node(idx) else {
-        return;
+        return 0;
     };
     let is_switch = nd.is_switch();
     let guid = nd.node_guid;
@@ -111,28 +142,24 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
         }) {
             sw.ops.push_back(Op::SwitchInfo { node: n32 });
         }
-        if let Some(Some(lft)) = sw.tables.lfts.get(node) {
-            let old = prog.lfts.get(&guid).map(|(_, v)| &v[..]);
-            let blocks = lft.len().div_ceil(64);
-            for b in 0..blocks {
-                let new = lft.get(b * 64..(b * 64 + 64).min(lft.len()));
-                let was = old.and_then(|o| o.get(b * 64..(b * 64 + 64).min(o.len())));
-                if new != was {
-                    if let Ok(block) = u16::try_from(b) {
-                        sw.ops.push_back(Op::Lft { node: n32, block });
-                    }
-                }
-            }
+        if let Some(changed) = changed_blocks(sw, prog, node, guid) {
+            let cur = prog.lft_stamps.get(&guid).copied().unwrap_or(Stamp::None);
+            kept = lft_write::plan(sw, n32, &changed, cur);
         }
         if needs_port_info(sw, cfg, idx, 0) {
             sw.ops.push_back(Op::PortInfo { node: n32, port: 0 });
         }
         if prog.pkeys.get(&(guid, 0))
-            != Some(&pkey_table(cfg, &end_port(res, idx, 0)).keys.map(|k| k.0))
+            != Some(
+                &pkey_table(cfg, &end_port(&sw.res, idx, 0))
+                    .keys
+                    .map(|k| k.0),
+            )
         {
             sw.ops.push_back(Op::PKey { node: n32, port: 0 });
         }
     }
+    let res = &sw.res;
     for &p in &ports {
         if is_switch {
             match enforcement(sw, cfg, idx, p) {
@@ -198,6 +225,7 @@ fn expand(sw: &mut Sweep, cfg: &SubnetConfig, prog: &Programmed, node: usize) {
             }
         }
     }
+    kept
 }
 
 /// The DR path on which a Set of `port` of `node` is accepted: a switch's own
@@ -587,7 +615,7 @@ pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadE
             si.port_state_change = true; // write 1 to clear
             Smp::try_set_dr(&path(0)?, AttributeId::SWITCH_INFO, 0, 0, si.encode())
         }
-        Op::Lft { block, .. } => {
+        Op::Lft { block, stamp, .. } => {
             let lft = sw
                 .tables
                 .lfts
@@ -600,6 +628,10 @@ pub(super) fn op_smp(sw: &Sweep, cfg: &SubnetConfig, op: Op) -> Result<Smp, MadE
                 if let Some(dst) = ports.get_mut(..src.len()) {
                     dst.copy_from_slice(src);
                 }
+            }
+            // Block 0 carries the stamp in LID 0's entry (see `lft_stamp`).
+            if let (0, Some(stamp)) = (block, stamp) {
+                ports = stamped_block0(&ports, stamp);
             }
             let data = LinearForwardingTable { ports }.encode();
             Smp::try_set_dr(

@@ -71,6 +71,10 @@ pub(super) struct Sweep {
     pub(super) outstanding: usize,
     /// Distribution progress per node and the port activation it releases.
     pub(super) pipe: Pipeline,
+    /// Switches whose LFT round (see `lft_write`) holds Sets back until an answer.
+    pub(super) lft_rounds: HashMap<u32, super::lft_write::Round>,
+    /// LFT Sets a round released; they go before any further distribution SMP.
+    pub(super) lft_next: VecDeque<Op>,
     pub(super) report: SweepReport,
     /// No port's LID was assigned or changed by this sweep's LID assignment.
     pub(super) lids_stable: bool,
@@ -153,9 +157,16 @@ pub(super) enum Op {
     SwitchInfo {
         node: u32,
     },
+    /// One LFT block. Block 0 always carries an LFT stamp (`super::lft_stamp`):
+    /// an odd one opens the switch's round, an even one closes it (see
+    /// `super::lft_write`); other blocks carry none.
     Lft {
         node: u32,
         block: u16,
+        stamp: Option<u8>,
+        /// The Set writes content the switch does not hold yet (false: a block-0
+        /// Set that only moves the stamp).
+        content: bool,
     },
     PortInfo {
         node: u32,

@@ -64,6 +64,9 @@ enum Traced {
 /// A fault injected into the simulator mid-sweep.
 type Fault = Box<dyn FnMut(&mut Sim)>;
 
+/// Which SMPs of the SM are lost on the way.
+type Loss = Box<dyn FnMut(&Smp) -> bool>;
+
 struct Lab {
     topo: Topology,
     sim: Sim,
@@ -76,6 +79,9 @@ struct Lab {
     tid: u64,
     /// Called once when the SM first sends an LFT block (fault injection mid-sweep).
     on_first_lft: Option<Fault>,
+    /// SMPs of the SM for which this holds are lost on the way (never reach the
+    /// simulator; fault injection by [`Lab::run_until`]).
+    lose: Option<Loss>,
 }
 
 impl Lab {
@@ -100,6 +106,7 @@ impl Lab {
             wire: Wire::default(),
             tid: 1,
             on_first_lft: None,
+            lose: None,
             topo,
         };
         lab.sm_client = lab.sim.attach(local, 1).unwrap();
@@ -151,8 +158,12 @@ impl Lab {
                     if smp.method == Method::SET && smp.attr_id == AttributeId::P_KEY_TABLE {
                         self.wire.pkey_sets += 1;
                     }
+                    let lost = self.lose.as_mut().is_some_and(|f| f(&smp));
                     if self.wire.trace {
                         self.wire.traced.push(Traced::Sent(Box::new(smp)));
+                    }
+                    if lost {
+                        continue;
                     }
                 }
                 let r = match o.dlid {
@@ -414,7 +425,10 @@ fn port_route(
 struct ReadBack {
     /// LID range per end port (node, port) -> (base, lmc).
     lids: HashMap<(NodeIdx, u8), (u16, u8)>,
+    /// Each switch's LFT, LID 0's entry taken out (0xFF: it holds the LFT stamp).
     lfts: HashMap<NodeIdx, Vec<u8>>,
+    /// LID 0's entry of each switch's LFT: the stamp (see `lft_stamp`).
+    stamps: HashMap<NodeIdx, u8>,
 }
 
 /// Read every end port's PortInfo and every switch's LFT back from the SMAs, and
@@ -430,6 +444,7 @@ fn read_back(
     let mut lids = HashMap::new();
     let mut owner: HashMap<u16, (NodeIdx, u8)> = HashMap::new();
     let mut lfts = HashMap::new();
+    let mut stamps = HashMap::new();
     for (idx, node) in topo.iter() {
         if skip.contains(&idx) || !pmap.contains_key(&idx) {
             continue;
@@ -500,10 +515,14 @@ fn read_back(
                 table.extend_from_slice(&blk.ports);
             }
             table.truncate(usize::from(si.linear_fdb_top) + 1);
+            if let Some(lid0) = table.first_mut() {
+                stamps.insert(idx, *lid0);
+                *lid0 = 0xFF;
+            }
             lfts.insert(idx, table);
         }
     }
-    ReadBack { lids, lfts }
+    ReadBack { lids, lfts, stamps }
 }
 
 /// Walk the read-back LFTs from every switch to every LID; `dead` cables must not be used.
@@ -2323,6 +2342,7 @@ fn a_port_with_gid_prefix_zero_gets_the_subnet_prefix() {
     assert_eq!(after.gid_prefix, crate::sa::DEFAULT_SUBNET_PREFIX);
 }
 
+mod lft_stamp;
 mod port_digest;
 mod repair;
 mod sa_snapshot_job;
