@@ -348,6 +348,95 @@ mod tests {
         assert!(!want.is_sa_only());
     }
 
+    /// Drive `sm` as master on `sim` (its port `client`) until its next heavy
+    /// sweep is done.
+    fn heavy_sweep(
+        sim: &mut ibsm_sim::Sim,
+        client: ibsm_sim::ClientId,
+        sm: &mut SubnetManager,
+        now: &mut std::time::Duration,
+    ) {
+        use ibsm_core::subnet::{SubnetEvent, SweepKind};
+        for _ in 0..1_000_000 {
+            let mut busy = false;
+            while let Some(o) = sm.poll_transmit() {
+                busy = true;
+                let r = match o.dlid {
+                    None => sim.send(*now, client, &o.mad),
+                    Some(l) => sim.send_to(*now, client, l, &o.mad),
+                };
+                r.expect("well-formed MAD");
+            }
+            while let Some((c, mad)) = sim.poll_delivery(*now) {
+                busy = true;
+                if c == client {
+                    sm.handle_incoming(*now, &mad);
+                }
+            }
+            while let Some(ev) = sm.poll_event() {
+                if let SubnetEvent::SweepDone {
+                    kind: SweepKind::Heavy,
+                    ..
+                } = ev
+                {
+                    return;
+                }
+            }
+            if !busy {
+                let next = [sm.poll_timeout(), sim.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .expect("something pending");
+                *now = next.max(*now);
+                sm.handle_timeout(*now);
+            }
+        }
+        panic!("no heavy sweep completed");
+    }
+
+    /// After a master's sweep, the record carries every switch's LFT digest and
+    /// the stamp the master closed it with, which is the one the switch holds in
+    /// LID 0's entry; the stamp op follows its digest's.
+    #[test]
+    fn the_record_carries_the_stamp_each_switch_was_closed_with() {
+        let topo = ibsm_fabric::gen::fat_tree_2level(4).expect("topology");
+        let mut sim = ibsm_sim::Sim::new(&topo, ibsm_sim::SimConfig::default());
+        let ca = topo
+            .iter()
+            .find(|(_, n)| !n.is_switch())
+            .map(|(i, _)| i)
+            .expect("a CA");
+        let client = sim.attach(ca, 1).expect("attach");
+        sim.set_is_sm(client, true).expect("IsSM");
+        let mut sm = SubnetManager::new(ibsm_core::subnet::SubnetConfig::default()).expect("cfg");
+        let mut now = std::time::Duration::ZERO;
+        sm.become_master(now);
+        heavy_sweep(&mut sim, client, &mut sm, &mut now);
+        let rec = record_of(&sm);
+        let switches: Vec<_> = topo.iter().filter(|(_, n)| n.is_switch()).collect();
+        assert_eq!(rec.lft_digests.len(), switches.len());
+        assert_eq!(rec.lft_stamps.len(), switches.len());
+        for (idx, node) in &switches {
+            let stamp = rec.lft_stamps[&node.node_guid];
+            assert!(stamp < 254 && stamp.is_multiple_of(2), "{stamp}");
+            assert_eq!(sim.lft_entry(*idx, 0), Some(stamp));
+        }
+        let ops = diff_ops(&FabricState::default(), &rec);
+        for (_, node) in &switches {
+            let at = |want: fn(&Op, u64) -> bool| {
+                ops.iter()
+                    .position(|o| want(o, node.node_guid))
+                    .expect("op written")
+            };
+            let digest =
+                at(|o, g| matches!(o, Op::SetLftDigest { switch_guid, .. } if *switch_guid == g));
+            let stamp =
+                at(|o, g| matches!(o, Op::SetLftStamp { switch_guid, .. } if *switch_guid == g));
+            assert!(digest < stamp);
+        }
+    }
+
     #[test]
     fn the_programmed_partitions_and_the_sm_roster_are_replicated_and_pruned() {
         let entry = |guid, priority, sm_state| ibsm_replica::SmRosterEntry {
