@@ -144,7 +144,9 @@ fn diags_with_the_m_key_see_a_protected_fabric_come_up() -> Result<()> {
     }
     assert_eq!(switches.len(), 2, "switch LIDs {switches:?}");
 
-    // ibroute with the key: every LID routed by every switch.
+    // ibroute with the key: every LID routed by every switch, and LID 0, which
+    // holds ibsmd's LFT stamp (an even value below 254 once settled) and which
+    // ibroute lists as if it were a route.
     for sw in &switches {
         let lft = diag("ibroute", &["--m_key", M_KEY, &sw.to_string()])?;
         let dumped = lft
@@ -153,7 +155,17 @@ fn diags_with_the_m_key_see_a_protected_fabric_come_up() -> Result<()> {
             .and_then(|l| l.split_whitespace().next())
             .and_then(|n| n.parse::<usize>().ok())
             .with_context(|| format!("ibroute {sw}:\n{lft}"))?;
-        assert_eq!(dumped, lids.len(), "ibroute {sw}:\n{lft}");
+        assert_eq!(dumped, lids.len() + 1, "ibroute {sw}:\n{lft}");
+        let stamp = lft
+            .lines()
+            .find_map(|l| l.strip_prefix("0x0000 "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|p| p.parse::<u8>().ok())
+            .with_context(|| format!("ibroute {sw}: no LID 0 entry:\n{lft}"))?;
+        assert!(
+            stamp < 254 && stamp.is_multiple_of(2),
+            "ibroute {sw}: LID 0 (the LFT stamp) {stamp}:\n{lft}"
+        );
     }
     assert!(
         !read_log().contains("ERROR"),

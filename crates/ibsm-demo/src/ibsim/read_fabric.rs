@@ -147,6 +147,9 @@ pub fn parse_ibnetdiscover_ports(text: &str) -> Vec<pb::FabricLid> {
 }
 
 /// The entries `ibroute` prints: `0x0003 002 : (Channel Adapter portguid ...)`.
+/// LID 0 is no destination: the line ibroute prints for it on a switch ibsmd
+/// programmed (`0x0000 002 : (path #1 out of 1)`) is the LFT stamp ibsmd keeps in
+/// that entry (`ibsm_core::subnet::lft_stamp`), not a route, and is left out.
 pub fn parse_ibroute(text: &str) -> Vec<pb::LftEntry> {
     text.lines()
         .filter_map(|line| {
@@ -161,5 +164,6 @@ pub fn parse_ibroute(text: &str) -> Vec<pb::LftEntry> {
                 port: port.parse().ok()?,
             })
         })
+        .filter(|e| e.lid != 0)
         .collect()
 }

@@ -30,11 +30,12 @@ SW     2  5 0x0000000000200001 4x SDR - SW     4  5 0x0000000000200000 ( 'Switch
         [(0x10000a, 1, 0x200001, 2), (0x200001, 5, 0x200000, 5)],
         "the unconnected port and the garbage are no cable"
     );
-    let route = "Unicast lids [0x0-0x6] of switch Lid 2 guid 0x0000000000200001 (Switch2):\n  Lid  Out   Destination\n       Port     Info \n0x0001 001 : (Channel Adapter portguid 0x0000000000100004: 'Hca2')\n0x0002 000 : (Switch portguid 0x0000000000200001: 'Switch2')\n6 valid lids dumped \n";
+    let route = "Unicast lids [0x0-0x6] of switch Lid 2 guid 0x0000000000200001 (Switch2):\n  Lid  Out   Destination\n       Port     Info \n0x0000 002 : (path #1 out of 1)\n0x0001 001 : (Channel Adapter portguid 0x0000000000100004: 'Hca2')\n0x0002 000 : (Switch portguid 0x0000000000200001: 'Switch2')\n6 valid lids dumped \n";
     let e = parse_ibroute(route);
     assert_eq!(
         e.iter().map(|x| (x.lid, x.port)).collect::<Vec<_>>(),
-        [(1, 1), (2, 0)]
+        [(1, 1), (2, 0)],
+        "LID 0 (ibsmd's LFT stamp, no destination) is no entry"
     );
     assert!(parse_ibroute("nonsense\n0x zz : x\n").is_empty());
 }
