@@ -375,6 +375,8 @@ impl SubnetManager {
             tracing::info!(
                 reason = ?self.reason,
                 lft_blocks = report.lft_blocks_sent,
+                lft_stamp_sets = report.lft_stamp_sets,
+                lft_opens_failed = report.lft_opens_failed,
                 failures = report.failures,
                 "heavy sweep done in {:.3} s",
                 phases.total().as_secs_f64()
