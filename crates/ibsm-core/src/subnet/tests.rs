@@ -64,8 +64,17 @@ enum Traced {
 /// A fault injected into the simulator mid-sweep.
 type Fault = Box<dyn FnMut(&mut Sim)>;
 
-/// Which SMPs of the SM are lost on the way.
-type Loss = Box<dyn FnMut(&Smp) -> bool>;
+/// What befalls an SMP of the SM on the way (see [`Lab::mishap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mishap {
+    /// Never reaches the simulator.
+    Lost,
+    /// Answered at once with this (error) status, not applied.
+    Rejected(u16),
+}
+
+/// Which SMPs of the SM meet a [`Mishap`].
+type Mishaps = Box<dyn FnMut(&Smp) -> Option<Mishap>>;
 
 struct Lab {
     topo: Topology,
@@ -79,9 +88,9 @@ struct Lab {
     tid: u64,
     /// Called once when the SM first sends an LFT block (fault injection mid-sweep).
     on_first_lft: Option<Fault>,
-    /// SMPs of the SM for which this holds are lost on the way (never reach the
-    /// simulator; fault injection by [`Lab::run_until`]).
-    lose: Option<Loss>,
+    /// SMPs of the SM for which this says so are lost or rejected on the way (fault
+    /// injection by [`Lab::run_until`]).
+    mishap: Option<Mishaps>,
 }
 
 impl Lab {
@@ -106,7 +115,7 @@ impl Lab {
             wire: Wire::default(),
             tid: 1,
             on_first_lft: None,
-            lose: None,
+            mishap: None,
             topo,
         };
         lab.sm_client = lab.sim.attach(local, 1).unwrap();
@@ -158,12 +167,23 @@ impl Lab {
                     if smp.method == Method::SET && smp.attr_id == AttributeId::P_KEY_TABLE {
                         self.wire.pkey_sets += 1;
                     }
-                    let lost = self.lose.as_mut().is_some_and(|f| f(&smp));
+                    let mishap = self.mishap.as_mut().and_then(|f| f(&smp));
+                    let tid = smp.tid;
+                    let reply = smp.response();
                     if self.wire.trace {
                         self.wire.traced.push(Traced::Sent(Box::new(smp)));
                     }
-                    if lost {
-                        continue;
+                    match mishap {
+                        Some(Mishap::Lost) => continue,
+                        Some(Mishap::Rejected(status)) => {
+                            if self.wire.trace {
+                                self.wire.traced.push(Traced::Answered(tid));
+                            }
+                            let reply = Smp { status, ..reply };
+                            self.sm.handle_incoming(self.now, &reply.encode());
+                            continue;
+                        }
+                        None => {}
                     }
                 }
                 let r = match o.dlid {

@@ -222,19 +222,27 @@ fn a_repair_opens_writes_and_closes_each_changed_switch() {
     );
 }
 
-/// An open that gets no answer: none of that switch's other blocks (nor its
-/// close) go out in that sweep, the other switches complete theirs, and the next
-/// sweep writes the switch's table in a full round.
+/// An open that gets no answer (the switch is then skipped for the sweep) or is
+/// rejected (the switch answers, its other Sets go on): none of that switch's other
+/// blocks (nor its close) go out in that sweep, the other switches complete
+/// theirs, and the next sweep writes the switch's table in a full round.
 #[test]
-fn a_lost_open_holds_the_switch_back_until_the_next_sweep() {
+fn a_failed_open_holds_the_switch_back_until_the_next_sweep() {
+    // Status 0x001C: an invalid attribute modifier or value.
+    for mishap in [Mishap::Lost, Mishap::Rejected(0x001C)] {
+        failed_open(mishap);
+    }
+}
+
+fn failed_open(mishap: Mishap) {
     let topo = gen::fat_tree_3level(8).unwrap();
     let (mut lab, before, dead, issuer) = pulled(&topo);
-    // Lose the first open that goes out, and every retry of it.
+    // The first open that goes out, and every retry of it.
     let victim: Rc<RefCell<Option<Vec<u8>>>> = Rc::default();
     let v = victim.clone();
-    lab.lose = Some(Box::new(move |smp: &Smp| {
+    lab.mishap = Some(Box::new(move |smp: &Smp| {
         let SmpRoute::Directed(dr) = &smp.route else {
-            return false;
+            return None;
         };
         let path = dr.initial_path[1..=usize::from(dr.hop_cnt)].to_vec();
         let is_open = smp.method == Method::SET
@@ -242,52 +250,59 @@ fn a_lost_open_holds_the_switch_back_until_the_next_sweep() {
             && smp.attr_mod == 0
             && smp
                 .attribute::<LinearForwardingTable>()
-                .is_ok_and(|t| t.ports[0] % 2 == 1);
+                .is_ok_and(|t| !t.ports[0].is_multiple_of(2));
         let mut v = v.borrow_mut();
-        match v.as_ref() {
+        let hit = match v.as_ref() {
             None if is_open => {
                 *v = Some(path);
                 true
             }
             Some(p) => is_open && *p == path,
             None => false,
-        }
+        };
+        hit.then_some(mishap)
     }));
     lab.wire.trace = true;
     let report = repair(&mut lab, issuer, 0x128);
-    assert_eq!(report.lft_opens_failed, 1);
+    assert_eq!(report.lft_opens_failed, 1, "{mishap:?}");
+    let dead_nodes = usize::from(mishap == Mishap::Lost);
+    assert_eq!(report.dead_nodes, dead_nodes, "{mishap:?}");
     let sets = lft_sets(&lab);
-    let lost = sets.iter().find(|s| s.answered.is_none()).copied().unwrap();
-    let mine: Vec<_> = sets.iter().filter(|s| s.node == lost.node).collect();
+    let open = sets
+        .iter()
+        .find(|s| s.block == 0 && !s.lid0.is_multiple_of(2))
+        .copied()
+        .unwrap();
+    let mine: Vec<_> = sets.iter().filter(|s| s.node == open.node).collect();
     assert!(
-        mine.iter().all(|s| s.block == 0 && s.lid0 == lost.lid0),
-        "only the open (and its retries) went to the switch: {mine:?}"
+        mine.iter().all(|s| s.block == 0 && s.lid0 == open.lid0),
+        "{mishap:?}: only the open (and its retries) went to the switch: {mine:?}"
     );
     assert_eq!(
-        lab.sim.lft_entry(lost.node, 0),
-        Some(before.stamps[&lost.node])
+        lab.sim.lft_entry(open.node, 0),
+        Some(before.stamps[&open.node])
     );
     // Every other switch's round completed.
     let done = by_switch(&sets);
     assert!(done.len() > 1);
-    for (sw, s) in done.iter().filter(|(sw, _)| **sw != lost.node) {
+    for (sw, s) in done.iter().filter(|(sw, _)| **sw != open.node) {
         let close = s.last().unwrap();
         assert_eq!(close.block, 0);
         assert_eq!(lab.sim.lft_entry(*sw, 0), Some(close.lid0), "{sw:?}");
     }
 
-    // The next sweep (nothing lost) writes the held-back switch in a full round.
-    lab.lose = None;
+    // The next sweep (no mishap) writes the held-back switch in a full round.
+    lab.mishap = None;
     lab.wire.traced.clear();
     let report = repair(&mut lab, issuer, 0x129);
     assert_eq!((report.failures, report.lft_opens_failed), (0, 0));
-    let s0 = before.stamps[&lost.node];
+    let s0 = before.stamps[&open.node];
     let again = by_switch(&lft_sets(&lab));
-    let mine = &again[&lost.node];
+    let mine = &again[&open.node];
     assert_eq!(mine[0].lid0, (s0 + 1) % 254, "{mine:?}");
     assert!(mine[1..mine.len() - 1].iter().all(|s| s.block != 0));
     assert!(mine.len() > 2, "{mine:?}");
     let after = read_back(&mut lab, 0, &HashSet::new(), &dead);
     check_walks(&topo, &after, &dead);
-    assert_eq!(after.stamps[&lost.node], (s0 + 2) % 254);
+    assert_eq!(after.stamps[&open.node], (s0 + 2) % 254);
 }
