@@ -66,7 +66,7 @@ use ibsm_fabric::{routing, Topology};
 
 use crate::discovery::DiscoveryResult;
 
-use super::standing::StandingLft;
+use super::lft_stamp::StandingLft;
 
 /// A cable, `(node GUID, port, node GUID, port)` with the smaller end first.
 pub type Link = (u64, u8, u64, u8);

@@ -56,6 +56,8 @@
 //! out by [`split_block0`] when block 0 is read and put in by [`stamped_block0`]
 //! when it is written.
 
+use std::sync::Arc;
+
 use ibsm_fabric::routing::UNREACHABLE;
 
 /// Stamps are `0..STAMP_SPACE`; `STAMP_SPACE` and above are "no stamp".
@@ -137,6 +139,21 @@ pub fn stamped_block0(ports: &[u8; 64], stamp: u8) -> [u8; 64] {
     out[0] = stamp;
     out
 }
+
+/// One switch's table as the standing read holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StandingLft {
+    /// The settled stamp both block-0 reads carried.
+    pub stamp: u8,
+    /// LinearFDBTop the table was read up to (from the standby's discovery).
+    pub top: u16,
+    /// Entries `0..=top` (entry 0 [`UNREACHABLE`]).
+    pub table: Arc<[u8]>,
+    /// The replicated ((LinearFDBTop, digest), stamp) it was read under.
+    pub(super) replicated: Replicated,
+}
+
+pub(super) type Replicated = (Option<(u16, u64)>, Option<u8>);
 
 #[cfg(test)]
 mod tests {

@@ -36,20 +36,7 @@ use ibsm_fabric::NodeIdx;
 
 use super::activation;
 use super::lft_stamp::{close, open, Stamp};
-use super::sweep::{Op, Programmed, Sweep};
-
-/// A switch's LFT round under way: the Sets it holds back.
-#[derive(Debug)]
-pub(super) struct Round {
-    /// Blocks other than 0 held until the open is answered (empty once released).
-    held: Vec<u16>,
-    /// Released blocks whose answer the close still waits for.
-    awaiting: usize,
-    /// The stamp that closes the round.
-    close: u8,
-    /// The close carries block 0's new content (no open carried it).
-    close_content: bool,
-}
+use super::sweep::{Op, Programmed, Round, Sweep};
 
 /// How an LFT Set left the sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -27,6 +27,8 @@ use ibsm_fabric::routing::UNREACHABLE;
 use crate::discovery::DiscoveryResult;
 
 use super::inherit::Inherited;
+use super::lft_stamp::Replicated;
+pub use super::lft_stamp::StandingLft;
 use super::lft_stamp::{split_block0, Stamp};
 
 /// How often a standby re-reads block 0 of every switch (a round). Each check is one
@@ -38,21 +40,6 @@ pub const STANDING_LFT_RECHECK: Duration = Duration::from_secs(1);
 /// Standing-read Gets in flight at most: background reads, kept small so the
 /// election's polls never queue behind them.
 pub const STANDING_LFT_WINDOW: usize = 4;
-
-/// One switch's table as the standing read holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StandingLft {
-    /// The settled stamp both block-0 reads carried.
-    pub stamp: u8,
-    /// LinearFDBTop the table was read up to (from the standby's discovery).
-    pub top: u16,
-    /// Entries `0..=top` (entry 0 [`UNREACHABLE`]).
-    pub table: Arc<[u8]>,
-    /// The replicated ((LinearFDBTop, digest), stamp) it was read under.
-    replicated: Replicated,
-}
-
-type Replicated = (Option<(u16, u64)>, Option<u8>);
 
 fn replicated_of(inh: &Inherited, guid: u64) -> Replicated {
     (

@@ -72,7 +72,7 @@ pub(super) struct Sweep {
     /// Distribution progress per node and the port activation it releases.
     pub(super) pipe: Pipeline,
     /// Switches whose LFT round (see `lft_write`) holds Sets back until an answer.
-    pub(super) lft_rounds: HashMap<u32, super::lft_write::Round>,
+    pub(super) lft_rounds: HashMap<u32, Round>,
     /// LFT Sets a round released; they go before any further distribution SMP.
     pub(super) lft_next: VecDeque<Op>,
     pub(super) report: SweepReport,
@@ -205,4 +205,17 @@ impl Op {
             | Op::State { node, .. } => node,
         }
     }
+}
+
+/// A switch's LFT round under way: the Sets it holds back (see `super::lft_write`).
+#[derive(Debug)]
+pub(super) struct Round {
+    /// Blocks other than 0 held until the open is answered (empty once released).
+    pub(super) held: Vec<u16>,
+    /// Released blocks whose answer the close still waits for.
+    pub(super) awaiting: usize,
+    /// The stamp that closes the round.
+    pub(super) close: u8,
+    /// The close carries block 0's new content (no open carried it).
+    pub(super) close_content: bool,
 }
