@@ -132,6 +132,19 @@ fn run(
     }
 }
 
+/// The round swept, then went STANDBY behind NEXT (it waited for its sweep).
+fn assert_swept_before_following_next(round: &[(Duration, Step)]) {
+    let sweep = round
+        .iter()
+        .position(|(_, s)| *s == Step::Swept)
+        .unwrap_or_else(|| panic!("no sweep: {round:?}"));
+    let conclude = round
+        .iter()
+        .position(|(_, s)| is_standby_behind_next(s))
+        .unwrap_or_else(|| panic!("never followed NEXT: {round:?}"));
+    assert!(sweep < conclude, "concluded before its sweep: {round:?}");
+}
+
 fn is_standby_behind_next(s: &Step) -> bool {
     matches!(
         s,
@@ -198,16 +211,7 @@ fn a_higher_sm_still_discovering_after_the_grace_waits_for_the_sweep_next_time()
         "{:?}",
         r.steps
     );
-    let second = r.after_round(1);
-    let sweep = second
-        .iter()
-        .position(|(_, s)| *s == Step::Swept)
-        .unwrap_or_else(|| panic!("{second:?}"));
-    let conclude = second
-        .iter()
-        .position(|(_, s)| is_standby_behind_next(s))
-        .unwrap_or_else(|| panic!("{second:?}"));
-    assert!(sweep < conclude, "concluded before its sweep: {second:?}");
+    assert_swept_before_following_next(r.after_round(1));
     assert_eq!(
         r.count(&Step::Election(ElectionEvent::DiscoveryWithdrawn)),
         1,
@@ -225,16 +229,7 @@ fn a_higher_standby_does_not_end_the_round_before_the_sweep() {
         ..cfg(6)
     };
     let r = run(c, |_| SmState::Standby, SWEEP, ms(400));
-    let round = r.after_round(0);
-    let sweep = round
-        .iter()
-        .position(|(_, s)| *s == Step::Swept)
-        .unwrap_or_else(|| panic!("{round:?}"));
-    let conclude = round
-        .iter()
-        .position(|(_, s)| is_standby_behind_next(s))
-        .unwrap_or_else(|| panic!("{round:?}"));
-    assert!(sweep < conclude, "{round:?}");
+    assert_swept_before_following_next(r.after_round(0));
     assert_eq!(
         r.count(&Step::Election(ElectionEvent::DiscoveryWithdrawn)),
         0
