@@ -1,13 +1,11 @@
 //! `NodeConfig::guid2lid_seed` (`ibsmd --guid2lid`, OpenSM's `honor_guid2lid_file`):
 //! a first master gives exactly the file's LIDs; a replica that holds LIDs wins.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ibsm_fabric::gen;
 
 use super::{Lab, ReplicatedFabric};
-use crate::node::Input;
 
 /// Port GUID of every CA's port 1, in topology order (the order of `Lab::lids`).
 fn ca_port_guids(lab: &Lab) -> Vec<u64> {
@@ -81,11 +79,7 @@ fn a_replica_that_holds_lids_wins_over_the_seed() {
         guid2lid_file: replica,
         ..ReplicatedFabric::default()
     };
-    let now = lab.now;
-    if let Some(n) = lab.sms[0].node.as_mut() {
-        n.handle_input(now, Input::Replicated(Arc::new(rep)));
-    }
-    lab.drain(0);
+    lab.replicate(0, rep);
     lab.run_to(Duration::from_secs(4));
     assert_eq!(lab.masters(), vec![0]);
     assert_eq!(lab.lids(), want, "the replica's LIDs, not the file's");

@@ -252,6 +252,18 @@ impl Lab {
         self.sim.detach(m.client).unwrap();
     }
 
+    /// Hand SM `i` the replicated state `rep` (as its daemon does on every apply)
+    /// and drain what it sends in answer.
+    pub(super) fn replicate(&mut self, i: usize, rep: ReplicatedFabric) {
+        let now = self.now;
+        self.sms[i]
+            .node
+            .as_mut()
+            .expect("a live SM")
+            .handle_input(now, Input::Replicated(std::sync::Arc::new(rep)));
+        self.drain(i);
+    }
+
     pub(super) fn drain(&mut self, i: usize) {
         let now = self.now;
         let mut jobs = Vec::new();

@@ -4,7 +4,6 @@
 //! switches get its MFT; a partition with `ipoib` set at run time gets its group, and
 //! loses it when it is deleted.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ibsm_fabric::gen;
@@ -228,12 +227,7 @@ fn a_partition_with_ipoib_set_at_run_time_gets_its_group_and_loses_it_when_delet
             sa,
             ..ReplicatedFabric::default()
         };
-        let now = lab.now;
-        lab.sms[0]
-            .node
-            .as_mut()
-            .unwrap()
-            .handle_input(now, Input::Replicated(Arc::new(rep)));
+        lab.replicate(0, rep);
         lab.run_to(lab.now + Duration::from_millis(500));
     };
     let p = partition(0x0020, &guids, PartitionIpoib::default());

@@ -2,7 +2,6 @@
 //! of an unchanged stamped fabric reads one LFT block per switch; without it (the
 //! replica names another master, or a new epoch just began) it reads every block.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ibsm_fabric::{gen, NodeIdx};
@@ -10,7 +9,6 @@ use ibsm_mad::{AttributeId, Method};
 
 use super::takeover::replicated_pair_on;
 use super::{Lab, ReplicatedFabric};
-use crate::node::Input;
 use crate::subnet::InheritReport;
 
 /// The stamp the tests write into every switch, as a stamping master would have.
@@ -44,19 +42,9 @@ fn stamped_pair() -> (Lab, ReplicatedFabric) {
         inherited,
         ..ReplicatedFabric::default()
     };
-    feed(&mut lab, rep.clone());
+    lab.replicate(1, rep.clone());
     lab.run_to(lab.now + Duration::from_secs(3));
     (lab, rep)
-}
-
-fn feed(lab: &mut Lab, rep: ReplicatedFabric) {
-    let now = lab.now;
-    lab.sms[1]
-        .node
-        .as_mut()
-        .expect("standby")
-        .handle_input(now, Input::Replicated(Arc::new(rep)));
-    lab.drain(1);
 }
 
 fn standing(lab: &Lab) -> usize {
@@ -120,8 +108,8 @@ fn the_standing_read_is_dropped_when_the_replicas_master_or_epoch_changes() {
     let (mut lab, rep) = stamped_pair();
     let n = switches(&lab);
     assert_eq!(standing(&lab), n);
-    feed(
-        &mut lab,
+    lab.replicate(
+        1,
         ReplicatedFabric {
             epoch: 2,
             ..rep.clone()
@@ -130,8 +118,8 @@ fn the_standing_read_is_dropped_when_the_replicas_master_or_epoch_changes() {
     assert_eq!(standing(&lab), 0, "a new epoch drops it");
     lab.run_to(lab.now + Duration::from_secs(2));
     assert_eq!(standing(&lab), n, "read again under the new epoch");
-    feed(
-        &mut lab,
+    lab.replicate(
+        1,
         ReplicatedFabric {
             epoch: 3,
             master_guid: Some(0xdead),

@@ -3,7 +3,6 @@
 //! breadth-first walk, no LFT Set); after a cable pulled since, it walks the fabric
 //! and reroutes.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ibsm_fabric::{gen, NodeIdx};
@@ -11,7 +10,6 @@ use ibsm_mad::{AttributeId, Method};
 
 use super::{Lab, Member, ReplicatedFabric};
 use crate::election::SmState;
-use crate::node::Input;
 
 /// A replicated master (priority 10) and a replicated standby (5) on a 2-level fat
 /// tree, settled, with the standby holding the master's LFT digests and cabling.
@@ -54,13 +52,7 @@ pub(super) fn replicated_pair_on(topo: ibsm_fabric::Topology) -> (Lab, Vec<NodeI
         inherited,
         ..ReplicatedFabric::default()
     };
-    let now = lab.now;
-    lab.sms[1]
-        .node
-        .as_mut()
-        .expect("standby")
-        .handle_input(now, Input::Replicated(Arc::new(rep)));
-    lab.drain(1);
+    lab.replicate(1, rep);
     (lab, cas)
 }
 
