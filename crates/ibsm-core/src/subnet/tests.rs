@@ -306,6 +306,17 @@ impl Lab {
         up.expect("SubnetUp before the first SweepDone")
     }
 
+    /// A trap 128 (link state change) from the switch at LID `issuer`, received.
+    fn link_trap(&mut self, issuer: u16, tid: u64) {
+        let t = trap(
+            issuer,
+            ProducerType::SWITCH,
+            &TrapDetails::LinkStateChange { lid: issuer },
+            tid,
+        );
+        self.sm.handle_incoming_from(self.now, &t, issuer);
+    }
+
     fn heavy(&mut self) -> (Vec<SubnetEvent>, SweepReport) {
         let evs = self.run_until(|e| {
             matches!(
@@ -2148,13 +2159,7 @@ fn a_trap_storm_is_rate_limited_and_its_sweeps_held_down() {
     let mut t = start;
     while t < start + storm {
         for (i, slid) in [lid_a, lid_b].into_iter().enumerate() {
-            let m = trap(
-                slid,
-                ProducerType::SWITCH,
-                &TrapDetails::LinkStateChange { lid: slid },
-                0x1000 + sent + i as u64,
-            );
-            lab.sm.handle_incoming_from(lab.now, &m, slid);
+            lab.link_trap(slid, 0x1000 + sent + i as u64);
             sent += 1;
         }
         last_trap = lab.now;
@@ -2218,13 +2223,7 @@ fn an_operator_sweep_is_not_held_down() {
         },
     );
     lab.bring_up();
-    let t = trap(
-        1,
-        ProducerType::SWITCH,
-        &TrapDetails::LinkStateChange { lid: 1 },
-        9,
-    );
-    lab.sm.handle_incoming_from(lab.now, &t, 1);
+    lab.link_trap(1, 9);
     let evs = lab.run_to(lab.now + Duration::from_millis(100));
     assert!(
         !evs.iter().any(|(_, e)| is_heavy_done(e)),

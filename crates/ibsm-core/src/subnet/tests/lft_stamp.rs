@@ -64,13 +64,7 @@ fn switches(topo: &Topology) -> Vec<NodeIdx> {
 
 /// A trap 128 from the switch at `issuer` and the heavy sweep it starts.
 fn repair(lab: &mut Lab, issuer: u16, tid: u64) -> SweepReport {
-    let t = trap(
-        issuer,
-        ProducerType::SWITCH,
-        &TrapDetails::LinkStateChange { lid: issuer },
-        tid,
-    );
-    lab.sm.handle_incoming_from(lab.now, &t, issuer);
+    lab.link_trap(issuer, tid);
     lab.heavy().1
 }
 

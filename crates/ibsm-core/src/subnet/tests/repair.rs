@@ -60,13 +60,7 @@ fn affected_blocks(
 
 /// The repair sweep a trap 128 from `issuer` starts, with no periodic sweep between.
 fn trap_repair(lab: &mut Lab, issuer: u16, tid: u64) -> SweepReport {
-    let t = trap(
-        issuer,
-        ProducerType::SWITCH,
-        &TrapDetails::LinkStateChange { lid: issuer },
-        tid,
-    );
-    lab.sm.handle_incoming_from(lab.now, &t, issuer);
+    lab.link_trap(issuer, tid);
     let evs = lab.run_until(is_heavy_done);
     assert!(
         !evs.iter().any(is_light_done),
