@@ -27,7 +27,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use ibsm_integration::binary;
-use ibsm_labkit::{example_net, Ibsim, IbsimOptions, Ibsmd, IbsmdOptions, OpenSm, OpenSmOptions};
+use ibsm_labkit::{
+    example_net, parse_smpquery_pkeys, Ibsim, IbsimOptions, Ibsmd, IbsmdOptions, OpenSm,
+    OpenSmOptions,
+};
 
 const NET: &str = "net.2sw2path4hca";
 const SM_HOST: &str = "Hca1";
@@ -82,18 +85,6 @@ fn conf(g: &BTreeMap<String, u64>) -> Result<String> {
     ))
 }
 
-/// `smpquery pkeys` output: the entries of block 0 that are not empty, in order.
-fn parse_pkeys(text: &str) -> Vec<u16> {
-    text.lines()
-        .filter_map(|l| l.split_once(':'))
-        .filter(|(at, _)| at.trim().parse::<u32>().is_ok())
-        .flat_map(|(_, v)| v.split_whitespace())
-        .filter_map(|w| w.strip_prefix("0x"))
-        .filter_map(|h| u16::from_str_radix(h, 16).ok())
-        .filter(|k| k & 0x7FFF != 0)
-        .collect()
-}
-
 fn smpquery(sim: &Ibsim, args: &[String]) -> Result<String> {
     let mut cmd = sim.command_on(DIAG_HOST, "smpquery");
     cmd.args(args);
@@ -108,7 +99,7 @@ fn read_tables(sim: &Ibsim) -> Result<Tables> {
         let lid = p.lid.to_string();
         out.insert(
             (p.guid, p.port),
-            parse_pkeys(&smpquery(sim, &["pkeys".into(), lid.clone()])?),
+            parse_smpquery_pkeys(&smpquery(sim, &["pkeys".into(), lid.clone()])?),
         );
         if !p.is_switch {
             continue;
@@ -121,7 +112,7 @@ fn read_tables(sim: &Ibsim) -> Result<Tables> {
             .with_context(|| format!("NumPorts in {info}"))?;
         for port in 1..=ports {
             let t = smpquery(sim, &["pkeys".into(), lid.clone(), port.to_string()])?;
-            out.insert((p.guid, port), parse_pkeys(&t));
+            out.insert((p.guid, port), parse_smpquery_pkeys(&t));
         }
     }
     Ok(out)

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use ibsm_integration::binary;
-use ibsm_labkit::{ChildGuard, Ibsim, IbsimOptions};
+use ibsm_labkit::{parse_smpquery_pkeys, ChildGuard, Ibsim, IbsimOptions};
 
 const ROUNDS: usize = 20;
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -329,15 +329,7 @@ impl Cluster {
                 continue;
             }
             let out = self.diag(&["smpquery", "pkeys", &lid.to_string()])?;
-            let keys: Vec<u16> = out
-                .lines()
-                .filter_map(|l| l.split_once(':'))
-                .filter(|(at, _)| at.trim().parse::<u32>().is_ok())
-                .flat_map(|(_, v)| v.split_whitespace())
-                .filter_map(|w| w.strip_prefix("0x"))
-                .filter_map(|h| u16::from_str_radix(h, 16).ok())
-                .filter(|k| k & 0x7FFF != 0)
-                .collect();
+            let keys = parse_smpquery_pkeys(&out);
             if keys.is_empty() {
                 bail!("smpquery pkeys {lid} ({port}) listed no P_Key:\n{out}");
             }

@@ -78,6 +78,7 @@ mod mft;
 mod opensm;
 mod osm_files;
 mod parse;
+mod pkeys;
 mod sa_compare;
 mod sa_error;
 mod sa_record;
@@ -97,6 +98,7 @@ pub use mft::{parse_ibroute_mft, SwitchMft};
 pub use opensm::{OpenSm, OpenSmOptions};
 pub use osm_files::{format_guid2lid, parse_guid2lid, Guid2LidEntry};
 pub use parse::{net_file_size, parse_attached, AttachedClient, NetFileSize};
+pub use pkeys::parse_smpquery_pkeys;
 pub use sa_compare::{compare, compare_by_key, compare_records, render, Difference};
 pub use sa_error::{classify_saquery, SaqueryError};
 pub use sa_record::{
