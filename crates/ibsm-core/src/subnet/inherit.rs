@@ -194,15 +194,21 @@ impl Readback {
         };
         self.blocks_read += 1;
         if let Some((_, t)) = self.tables.get_mut(&node) {
-            let first = usize::from(block) * 64;
-            let end = (first + 64).min(t.len());
-            if let (Some(dst), Some(src)) = (
-                t.get_mut(first..end),
-                ports.get(..end.saturating_sub(first)),
-            ) {
-                dst.copy_from_slice(src);
-            }
+            copy_block(t, block, ports);
         }
+    }
+}
+
+/// Put LFT block `block` (64 entries) into `table` (entries `0..=top`; what lies
+/// beyond the table's end is dropped).
+pub(super) fn copy_block(table: &mut [u8], block: u16, ports: &[u8; 64]) {
+    let first = usize::from(block) * 64;
+    let end = (first + 64).min(table.len());
+    if let (Some(dst), Some(src)) = (
+        table.get_mut(first..end),
+        ports.get(..end.saturating_sub(first)),
+    ) {
+        dst.copy_from_slice(src);
     }
 }
 

@@ -18,7 +18,7 @@
 //! [`StandingLfts::on_block`]; [`StandingLfts::clear`] drops everything and moves the
 //! generation on, so answers to reads of a dropped generation are ignored.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use ibsm_fabric::routing::UNREACHABLE;
 
 use crate::discovery::DiscoveryResult;
 
-use super::inherit::Inherited;
+use super::inherit::{copy_block, Inherited};
 use super::lft_stamp::Replicated;
 pub use super::lft_stamp::StandingLft;
 use super::lft_stamp::{split_block0, Stamp};
@@ -135,7 +135,7 @@ impl StandingLfts {
             return;
         }
         self.stats.rounds += 1;
-        let mut present = Vec::new();
+        let mut present = HashSet::new();
         for (idx, node) in res.topology.iter() {
             if !node.is_switch() {
                 continue;
@@ -149,7 +149,7 @@ impl StandingLfts {
                 continue;
             }
             let guid = node.node_guid;
-            present.push(guid);
+            present.insert(guid);
             let replicated = replicated_of(inh, guid);
             let step = match self.entries.get(&guid) {
                 Some(e) if e.top == top && e.replicated == replicated => Step::Check,
@@ -278,17 +278,6 @@ impl StandingLfts {
             }
             _ => {}
         }
-    }
-}
-
-fn copy_block(table: &mut [u8], block: u16, ports: &[u8; 64]) {
-    let first = usize::from(block) * 64;
-    let end = (first + 64).min(table.len());
-    if let (Some(dst), Some(src)) = (
-        table.get_mut(first..end),
-        ports.get(..end.saturating_sub(first)),
-    ) {
-        dst.copy_from_slice(src);
     }
 }
 
