@@ -7,14 +7,14 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use ibsm_fabric::{gen, NodeIdx, Topology};
+use ibsm_fabric::{NodeIdx, Topology};
 use ibsm_mad::attr::{PKey, PKeyTable, SmpAttribute};
 use ibsm_mad::modifier::PKeyBlock;
 use ibsm_mad::{AttributeId, Method, Smp, SmpRoute};
-use ibsm_sim::{ClientId, Sim, SimConfig};
+use ibsm_sim::{ClientId, Sim};
 
-use super::verify::{cas, standby_discovery};
-use crate::subnet::inherit::tests::{self as inherit_tests, inherited, master_at, until_quiet};
+use super::verify::{cas, takeover, Takeover};
+use crate::subnet::inherit::tests::{self as inherit_tests, inherited, until_quiet};
 use crate::subnet::program::port_path;
 use crate::subnet::{Inherited, Membership, Partition, PartitionMember, SubnetManager};
 
@@ -65,44 +65,6 @@ fn exchange(sim: &mut Sim, client: ClientId, now: &mut Duration, smp: Smp) -> Sm
         *now = (*now).max(t);
     }
     panic!("no answer to {smp:?}");
-}
-
-/// The fabric, a first master's bring-up (its SMPs), and a standby on the last CA
-/// holding its own discovery; the first master stopped and detached.
-struct Takeover {
-    topo: Topology,
-    sim: Sim,
-    now: Duration,
-    bring_up: Vec<Smp>,
-    inh: Inherited,
-    c2: ClientId,
-    second: SubnetManager,
-    known: crate::discovery::DiscoveryResult,
-}
-
-fn takeover() -> Takeover {
-    let topo = gen::fat_tree_3level(4).expect("k=4");
-    let cas = cas(&topo);
-    let mut sim = Sim::new(&topo, SimConfig::default());
-    let mut now = Duration::ZERO;
-    let (c1, mut first) = master_at(&mut sim, cas[0]);
-    first.become_master(now);
-    let bring_up = sweep_recording(&mut sim, c1, &mut first, &mut now);
-    let (c2, second) = master_at(&mut sim, cas[cas.len() - 1]);
-    let known = standby_discovery(&mut sim, c2, &mut now);
-    let inh = inherited(&first);
-    first.stop();
-    sim.detach(c1).expect("detach");
-    Takeover {
-        topo,
-        sim,
-        now,
-        bring_up,
-        inh,
-        c2,
-        second,
-        known,
-    }
 }
 
 /// The verified takeover of `t.second` with `inh`; its first sweep's SMPs.

@@ -10,7 +10,10 @@ use ibsm_mad::{AttributeId, Method, Smp};
 use ibsm_sim::{ClientId, Sim, SimConfig};
 
 use crate::discovery::{DiscoveryAgent, DiscoveryConfig, DiscoveryResult};
-use crate::subnet::inherit::tests::{inherited, master_at, send_queued, sweep, until_quiet};
+use crate::subnet::inherit::tests::{
+    inherited, master_at, send_queued, sweep, sweep_recording, until_quiet,
+};
+use crate::subnet::{Inherited, SubnetManager};
 use crate::transactions::TransactionsConfig;
 
 /// A standby's own discovery from `client`'s port (what its standby sweeps keep).
@@ -59,25 +62,61 @@ pub(super) fn cas(topo: &Topology) -> Vec<NodeIdx> {
         .collect()
 }
 
+/// The fabric, a first master's bring-up (its SMPs), and a standby on the last CA
+/// holding its own discovery; the first master stopped and detached.
+pub(super) struct Takeover {
+    pub(super) topo: Topology,
+    pub(super) sim: Sim,
+    pub(super) now: Duration,
+    pub(super) bring_up: Vec<Smp>,
+    pub(super) inh: Inherited,
+    pub(super) c2: ClientId,
+    pub(super) second: SubnetManager,
+    pub(super) known: crate::discovery::DiscoveryResult,
+}
+
+pub(super) fn takeover() -> Takeover {
+    let topo = gen::fat_tree_3level(4).expect("k=4");
+    let cas = cas(&topo);
+    let mut sim = Sim::new(&topo, SimConfig::default());
+    let mut now = Duration::ZERO;
+    let (c1, mut first) = master_at(&mut sim, cas[0]);
+    first.become_master(now);
+    let (_, bring_up) = sweep_recording(&mut sim, c1, &mut first, &mut now);
+    let (c2, second) = master_at(&mut sim, cas[cas.len() - 1]);
+    let known = standby_discovery(&mut sim, c2, &mut now);
+    let inh = inherited(&first);
+    first.stop();
+    sim.detach(c1).expect("detach");
+    Takeover {
+        topo,
+        sim,
+        now,
+        bring_up,
+        inh,
+        c2,
+        second,
+        known,
+    }
+}
+
 fn count(sent: &[Smp], attr: AttributeId) -> usize {
     sent.iter().filter(|s| s.attr_id == attr).count()
 }
 
 #[test]
 fn an_unchanged_fabric_is_verified_not_discovered_and_nothing_is_written() {
-    let topo = gen::fat_tree_3level(4).expect("k=4");
-    let cas = cas(&topo);
+    let Takeover {
+        topo,
+        mut sim,
+        mut now,
+        inh,
+        c2,
+        mut second,
+        known,
+        ..
+    } = takeover();
     let switches = topo.iter().filter(|(_, n)| n.is_switch()).count();
-    let mut sim = Sim::new(&topo, SimConfig::default());
-    let mut now = Duration::ZERO;
-    let (c1, mut first) = master_at(&mut sim, cas[0]);
-    first.become_master(now);
-    sweep(&mut sim, c1, &mut first, &mut now);
-    let (c2, mut second) = master_at(&mut sim, cas[cas.len() - 1]);
-    let known = standby_discovery(&mut sim, c2, &mut now);
-    let inh = inherited(&first);
-    first.stop();
-    sim.detach(c1).expect("detach");
 
     second.prepare_takeover_from(now, inh.clone(), Some(known));
     let mut sent = Vec::new();
@@ -119,18 +158,17 @@ fn an_unchanged_fabric_is_verified_not_discovered_and_nothing_is_written() {
 
 #[test]
 fn a_cable_pulled_since_the_standby_sweep_falls_back_to_discovery_and_reroutes() {
-    let topo = gen::fat_tree_3level(4).expect("k=4");
+    let Takeover {
+        topo,
+        mut sim,
+        mut now,
+        inh,
+        c2,
+        mut second,
+        known,
+        ..
+    } = takeover();
     let cas = cas(&topo);
-    let mut sim = Sim::new(&topo, SimConfig::default());
-    let mut now = Duration::ZERO;
-    let (c1, mut first) = master_at(&mut sim, cas[0]);
-    first.become_master(now);
-    sweep(&mut sim, c1, &mut first, &mut now);
-    let (c2, mut second) = master_at(&mut sim, cas[cas.len() - 1]);
-    let known = standby_discovery(&mut sim, c2, &mut now);
-    let inh = inherited(&first);
-    first.stop();
-    sim.detach(c1).expect("detach");
 
     // After the standby's sweep, a CA loses its cable (its switch raises
     // PortStateChange; the routes to it must go).
